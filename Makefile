@@ -1,0 +1,92 @@
+# ClusterKit: the README's two commands are `make synth` and `make test`; everything they need is
+# installed from here (Python venvs, the pinned CDK CLI, and Debian packages for the tests).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+PYTHON ?= python3
+VENV := .venv
+PCVENV := .venv-pcluster
+CLUSTER ?= demo
+CDK := node_modules/.bin/cdk
+# Packages the tests run for real: Slurm + munge (pyxis wiring), squashfs-tools (image store), gcc (stub plugin).
+DEB_PACKAGES := slurmctld slurmd slurm-client munge libslurm-dev squashfs-tools squashfuse gcc libc6-dev
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 1
+export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
+
+.PHONY: help synth test render render-check lock validate deploy diff destroy-cluster destroy-all pcluster-venv system-packages clean
+
+help:
+	@echo "make synth                 synthesize the default cluster (demo) offline and summarize it"
+	@echo "make test                  install test dependencies, then run the whole test suite"
+	@echo "make render                rewrite cluster_configs/rendered/*.yaml from the specs"
+	@echo "make lock CLUSTER=x        resolve image digests into cluster_configs/x.images.lock"
+	@echo "make validate [--pcluster] check every spec (add PCLUSTER=1 for ParallelCluster's validators)"
+	@echo "make deploy CLUSTER=x      cdk deploy all three stacks (needs AWS credentials)"
+	@echo "make destroy-cluster CLUSTER=x   delete only the cluster stack (network + storage stay)"
+
+$(VENV)/.stamp-runtime: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -r requirements.txt
+	touch $@
+
+$(VENV)/.stamp-dev: $(VENV)/.stamp-runtime requirements-dev.txt
+	$(VENV)/bin/pip install -q -r requirements-dev.txt
+	touch $@
+
+$(PCVENV)/.stamp: requirements-pcluster.txt
+	$(PYTHON) -m venv $(PCVENV)
+	$(PCVENV)/bin/pip install -q --upgrade pip
+	$(PCVENV)/bin/pip install -q --no-deps -r requirements-pcluster.txt
+	touch $@
+
+node_modules/.stamp: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+pcluster-venv: $(PCVENV)/.stamp
+
+# Debian packages: installed when root on Debian/Ubuntu, otherwise the exact command is printed.
+system-packages:
+	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing Debian packages: $$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	else \
+	  echo "missing Debian packages: $$missing"; \
+	  echo "run: sudo apt-get install -y $$missing"; exit 1; \
+	fi
+
+synth: $(VENV)/.stamp-runtime node_modules/.stamp
+	AWS_EC2_METADATA_DISABLED=true $(CDK) synth --quiet -c cluster=$(CLUSTER) >/dev/null
+	AWS_EC2_METADATA_DISABLED=true $(VENV)/bin/python -m clusterkit summary --cdk-out cdk.out $(CLUSTER)
+
+test: $(VENV)/.stamp-dev $(PCVENV)/.stamp node_modules/.stamp system-packages
+	$(VENV)/bin/python -m pytest
+
+render: $(VENV)/.stamp-runtime
+	$(VENV)/bin/python -m clusterkit render
+
+render-check: $(VENV)/.stamp-runtime
+	$(VENV)/bin/python -m clusterkit render --check
+
+lock: $(VENV)/.stamp-runtime
+	$(VENV)/bin/python -m clusterkit lock $(CLUSTER)
+
+validate: $(VENV)/.stamp-runtime $(if $(PCLUSTER),$(PCVENV)/.stamp)
+	$(VENV)/bin/python -m clusterkit validate $(if $(PCLUSTER),--pcluster)
+
+deploy: $(VENV)/.stamp-runtime node_modules/.stamp
+	$(CDK) deploy --all -c cluster=$(CLUSTER) --require-approval broadening
+
+diff: $(VENV)/.stamp-runtime node_modules/.stamp
+	$(CDK) diff --all -c cluster=$(CLUSTER)
+
+destroy-cluster: $(VENV)/.stamp-runtime node_modules/.stamp
+	$(CDK) destroy -c cluster=$(CLUSTER) "$$($(VENV)/bin/python -c 'import app,sys; print(app.stack_prefix(sys.argv[1]))' $(CLUSTER))-Cluster"
+
+destroy-all: $(VENV)/.stamp-runtime node_modules/.stamp
+	$(CDK) destroy --all -c cluster=$(CLUSTER)
+
+clean:
+	rm -rf cdk.out .pytest_cache

@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""The CDK app: ``cdk synth -c cluster=<name>`` (default ``demo``) builds <Name>-Network, -Storage, -Cluster.
+
+This file only wires: it loads and validates the spec (all problems at once, one line each, exit 2),
+builds the three stacks and passes what one needs from another. cdk-nag AwsSolutions checks every synth.
+"""
+from __future__ import annotations
+
+import sys
+
+import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
+
+from clusterkit.errors import EXIT_USER_ERROR, ClusterKitError
+from clusterkit.loader import DEFAULT_CLUSTER, Loaded, load
+from stacks.cluster import ClusterStack
+from stacks.network import NetworkStack
+from stacks.storage import StorageStack
+
+
+def stack_prefix(name: str) -> str:
+    """``p5-capacity-block`` -> ``P5-Capacity-Block``: stack names read like the cluster they hold."""
+    return "-".join(part[:1].upper() + part[1:] for part in name.split("-"))
+
+
+def build(app: cdk.App, loaded: Loaded) -> dict[str, cdk.Stack]:
+    """The three stacks of one cluster, checked by cdk-nag AwsSolutions at synth (findings raise)."""
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(verbose=True))
+    spec = loaded.spec
+    env = cdk.Environment(account=spec.account, region=spec.region)
+    prefix = stack_prefix(spec.name)
+    tags = {"clusterkit:cluster": spec.name, **spec.tags}
+    network = NetworkStack(app, f"{prefix}-Network", spec=spec, env=env, tags=tags,
+                           description=f"ClusterKit {spec.name}: VPC, subnets and security groups")
+    storage = StorageStack(app, f"{prefix}-Storage", spec=spec, vpc=network.vpc, subnet_id=network.compute_subnet_id,
+                           security_group=network.fsx_security_group, env=env, tags=tags,
+                           description=f"ClusterKit {spec.name}: FSx for Lustre image store (outlives clusters)")
+    cluster = ClusterStack(app, f"{prefix}-Cluster", loaded=loaded,
+                           head_node_subnet_id=network.head_node_subnet_id,
+                           compute_subnet_id=network.compute_subnet_id,
+                           security_group_id=network.cluster_security_group.security_group_id,
+                           file_system_id=storage.file_system_id, env=env, tags=tags,
+                           description=f"ClusterKit {spec.name}: ParallelCluster {spec.parallelcluster_version} cluster")
+    cluster.add_dependency(storage)
+    return {"network": network, "storage": storage, "cluster": cluster}
+
+
+def main() -> int:
+    app = cdk.App()
+    name = app.node.try_get_context("cluster") or DEFAULT_CLUSTER
+    try:
+        loaded = load(name)
+    except ClusterKitError as exc:
+        for line in exc.lines():
+            print(line, file=sys.stderr)
+        return EXIT_USER_ERROR
+    for warning in loaded.warnings:
+        print(warning.render(), file=sys.stderr)
+    build(app, loaded)
+    app.synth()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""The node artifacts shipped to S3: per-file scripts for PC CustomActions and one bootstrap bundle zip.
+
+Keys are content hashes, computed here without CDK, so the committed rendered config names the exact
+objects a deploy uploads: a script or lock change shows up in the pull-request diff. The zip is built
+byte-for-byte deterministically (fixed timestamps and modes, sorted entries) so its hash is stable.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .loader import REPO, Loaded
+from .node_settings import head_settings
+
+SCRIPTS = REPO / "bootstrap_scripts"
+LAUNCHER = "head_node_launcher.sh"  # stable: HeadNode OnNodeConfigured cannot change after creation
+COMPUTE_START = "compute_node_start.sh"
+COMPUTE_CONFIGURED = "compute_node_configured.sh"
+BUNDLE_FILES = ("enroot.sh", "head_node.sh", "image_sync.py", COMPUTE_START, COMPUTE_CONFIGURED)
+_EPOCH = (2020, 1, 1, 0, 0, 0)
+EMPTY_LOCK = '{\n  "cluster": "",\n  "images": [],\n  "lock_version": 1\n}\n'
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One S3 object: its bytes, content hash and the key CDK uploads it under (``<sha256><ext>``)."""
+
+    name: str
+    data: bytes
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+    @property
+    def key(self) -> str:
+        return self.sha256 + Path(self.name).suffix
+
+
+@dataclass(frozen=True)
+class NodeArtifacts:
+    launcher: Artifact
+    compute_start: Artifact
+    compute_configured: Artifact
+    bundle: Artifact
+
+    def all(self) -> list[Artifact]:
+        return [self.launcher, self.compute_start, self.compute_configured, self.bundle]
+
+
+def _file(name: str) -> Artifact:
+    return Artifact(name, (SCRIPTS / name).read_bytes())
+
+
+def build_zip(files: dict[str, bytes]) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name in sorted(files):
+            info = zipfile.ZipInfo(name, date_time=_EPOCH)
+            info.external_attr = (0o755 if name.endswith((".sh", ".py")) else 0o644) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, files[name])
+    return out.getvalue()
+
+
+def node_artifacts(loaded: Loaded) -> NodeArtifacts:
+    """Everything the nodes of this cluster need, from the committed scripts, spec and image lock."""
+    files = {name: (SCRIPTS / name).read_bytes() for name in BUNDLE_FILES}
+    lock = loaded.lock_path
+    files["images.lock"] = lock.read_bytes() if lock.exists() else EMPTY_LOCK.encode()
+    files["node.args"] = ("\n".join(head_settings(loaded.spec)) + "\n").encode()
+    return NodeArtifacts(
+        launcher=_file(LAUNCHER),
+        compute_start=_file(COMPUTE_START),
+        compute_configured=_file(COMPUTE_CONFIGURED),
+        bundle=Artifact(f"{loaded.spec.name}-bundle.zip", build_zip(files)),
+    )

@@ -1,0 +1,111 @@
+"""Command line: ``python -m clusterkit <command>``. User errors print one line each and exit 2."""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from .errors import EXIT_USER_ERROR, ClusterKitError
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from .loader import load_many
+
+    loaded, problems = load_many(args.names)
+    for problem in problems:
+        print(problem.render(), file=sys.stderr)
+    errors = [p for p in problems if p.level == "error"]
+    if not errors and args.pcluster:
+        from .pcluster_runner import check_loaded
+
+        errors_pc = check_loaded(loaded, mode="validate")
+        for line in errors_pc:
+            print(line, file=sys.stderr)
+        if errors_pc:
+            return EXIT_USER_ERROR
+    if errors:
+        return EXIT_USER_ERROR
+    for item in loaded:
+        print(f"{item.source.display_path}: ok ({item.spec.name})")
+    return 0
+
+
+def _render(args: argparse.Namespace) -> int:
+    from .render_files import render_all
+
+    stale = render_all(args.names, check=args.check)
+    if args.check and stale:
+        for path in stale:
+            print(f"{path}: stale (run `make render`)", file=sys.stderr)
+        return 1
+    for path in stale:
+        print(f"wrote {path}")
+    return 0
+
+
+def _lock(args: argparse.Namespace) -> int:
+    from .lock_files import lock_all
+
+    for path in lock_all(args.names, offline=args.offline):
+        print(f"wrote {path}")
+    return 0
+
+
+def _reference(args: argparse.Namespace) -> int:
+    from .reference import spec_reference
+
+    print(spec_reference(), end="")
+    return 0
+
+
+def _summary(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .summary import summarize
+
+    print("\n".join(summarize(Path(args.cdk_out), args.name)))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m clusterkit", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("validate", help="check specs (all of cluster_configs/*.yaml by default)")
+    p.add_argument("names", nargs="*", metavar="NAME|PATH")
+    p.add_argument("--pcluster", action="store_true", help="also run ParallelCluster's own schema and validators")
+    p.set_defaults(run=_validate)
+
+    p = sub.add_parser("render", help="write cluster_configs/rendered/<name>.yaml")
+    p.add_argument("names", nargs="*", metavar="NAME|PATH")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if a rendered file is stale")
+    p.set_defaults(run=_render)
+
+    p = sub.add_parser("lock", help="resolve image digests into cluster_configs/<name>.images.lock")
+    p.add_argument("names", nargs="*", metavar="NAME|PATH")
+    p.add_argument("--offline", action="store_true",
+                   help="no registry calls: lock only images the spec pins by digest (sizes unknown)")
+    p.set_defaults(run=_lock)
+
+    p = sub.add_parser("summary", help="summarize a synthesized cluster (used by `make synth`)")
+    p.add_argument("name", nargs="?", default="demo")
+    p.add_argument("--cdk-out", default="cdk.out")
+    p.set_defaults(run=_summary)
+
+    p = sub.add_parser("reference", help="print the spec reference (markdown)")
+    p.set_defaults(run=_reference)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except ClusterKitError as exc:
+        for line in exc.lines():
+            print(line, file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        return 130

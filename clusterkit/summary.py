@@ -1,0 +1,26 @@
+"""The short report ``make synth`` prints: stacks, resource counts and where the rendered config is."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from .loader import load
+from .render_files import rendered_path
+
+
+def summarize(cdk_out: Path, name: str) -> list[str]:
+    loaded = load(name)
+    manifest = json.loads((cdk_out / "manifest.json").read_text())
+    lines = [f"cluster {loaded.spec.name} ({loaded.spec.region}/{loaded.spec.availability_zone}), "
+             f"ParallelCluster {loaded.spec.parallelcluster_version}, {loaded.spec.os}"]
+    for artifact_id, artifact in sorted(manifest["artifacts"].items()):
+        if artifact.get("type") != "aws:cloudformation:stack":
+            continue
+        template = json.loads((cdk_out / artifact["properties"]["templateFile"]).read_text())
+        kinds = Counter(r["Type"] for r in template.get("Resources", {}).values())
+        top = ", ".join(f"{n} {t.removeprefix('AWS::')}" for t, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))[:5])
+        lines.append(f"  {artifact_id:<28} {sum(kinds.values()):>3} resources  ({top})")
+    lines.append(f"  rendered ParallelCluster config: {rendered_path(loaded).relative_to(Path.cwd()) if rendered_path(loaded).is_relative_to(Path.cwd()) else rendered_path(loaded)}")
+    lines.append(f"  templates: {cdk_out}/")
+    return lines

@@ -1,0 +1,109 @@
+"""The ``<Name>-Cluster`` stack: ParallelCluster itself, created through PC's CloudFormation custom resource.
+
+It holds everything whose lifetime is the cluster's: the PC provider (a nested stack from the pinned
+version's public template), the node artifacts as content-hashed S3 assets, least-privilege node
+policies, the SSM parameter naming the current bootstrap bundle, and ``Custom::PclusterCluster`` whose
+ClusterConfiguration is ``clusterkit.render.render_config`` given CDK tokens. Destroying this stack
+never touches the network or storage stacks.
+"""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3_assets as s3_assets
+from aws_cdk import aws_ssm as ssm
+from constructs import Construct
+
+from clusterkit.bundle import Artifact, NodeArtifacts, node_artifacts
+from clusterkit.loader import Loaded
+from clusterkit.render import Refs, bundle_parameter_name, render_config
+
+from .nag import acknowledge
+
+PROVIDER_TEMPLATE = ("https://{region}-aws-parallelcluster.s3.{region}.{suffix}/parallelcluster/{version}"
+                     "/templates/custom_resource/cluster.yaml")
+
+
+def provider_template_url(version: str) -> str:
+    return PROVIDER_TEMPLATE.format(region=cdk.Aws.REGION, suffix=cdk.Aws.URL_SUFFIX, version=version)
+
+
+class ClusterStack(cdk.Stack):
+    """ParallelCluster cluster named ``spec.name`` (the stack itself is ``<Name>-Cluster``)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, loaded: Loaded, head_node_subnet_id: str,
+                 compute_subnet_id: str, security_group_id: str, file_system_id: str, **kwargs) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        spec = loaded.spec
+        artifacts = node_artifacts(loaded)
+        assets = {a.name: self._asset(a) for a in artifacts.all()}
+        bucket = assets[artifacts.bundle.name].s3_bucket_name
+
+        parameter = ssm.StringParameter(
+            self, "BootstrapBundle", parameter_name=bundle_parameter_name(spec),
+            string_value=assets[artifacts.bundle.name].s3_object_url,
+            description=f"Current ClusterKit bootstrap bundle of cluster {spec.name} (read by the head node launcher)")
+
+        head_policy = self._node_policy("HeadNodePolicy", f"{spec.name}-head-node", bucket,
+                                        [artifacts.launcher, artifacts.bundle], parameter)
+        compute_policy = self._node_policy("ComputeNodePolicy", f"{spec.name}-compute-node", bucket,
+                                           [artifacts.compute_start, artifacts.compute_configured], None)
+
+        provider = cdk.CfnStack(self, "ParallelClusterProvider",
+                                template_url=provider_template_url(spec.parallelcluster_version))
+        refs = Refs(
+            head_node_subnet_id=head_node_subnet_id, compute_subnet_id=compute_subnet_id,
+            security_group_id=security_group_id, file_system_id=file_system_id, assets_bucket=bucket,
+            head_node_policy_arn=head_policy.managed_policy_arn,
+            compute_node_policy_arn=compute_policy.managed_policy_arn,
+            bundle_parameter=parameter.parameter_name, partition=cdk.Aws.PARTITION)
+        config = render_config(spec, refs, artifacts)
+        cluster = cdk.CustomResource(
+            self, "ParallelCluster", resource_type="Custom::PclusterCluster",
+            service_token=provider.get_att("Outputs.ServiceToken").to_string(),
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+            properties={"ClusterName": spec.name, "ClusterConfiguration": config, "DeletionPolicy": "Delete"})
+        # The head node reads the parameter at boot, so it must exist with the new value first.
+        cluster.node.add_dependency(parameter, head_policy, compute_policy)
+        self.cluster_name = spec.name
+        self.head_node_instance_id = cluster.get_att_string("headNode.instanceId")
+
+        self._output("ClusterName", spec.name, "ParallelCluster cluster name (not this stack's name)")
+        self._output("HeadNodeInstanceId", self.head_node_instance_id, "EC2 instance id of the head node")
+        self._output("SsmSession", cdk.Fn.join("", ["aws ssm start-session --region ", spec.region, " --target ",
+                                                    self.head_node_instance_id]),
+                     "shell on the head node (no SSH is open)")
+        self._output("ValidationMessages", cluster.get_att_string("validationMessages"),
+                     "ParallelCluster validation warnings at the last create or update")
+        self._output("BootstrapBundle", assets[artifacts.bundle.name].s3_object_url, "bootstrap bundle of this deploy")
+
+        acknowledge(head_policy, "AwsSolutions-IAM5",
+                    "s3:GetObject is scoped to the content-hashed bootstrap objects; the wildcard is the CDK "
+                    "assets bucket's object ARN prefix built from tokens, not a broader grant")
+        acknowledge(compute_policy, "AwsSolutions-IAM5",
+                    "s3:GetObject is scoped to the content-hashed compute scripts in the CDK assets bucket")
+
+    def _asset(self, artifact: Artifact) -> s3_assets.Asset:
+        """An S3 asset keyed by our own sha256, so the rendered config can name the key without CDK."""
+        staging = Path(tempfile.mkdtemp(prefix="clusterkit-asset-")) / artifact.name
+        staging.write_bytes(artifact.data)
+        return s3_assets.Asset(self, f"Asset-{artifact.name}", path=str(staging),
+                               asset_hash=artifact.sha256, asset_hash_type=cdk.AssetHashType.CUSTOM)
+
+    def _node_policy(self, construct_id: str, name: str, bucket: str, objects: list[Artifact],
+                     parameter: ssm.IStringParameter | None) -> iam.ManagedPolicy:
+        statements = [iam.PolicyStatement(
+            sid="ReadBootstrapObjects", actions=["s3:GetObject"],
+            resources=[cdk.Arn.format(cdk.ArnComponents(service="s3", region="", account="", resource=bucket,
+                                                        resource_name=o.key), self) for o in objects])]
+        if parameter is not None:
+            statements.append(iam.PolicyStatement(sid="ReadBundleParameter", actions=["ssm:GetParameter"],
+                                                  resources=[parameter.parameter_arn]))
+        return iam.ManagedPolicy(self, construct_id, managed_policy_name=f"ClusterKit-{name}", statements=statements,
+                                 description=f"ClusterKit {name}: read its bootstrap artifacts only")
+
+    def _output(self, name: str, value: str, description: str) -> None:
+        cdk.CfnOutput(self, name, value=value, description=description)

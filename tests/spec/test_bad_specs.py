@@ -1,0 +1,155 @@
+"""Every user mistake gets one line: file:line:col: path: problem (hint). Exact lines are asserted."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from clusterkit.errors import SpecError
+from clusterkit.loader import load
+
+BASE = """\
+name: t
+region: us-east-1
+availability_zone: us-east-1a
+queues:
+  - name: gpu
+    compute_resources:
+      - name: p5
+        instance_type: p5.48xlarge
+        max: 2
+"""
+
+
+def _with(old: str, new: str) -> str:
+    assert old in BASE, old
+    return BASE.replace(old, new, 1)
+
+
+def _extra(text: str) -> str:
+    return BASE + textwrap.dedent(text)
+
+
+IMAGE = "containers:\n  images:\n    - name: {name}\n      uri: {uri}\n"
+
+CASES = [
+    ("unknown top-level key", _extra("regoin: us-east-1\n"),
+     ["10:1: regoin: unknown key (did you mean 'region'?)"]),
+    ("unknown nested key", _with("        max: 2\n", "        max: 2\n        mni: 1\n"),
+     ["10:9: queues[0].compute_resources[0].mni: unknown key (did you mean 'min'?)"]),
+    ("string for integer", _with("max: 2", "max: two"),
+     ["9:14: queues[0].compute_resources[0].max: expected an integer, got string 'two'"]),
+    ("integer for string", _extra("account: 123456789012\n"),
+     ['10:10: account: expected a string, got integer \'123456789012\' (quote it: "123456789012")']),
+    ("missing required", _with("        instance_type: p5.48xlarge\n", ""),
+     ["7:9: queues[0].compute_resources[0]: missing required key 'instance_type' (EC2 instance type)"]),
+    ("bad enum", _extra("os: alinux2\n"),
+     ["10:5: os: must be one of alinux2023 | ubuntu2204 | ubuntu2404 | rhel8 | rhel9, got string 'alinux2' (did you mean 'alinux2023'?)"]),
+    ("bad cluster name", _with("name: t\n", "name: 1cluster\n"),
+     ["1:7: name: '1cluster' is not a valid ParallelCluster cluster name (start with a letter; letters, digits and hyphens; at most 60 characters)"]),
+    ("unknown region", _with("region: us-east-1", "region: us-eats-1"),
+     ["2:9: region: unknown region 'us-eats-1' (did you mean 'us-east-1'?)"]),
+    ("az outside region", _with("us-east-1a", "us-west-2a"),
+     ["3:20: availability_zone: 'us-west-2a' is not in us-east-1 (one of us-east-1a, us-east-1b, us-east-1c, us-east-1d, us-east-1e, us-east-1f)"]),
+    ("old pc version", _extra("parallelcluster_version: 3.10.1\n"),
+     ["10:26: parallelcluster_version: 3.10.1 is too old (ParallelCluster 3.11.1 or later ships Enroot and Pyxis on its official AMIs)"]),
+    ("unknown instance type", _with("p5.48xlarge", "p5.48xlargee"),
+     ["8:24: queues[0].compute_resources[0].instance_type: unknown instance type 'p5.48xlargee' (did you mean 'p5.48xlarge'?)"]),
+    ("efa on non-efa type", _with("        instance_type: p5.48xlarge\n", "        instance_type: c5.large\n        efa: true\n"),
+     ["9:14: queues[0].compute_resources[0].efa: c5.large does not support EFA (set efa: false or pick an EFA type)"]),
+    ("min greater than max", _with("        max: 2\n", "        max: 3\n        min: 4\n"),
+     ["9:14: queues[0].compute_resources[0].max: must be >= min (3 < 4)"]),
+    ("capacity block without reservation", _with("  - name: gpu\n", "  - name: gpu\n    capacity_type: capacity_block\n"),
+     ["8:9: queues[0].compute_resources[0]: capacity_block needs capacity_reservation_id (the cr-... id of the capacity block)",
+      "8:9: queues[0].compute_resources[0].min: capacity_block needs min == max > 0 (min 0, max 2) (set both to the block's instance count)"]),
+    ("capacity block with placement group",
+     _with("  - name: gpu\n", "  - name: gpu\n    capacity_type: capacity_block\n    placement_group: true\n")
+     .replace("        max: 2\n", "        max: 2\n        min: 2\n        capacity_reservation_id: cr-0123456789abcdef0\n"),
+     ["7:22: queues[0].placement_group: capacity blocks cannot use a placement group (the reservation already fixes placement; remove placement_group)"]),
+    ("fsx capacity", _extra("storage:\n  fsx_lustre:\n    new:\n      capacity_gib: 2000\n"),
+     ["13:21: storage.fsx_lustre.new.capacity_gib: 2000 GiB is not a valid Lustre capacity (1200 or a multiple of 2400, e.g. 2400)"]),
+    ("fsx throughput", _extra("storage:\n  fsx_lustre:\n    new:\n      throughput_mb_per_tib: 200\n"),
+     ["13:30: storage.fsx_lustre.new.throughput_mb_per_tib: 200 is not allowed for PERSISTENT_2 (one of 125, 250, 500, 1000)"]),
+    ("scratch with throughput", _extra("storage:\n  fsx_lustre:\n    new:\n      deployment_type: SCRATCH_2\n"),
+     ["13:7: storage.fsx_lustre.new.throughput_mb_per_tib: SCRATCH_2 has no per-unit throughput setting (set it to null)"]),
+    ("bad fsx id", _extra("storage:\n  fsx_lustre:\n    existing:\n      file_system_id: fs-123\n"),
+     ["13:23: storage.fsx_lustre.existing.file_system_id: 'fs-123' is not an FSx id (fs- followed by 17 lowercase hex characters)"]),
+    ("duplicate queue", BASE + "  - name: gpu\n    compute_resources:\n      - name: c\n        instance_type: c6i.xlarge\n        max: 1\n",
+     ["10:11: queues[1].name: duplicate queue name 'gpu' (names must be unique)"]),
+    ("duplicate compute resource", _with("        max: 2\n", "        max: 2\n      - name: p5\n        instance_type: p5.48xlarge\n        max: 1\n"),
+     ["10:15: queues[0].compute_resources[1].name: duplicate compute resource name 'p5' (names must be unique)"]),
+    ("duplicate image", _extra(IMAGE.format(name="a", uri="ubuntu:22.04") + "    - name: a\n      uri: ubuntu:24.04\n"),
+     ["14:13: containers.images[1].name: duplicate image name 'a' (names must be unique)"]),
+    ("too many queues", BASE.replace("queues:\n", "queues:\n" + "".join(
+        f"  - name: q{i}\n    compute_resources:\n      - name: c\n        instance_type: c6i.xlarge\n        max: 1\n" for i in range(50))),
+     ["5:3: queues: 51 compute resources; ParallelCluster allows 50 per cluster", "5:3: queues: 51 queues; ParallelCluster allows 50"]),
+    ("unsupported os", _extra("os: centos7\n"),
+     ["10:5: os: must be one of alinux2023 | ubuntu2204 | ubuntu2404 | rhel8 | rhel9, got string 'centos7'"]),
+    ("newer pc version", _extra("parallelcluster_version: 3.17.0\n"),
+     ["10:26: parallelcluster_version: 3.17.0 is newer than ClusterKit supports (supported: 3.11.1 to 3.16.1)"]),
+    ("image without tag", _extra(IMAGE.format(name="a", uri="nvcr.io/nvidia/pytorch")),
+     None),  # message text comes from imageref; asserted by prefix below
+    ("uppercase image repository", _extra(IMAGE.format(name="a", uri="nvcr.io/NVIDIA/pytorch:25.01-py3")),
+     None),
+    ("bad image name", _extra(IMAGE.format(name="My Image", uri="ubuntu:22.04")),
+     ["12:13: containers.images[0].name: 'My Image' is not a valid image name (lowercase letters, digits, '.', '_', '-'; it becomes <store>/<name>.sqsh)"]),
+    ("subnet too small", _extra("network:\n  new:\n    compute_subnet_mask: 26\n").replace("max: 2", "max: 4"),
+     ["12:26: network.new.compute_subnet_mask: compute subnet has 59 usable addresses but max nodes need 129 (EFA takes one address per interface; use a /24 or fewer max nodes)"]),
+    ("new and existing network", _extra("network:\n  new: {}\n  existing:\n    vpc_id: vpc-12345678\n    head_node_subnet_id: subnet-12345678\n    compute_subnet_id: subnet-12345678\n"),
+     ["13:5: network.existing: give either network.new or network.existing, not both"]),
+    ("spot with reservation", _with("  - name: gpu\n", "  - name: gpu\n    capacity_type: spot\n").replace("        max: 2\n", "        max: 2\n        capacity_reservation_id: cr-0123456789abcdef0\n"),
+     ["11:34: queues[0].compute_resources[0].capacity_reservation_id: spot capacity cannot use a capacity reservation (use capacity_type: ondemand or capacity_block)"]),
+    ("duplicate key", _extra("region: us-west-2\n"),
+     ["10:1: region: key given twice (remove one)"]),
+    ("log retention", _extra("monitoring:\n  log_retention_days: 10\n"),
+     ["11:23: monitoring.log_retention_days: 10 is not a retention ParallelCluster accepts (nearest allowed: 7)"]),
+    ("invalid yaml", "name: t\nqueues: [\n", ["3:1: not valid YAML: expected the node content, but found '<stream end>'"]),
+    ("image store outside mount", _extra("storage:\n  fsx_lustre:\n    image_store: /data/containers\n"),
+     ["12:18: storage.fsx_lustre.image_store: '/data/containers' is not inside mount_dir /fsx (e.g. /fsx/containers)"]),
+]
+
+
+def _errors(tmp_path, text: str) -> list[str]:
+    path = tmp_path / "t.yaml"
+    path.write_text(text)
+    with pytest.raises(SpecError) as info:
+        load(str(path), check_lock=False)
+    prefix = f"{path}:"
+    lines = info.value.lines()
+    assert all(line.startswith(prefix) for line in lines), lines
+    return [line[len(prefix):] for line in lines]
+
+
+def test_base_spec_is_valid(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text(BASE)
+    assert load(str(path), check_lock=False).spec.queues[0].compute_resources[0].max == 2
+
+
+@pytest.mark.parametrize("text,expected", [c[1:] for c in CASES if c[2] is not None], ids=[c[0] for c in CASES if c[2] is not None])
+def test_bad_spec_reports_exact_line(tmp_path, text, expected):
+    assert _errors(tmp_path, text) == expected
+
+
+@pytest.mark.parametrize("uri,needle", [("nvcr.io/nvidia/pytorch", "tag"), ("nvcr.io/NVIDIA/pytorch:25.01-py3", "uppercase")])
+def test_malformed_image_uri(tmp_path, uri, needle):
+    (line,) = _errors(tmp_path, _extra(IMAGE.format(name="a", uri=uri)))
+    assert line.startswith(f"13:12: containers.images[0].uri: malformed image reference '{uri}': ")
+    assert needle in line.lower()
+
+
+def test_all_problems_reported_at_once(tmp_path):
+    """Rule problems in different parts of one file come out together, in file order."""
+    text = _with("max: 2", "max: 0").replace("region: us-east-1", "region: mars-1") + "head_node:\n  root_volume_gib: 8\n"
+    paths = [line.split(": ")[1] for line in _errors(tmp_path, text)]
+    assert paths == ["region", "queues[0].compute_resources[0].max", "head_node.root_volume_gib"]
+
+
+def test_cli_exit_code_and_no_traceback(tmp_path, capsys):
+    from clusterkit.cli import main
+
+    path = tmp_path / "t.yaml"
+    path.write_text(_with("max: 2", "max: zero"))
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1 and "expected an integer" in err

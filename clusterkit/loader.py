@@ -74,8 +74,8 @@ def _lock_problems(spec: ClusterSpec, source: LoadedSpec) -> list[Problem]:
     path = lock_path(source.path)
     try:
         lock = images.load_lock(path) if path.exists() else None
-    except images.LockError as exc:
-        return [Problem(display(path), 0, 0, "", str(exc), f"run `make lock CLUSTER={spec.name}`")]
+    except images.LockError as exc:  # its lines already carry the path, position and the `make lock` hint
+        return [Problem(display(path), 0, 0, "", line) for line in exc.lines()]
     found = images.lock_problems(lock, spec.name, image_specs(spec), platform(spec))
     return [source.marks.problem("containers.images", text) for text in found]
 

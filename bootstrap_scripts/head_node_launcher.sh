@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# ClusterKit head-node launcher: HeadNode OnNodeConfigured AND OnNodeUpdated action.
+#
+# Why a launcher: ParallelCluster refuses any change to HeadNode OnNodeConfigured after the cluster
+# exists (update policy UNSUPPORTED). So this script and its Args never change: it reads the S3 URI of
+# the current bootstrap bundle from an SSM parameter the Cluster stack keeps up to date, unpacks it,
+# and runs the bundle's head_node.sh with the cluster settings from the bundle's node.args.
+# OnNodeUpdated passes CK_BUNDLE_SHA256 as well, only so that a new bundle changes the config and
+# ParallelCluster runs this again; the launcher checks the downloaded bundle against it.
+#
+# Args (KEY=VALUE): CK_REGION, CK_BUNDLE_PARAMETER, optional CK_BUNDLE_SHA256.
+set -euo pipefail
+
+CK_ROOT="${CK_ROOT:-}"
+LOG_FILE="${CK_ROOT}/var/log/clusterkit/bootstrap.log"
+
+log() {
+  local line
+  line="$(date -u +%Y-%m-%dT%H:%M:%SZ) launcher: $*"
+  mkdir -p "$(dirname "$LOG_FILE")"
+  printf '%s\n' "$line" | tee -a "$LOG_FILE"
+}
+
+die() {
+  log "ERROR: $*"
+  exit "${2:-1}"
+}
+
+parse_args() {
+  local arg
+  CK_REGION="" CK_BUNDLE_PARAMETER="" CK_BUNDLE_SHA256=""
+  for arg in "$@"; do
+    case "$arg" in
+      CK_REGION=*) CK_REGION="${arg#*=}" ;;
+      CK_BUNDLE_PARAMETER=*) CK_BUNDLE_PARAMETER="${arg#*=}" ;;
+      CK_BUNDLE_SHA256=*) CK_BUNDLE_SHA256="${arg#*=}" ;;
+      *) die "unknown argument '${arg%%=*}' (expected CK_REGION, CK_BUNDLE_PARAMETER, CK_BUNDLE_SHA256)" 2 ;;
+    esac
+  done
+  [[ -n "$CK_REGION" ]] || die "missing argument CK_REGION" 2
+  [[ -n "$CK_BUNDLE_PARAMETER" ]] || die "missing argument CK_BUNDLE_PARAMETER" 2
+}
+
+bundle_uri() {
+  aws ssm get-parameter --region "$CK_REGION" --name "$CK_BUNDLE_PARAMETER" \
+    --query Parameter.Value --output text
+}
+
+main() {
+  parse_args "$@"
+  command -v aws >/dev/null || die "the aws CLI is missing (official ParallelCluster AMIs ship it)"
+  local uri work sha
+  uri="$(bundle_uri)" || die "cannot read SSM parameter $CK_BUNDLE_PARAMETER in $CK_REGION"
+  [[ "$uri" == s3://* ]] || die "SSM parameter $CK_BUNDLE_PARAMETER holds '$uri', not an s3:// URI"
+  work="$(mktemp -d "${TMPDIR:-/tmp}/clusterkit-launch.XXXXXX")"
+  trap 'rm -rf "$work"' EXIT
+  aws s3 cp --only-show-errors --region "$CK_REGION" "$uri" "$work/bundle.zip" || die "cannot download $uri"
+  sha="$(sha256sum "$work/bundle.zip" | cut -d' ' -f1)"
+  if [[ -n "$CK_BUNDLE_SHA256" && "$sha" != "$CK_BUNDLE_SHA256" ]]; then
+    die "bundle $uri has sha256 $sha, the cluster config expects $CK_BUNDLE_SHA256 (a newer deploy in flight?)"
+  fi
+  python3 -m zipfile -e "$work/bundle.zip" "$work/bundle" || die "bundle $uri is not a valid zip"
+  [[ -f "$work/bundle/head_node.sh" && -f "$work/bundle/node.args" ]] || die "bundle $uri lacks head_node.sh or node.args"
+  local -a settings=()
+  mapfile -t settings < "$work/bundle/node.args"
+  log "bundle $uri (sha256 $sha): running head_node.sh"
+  bash "$work/bundle/head_node.sh" "CK_BUNDLE=$uri" "${settings[@]}"
+}
+
+main "$@"

@@ -1,0 +1,20 @@
+"""Catalog tests run offline: dummy AWS credentials, and the repo root importable.
+
+The sys.path line only matters until the project-wide pytest config puts the repo root on the path.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+_REPO = str(Path(__file__).resolve().parents[2])
+if _REPO not in sys.path:
+    sys.path.insert(0, _REPO)
+
+for _key, _value in {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}.items():
+    os.environ.setdefault(_key, _value)

@@ -1,0 +1,117 @@
+"""The rendered ParallelCluster configs: committed, deterministic, and what a careful engineer sets.
+
+ParallelCluster's own schema and validators check these files in tests/pcluster/; here we check our
+intent (placement groups, EFA, health checks, stable head-node actions) and staleness.
+"""
+from __future__ import annotations
+
+import dataclasses
+import zipfile
+import io
+
+import pytest
+import yaml
+
+from clusterkit.bundle import node_artifacts
+from clusterkit.loader import all_spec_paths, load
+from clusterkit.render import placeholder_refs, render_config
+from clusterkit.render_files import render_all, rendered_path, rendered_text
+
+SPECS = [p.stem for p in all_spec_paths()]
+
+
+@pytest.fixture(scope="module")
+def rendered():
+    return {name: yaml.safe_load(rendered_path(load(name)).read_text()) for name in SPECS}
+
+
+def test_committed_rendered_files_are_current():
+    stale = render_all([], check=True)
+    assert not stale, f"stale rendered configs {stale}: run `make render`"
+
+
+def test_render_is_deterministic():
+    loaded = load("demo")
+    assert rendered_text(loaded) == rendered_text(load("demo"))
+    assert node_artifacts(loaded).bundle.data == node_artifacts(load("demo")).bundle.data
+
+
+def _queue(config, name):
+    return next(q for q in config["Scheduling"]["SlurmQueues"] if q["Name"] == name)
+
+
+def test_demo_gpu_queue(rendered):
+    gpu = _queue(rendered["demo"], "gpu")
+    assert gpu["CapacityType"] == "ONDEMAND"
+    assert gpu["Networking"]["PlacementGroup"] == {"Enabled": True}
+    assert gpu["Networking"]["SubnetIds"] == ["${Network.ComputeSubnetId}"]
+    assert gpu["JobExclusiveAllocation"] is True and gpu["HealthChecks"] == {"Gpu": {"Enabled": True}}
+    assert gpu["ComputeSettings"]["LocalStorage"]["EphemeralVolume"] == {"MountDir": "/scratch"}
+    (p5,) = gpu["ComputeResources"]
+    assert p5 == {"Name": "p5", "InstanceType": "p5.48xlarge", "MinCount": 0, "MaxCount": 4, "Efa": {"Enabled": True}}
+    cpu = _queue(rendered["demo"], "cpu")
+    assert "PlacementGroup" not in cpu["Networking"] and "HealthChecks" not in cpu
+    assert cpu["JobExclusiveAllocation"] is False and "Efa" not in cpu["ComputeResources"][0]
+
+
+def test_capacity_block_queue(rendered):
+    block = _queue(rendered["p5-capacity-block"], "block")
+    assert block["CapacityType"] == "CAPACITY_BLOCK" and "AllocationStrategy" not in block
+    assert "PlacementGroup" not in block["Networking"]
+    (cr,) = block["ComputeResources"]
+    assert cr["MinCount"] == cr["MaxCount"] == 16 and cr["InstanceType"] == "p5.48xlarge"
+    assert cr["CapacityReservationTarget"] == {"CapacityReservationId": "cr-0fedcba9876543210"}
+    spot = _queue(rendered["p5-capacity-block"], "debug")
+    assert spot["CapacityType"] == "SPOT" and spot["AllocationStrategy"] == "price-capacity-optimized"
+
+
+def test_existing_resources_are_literal(rendered):
+    config = rendered["p4d-existing"]
+    assert config["HeadNode"]["Networking"]["SubnetId"] == "subnet-0a1b2c3d4e5f60719"
+    assert config["SharedStorage"][0]["FsxLustreSettings"] == {"FileSystemId": "fs-0123456789abcdef0"}
+
+
+@pytest.mark.parametrize("name", SPECS)
+def test_security_defaults(rendered, name):
+    config = rendered[name]
+    head = config["HeadNode"]
+    assert config["Imds"] == {"ImdsSupport": "v2.0"} and head["Imds"] == {"Secured": True}
+    assert "Ssh" not in head, "no key pair: access is SSM Session Manager"
+    assert head["Networking"]["SecurityGroups"] == ["${Network.ClusterSecurityGroupId}"]  # replaces PC's port-22 SG
+    assert head["LocalStorage"]["RootVolume"]["Encrypted"] is True
+    policies = [p["Policy"] for p in head["Iam"]["AdditionalIamPolicies"]]
+    assert policies == ["arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore", "${Cluster.HeadNodePolicyArn}"]
+
+
+def test_scripts_are_content_addressed(rendered):
+    artifacts = node_artifacts(load("demo"))
+    head = rendered["demo"]["HeadNode"]["CustomActions"]
+    assert head["OnNodeConfigured"]["Script"] == f"s3://${{Assets.Bucket}}/{artifacts.launcher.sha256}.sh"
+    gpu = _queue(rendered["demo"], "gpu")["CustomActions"]
+    assert gpu["OnNodeStart"]["Script"].endswith(f"/{artifacts.compute_start.sha256}.sh")
+    assert gpu["OnNodeConfigured"]["Script"].endswith(f"/{artifacts.compute_configured.sha256}.sh")
+    assert head["OnNodeUpdated"]["Args"][-1] == f"CK_BUNDLE_SHA256={artifacts.bundle.sha256}"
+
+
+def test_lock_change_leaves_head_node_configured_untouched():
+    """PC cannot update HeadNode OnNodeConfigured: an image change may alter only OnNodeUpdated."""
+    loaded = load("demo")
+    before = node_artifacts(loaded)
+    after = dataclasses.replace(before, bundle=dataclasses.replace(before.bundle, data=before.bundle.data + b"x"))
+    refs = placeholder_refs(loaded.spec)
+    old, new = render_config(loaded.spec, refs, before), render_config(loaded.spec, refs, after)
+    assert old["HeadNode"]["CustomActions"]["OnNodeConfigured"] == new["HeadNode"]["CustomActions"]["OnNodeConfigured"]
+    assert old["HeadNode"]["CustomActions"]["OnNodeUpdated"] != new["HeadNode"]["CustomActions"]["OnNodeUpdated"]
+    assert old["Scheduling"] == new["Scheduling"], "an image change must not replace the compute fleet"
+
+
+def test_bundle_contents():
+    loaded = load("demo")
+    with zipfile.ZipFile(io.BytesIO(node_artifacts(loaded).bundle.data)) as zf:
+        names = sorted(zf.namelist())
+        args = zf.read("node.args").decode().splitlines()
+        lock = zf.read("images.lock")
+    assert names == ["compute_node_configured.sh", "compute_node_start.sh", "enroot.sh", "head_node.sh",
+                     "image_sync.py", "images.lock", "node.args"]
+    assert "CK_CLUSTER=demo" in args and "ENROOT_SQUASH_OPTIONS=-comp zstd -Xcompression-level 3 -b 1M" in args
+    assert lock == loaded.lock_path.read_bytes()

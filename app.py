@@ -9,11 +9,11 @@ from __future__ import annotations
 import sys
 
 import aws_cdk as cdk
-from cdk_nag import AwsSolutionsChecks
 
 from clusterkit.errors import EXIT_USER_ERROR, ClusterKitError
 from clusterkit.loader import DEFAULT_CLUSTER, Loaded, load
 from stacks.cluster import ClusterStack
+from stacks.nag import add_checks
 from stacks.network import NetworkStack
 from stacks.storage import StorageStack
 
@@ -25,7 +25,7 @@ def stack_prefix(name: str) -> str:
 
 def build(app: cdk.App, loaded: Loaded) -> dict[str, cdk.Stack]:
     """The three stacks of one cluster, checked by cdk-nag AwsSolutions at synth (findings raise)."""
-    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(verbose=True))
+    add_checks(app)
     spec = loaded.spec
     env = cdk.Environment(account=spec.account, region=spec.region)
     prefix = stack_prefix(spec.name)
@@ -41,7 +41,6 @@ def build(app: cdk.App, loaded: Loaded) -> dict[str, cdk.Stack]:
                            security_group_id=network.cluster_security_group.security_group_id,
                            file_system_id=storage.file_system_id, env=env, tags=tags,
                            description=f"ClusterKit {spec.name}: ParallelCluster {spec.parallelcluster_version} cluster")
-    cluster.add_dependency(storage)
     return {"network": network, "storage": storage, "cluster": cluster}
 
 

@@ -26,7 +26,7 @@ EMPTY_LOCK = '{\n  "cluster": "",\n  "images": [],\n  "lock_version": 1\n}\n'
 
 @dataclass(frozen=True)
 class Artifact:
-    """One S3 object: its bytes, content hash and the key CDK uploads it under (``<sha256><ext>``)."""
+    """One S3 object: its bytes, content hash and the key CDK uploads it under."""
 
     name: str
     data: bytes
@@ -37,7 +37,8 @@ class Artifact:
 
     @property
     def key(self) -> str:
-        return self.sha256 + Path(self.name).suffix
+        """The object key CDK publishes: it re-hashes a custom asset hash, so sha256(hex digest)."""
+        return hashlib.sha256(self.sha256.encode()).hexdigest() + Path(self.name).suffix
 
 
 @dataclass(frozen=True)

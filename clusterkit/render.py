@@ -47,6 +47,7 @@ def placeholder_refs(spec: ClusterSpec) -> Refs:
         head_node_policy_arn="${Cluster.HeadNodePolicyArn}",
         compute_node_policy_arn="${Cluster.ComputeNodePolicyArn}",
         bundle_parameter=bundle_parameter_name(spec),
+        partition="${AWS::Partition}",
     )
 
 

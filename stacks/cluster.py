@@ -21,7 +21,6 @@ from clusterkit.bundle import Artifact, NodeArtifacts, node_artifacts
 from clusterkit.loader import Loaded
 from clusterkit.render import Refs, bundle_parameter_name, render_config
 
-from .nag import acknowledge
 
 PROVIDER_TEMPLATE = ("https://{region}-aws-parallelcluster.s3.{region}.{suffix}/parallelcluster/{version}"
                      "/templates/custom_resource/cluster.yaml")
@@ -59,15 +58,15 @@ class ClusterStack(cdk.Stack):
             security_group_id=security_group_id, file_system_id=file_system_id, assets_bucket=bucket,
             head_node_policy_arn=head_policy.managed_policy_arn,
             compute_node_policy_arn=compute_policy.managed_policy_arn,
-            bundle_parameter=parameter.parameter_name, partition=cdk.Aws.PARTITION)
+            bundle_parameter=bundle_parameter_name(spec), partition=cdk.Aws.PARTITION)
         config = render_config(spec, refs, artifacts)
         cluster = cdk.CustomResource(
             self, "ParallelCluster", resource_type="Custom::PclusterCluster",
             service_token=provider.get_att("Outputs.ServiceToken").to_string(),
             removal_policy=cdk.RemovalPolicy.DESTROY,
             properties={"ClusterName": spec.name, "ClusterConfiguration": config, "DeletionPolicy": "Delete"})
-        # The head node reads the parameter at boot, so it must exist with the new value first.
-        cluster.node.add_dependency(parameter, head_policy, compute_policy)
+        # The head node reads the parameter at boot (by name, a literal), so it must be written first.
+        cluster.node.add_dependency(parameter)
         self.cluster_name = spec.name
         self.head_node_instance_id = cluster.get_att_string("headNode.instanceId")
 
@@ -78,13 +77,7 @@ class ClusterStack(cdk.Stack):
                      "shell on the head node (no SSH is open)")
         self._output("ValidationMessages", cluster.get_att_string("validationMessages"),
                      "ParallelCluster validation warnings at the last create or update")
-        self._output("BootstrapBundle", assets[artifacts.bundle.name].s3_object_url, "bootstrap bundle of this deploy")
-
-        acknowledge(head_policy, "AwsSolutions-IAM5",
-                    "s3:GetObject is scoped to the content-hashed bootstrap objects; the wildcard is the CDK "
-                    "assets bucket's object ARN prefix built from tokens, not a broader grant")
-        acknowledge(compute_policy, "AwsSolutions-IAM5",
-                    "s3:GetObject is scoped to the content-hashed compute scripts in the CDK assets bucket")
+        self._output("BootstrapBundleUrl", assets[artifacts.bundle.name].s3_object_url, "bootstrap bundle of this deploy")
 
     def _asset(self, artifact: Artifact) -> s3_assets.Asset:
         """An S3 asset keyed by our own sha256, so the rendered config can name the key without CDK."""

@@ -80,16 +80,17 @@ def test_security_defaults(rendered, name):
     assert head["Networking"]["SecurityGroups"] == ["${Network.ClusterSecurityGroupId}"]  # replaces PC's port-22 SG
     assert head["LocalStorage"]["RootVolume"]["Encrypted"] is True
     policies = [p["Policy"] for p in head["Iam"]["AdditionalIamPolicies"]]
-    assert policies == ["arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore", "${Cluster.HeadNodePolicyArn}"]
+    assert policies == ["arn:${AWS::Partition}:iam::aws:policy/AmazonSSMManagedInstanceCore",
+                        "${Cluster.HeadNodePolicyArn}"]
 
 
 def test_scripts_are_content_addressed(rendered):
     artifacts = node_artifacts(load("demo"))
     head = rendered["demo"]["HeadNode"]["CustomActions"]
-    assert head["OnNodeConfigured"]["Script"] == f"s3://${{Assets.Bucket}}/{artifacts.launcher.sha256}.sh"
+    assert head["OnNodeConfigured"]["Script"] == f"s3://${{Assets.Bucket}}/{artifacts.launcher.key}"
     gpu = _queue(rendered["demo"], "gpu")["CustomActions"]
-    assert gpu["OnNodeStart"]["Script"].endswith(f"/{artifacts.compute_start.sha256}.sh")
-    assert gpu["OnNodeConfigured"]["Script"].endswith(f"/{artifacts.compute_configured.sha256}.sh")
+    assert gpu["OnNodeStart"]["Script"].endswith(f"/{artifacts.compute_start.key}")
+    assert gpu["OnNodeConfigured"]["Script"].endswith(f"/{artifacts.compute_configured.key}")
     assert head["OnNodeUpdated"]["Args"][-1] == f"CK_BUNDLE_SHA256={artifacts.bundle.sha256}"
 
 

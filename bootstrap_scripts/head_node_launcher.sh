@@ -13,6 +13,7 @@ set -euo pipefail
 
 CK_ROOT="${CK_ROOT:-}"
 LOG_FILE="${CK_ROOT}/var/log/clusterkit/bootstrap.log"
+WORK_DIR=""  # global: the EXIT trap runs after main's locals are gone
 
 log() {
   local line
@@ -49,11 +50,12 @@ bundle_uri() {
 main() {
   parse_args "$@"
   command -v aws >/dev/null || die "the aws CLI is missing (official ParallelCluster AMIs ship it)"
-  local uri work sha
+  local uri sha
   uri="$(bundle_uri)" || die "cannot read SSM parameter $CK_BUNDLE_PARAMETER in $CK_REGION"
   [[ "$uri" == s3://* ]] || die "SSM parameter $CK_BUNDLE_PARAMETER holds '$uri', not an s3:// URI"
-  work="$(mktemp -d "${TMPDIR:-/tmp}/clusterkit-launch.XXXXXX")"
-  trap 'rm -rf "$work"' EXIT
+  WORK_DIR="$(mktemp -d "${TMPDIR:-/tmp}/clusterkit-launch.XXXXXX")"
+  trap 'rm -rf "${WORK_DIR:-}"' EXIT
+  local work="$WORK_DIR"
   aws s3 cp --only-show-errors --region "$CK_REGION" "$uri" "$work/bundle.zip" || die "cannot download $uri"
   sha="$(sha256sum "$work/bundle.zip" | cut -d' ' -f1)"
   if [[ -n "$CK_BUNDLE_SHA256" && "$sha" != "$CK_BUNDLE_SHA256" ]]; then

@@ -18,12 +18,15 @@ def _validate(args: argparse.Namespace) -> int:
         print(problem.render(), file=sys.stderr)
     errors = [p for p in problems if p.level == "error"]
     if not errors and args.pcluster:
-        from .pcluster_runner import check_loaded
+        from .pcluster_runner import format_problems, run_check
+        from .render_files import rendered_path, rendered_text
 
-        errors_pc = check_loaded(loaded, mode="validate")
-        for line in errors_pc:
+        configs = [(i.spec.name, str(rendered_path(i).relative_to(rendered_path(i).parents[2])), rendered_text(i),
+                    i.spec.region) for i in loaded]
+        results = run_check(configs, "validate")
+        for line in format_problems(results):
             print(line, file=sys.stderr)
-        if errors_pc:
+        if not all(r["ok"] for r in results):
             return EXIT_USER_ERROR
     if errors:
         return EXIT_USER_ERROR

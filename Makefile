@@ -9,7 +9,7 @@ CLUSTER ?= demo
 CDK := node_modules/.bin/cdk
 # Packages the tests run for real: Slurm + munge (pyxis wiring), squashfs-tools (image store), gcc (stub plugin).
 DEB_PACKAGES := slurmctld slurmd slurm-client munge libslurm-dev squashfs-tools squashfuse gcc libc6-dev
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 1
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(shell node -p "process.versions.node.split('.')[0]" 2>/dev/null)
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 
 .PHONY: help synth test render render-check lock validate deploy diff destroy-cluster destroy-all pcluster-venv system-packages clean

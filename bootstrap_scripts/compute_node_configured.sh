@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# ClusterKit compute node, SlurmQueues CustomActions OnNodeConfigured.
+#
+# /opt/slurm and /fsx are mounted now. This script only CHECKS (a non-zero exit makes PC replace the
+# node rather than let it run jobs that would fail):
+#  - the pyxis plugin is on this node and the shared plugstack.conf loads it;
+#  - when /opt/slurm/bin/srun exists, `srun --help` lists --container-image (slurm clients here
+#    really load pyxis);
+#  - the image store on FSx is reachable (image_sync.py verify; it never imports).
+# It writes nothing under /opt/slurm or /fsx, never compiles and never downloads.
+#
+# Args: same keys as compute_node_start.sh.
+# shellcheck source-path=SCRIPTDIR
+set -euo pipefail
+umask 022
+
+CK_ROOT="${CK_ROOT:-}"
+CK_SCRIPT_NAME="compute_node_configured.sh"
+CK_SHARED_DIR="${CK_SHARED_DIR:-${CK_ROOT}/opt/parallelcluster/shared/clusterkit}"
+
+# Minimal logger for the one failure that happens before enroot.sh (and ck_log) is available.
+boot_die() {
+    local ts line log="${CK_LOG_FILE:-${CK_ROOT}/var/log/clusterkit/bootstrap.log}"
+    TZ=UTC0 printf -v ts '%(%Y-%m-%dT%H:%M:%SZ)T' -1
+    line="${ts} ${CK_SCRIPT_NAME} ERROR $2"
+    printf '%s\n' "${line}" >&2
+    mkdir -p "${log%/*}" 2>/dev/null || true
+    printf '%s\n' "${line}" >>"${log}" 2>/dev/null || true
+    exit "$1"
+}
+
+if [[ ! -f "${CK_SHARED_DIR}/enroot.sh" ]]; then
+    boot_die 1 "${CK_SHARED_DIR}/enroot.sh not found: the head node's OnNodeConfigured (head_node.sh) installs the ClusterKit bundle there; is /opt/parallelcluster/shared mounted and did the head node bootstrap succeed?"
+fi
+# shellcheck source=enroot.sh
+source "${CK_SHARED_DIR}/enroot.sh"
+CK_SCRIPT_NAME="compute_node_configured.sh"
+trap ck_cleanup EXIT
+
+check_pyxis() {
+    if [[ ! -f "${CK_ROOT}${CK_PYXIS_SO}" ]]; then
+        ck_die 1 "Pyxis SPANK plugin ${CK_PYXIS_SO} missing on this node (official ParallelCluster AMIs >= ${CK_MIN_PC_VERSION} ship it)"
+    fi
+    if ! ck_plugstack_loads "${CK_SLURM_ETC}" "${CK_PYXIS_SO}"; then
+        ck_die 1 "${CK_SLURM_ETC}/plugstack.conf does not load ${CK_PYXIS_SO} (the head node's OnNodeConfigured installs it; check /var/log/clusterkit/bootstrap.log there)"
+    fi
+    ck_log INFO "plugstack.conf loads ${CK_PYXIS_SO}"
+}
+
+check_srun() {
+    local srun="${CK_ROOT}${CK_SLURM_BIN}/srun" help
+    if [[ ! -x "${srun}" ]]; then
+        ck_log INFO "skipped srun --help check: ${CK_SLURM_BIN}/srun not present"
+        return 0
+    fi
+    help="$("${srun}" --help 2>&1)" || ck_die 1 "${CK_SLURM_BIN}/srun --help failed (plugstack not loadable?): ${help//$'\n'/ | }"
+    if [[ "${help}" != *--container-image* ]]; then
+        ck_die 1 "srun --help does not list --container-image: Slurm clients on this node do not load pyxis (stale config? see the pyxis 'unrecognized option' failure story)"
+    fi
+    ck_log INFO "srun --help lists --container-image"
+}
+
+check_store() {
+    local out line
+    if ! out="$(python3 "${CK_SHARED_DIR}/image_sync.py" verify --store "${CK_ROOT}${CK_STORE}" --lock "${CK_SHARED_DIR}/images.lock" 2>&1)"; then
+        ck_die 1 "image store ${CK_STORE} not usable from this node: ${out//$'\n'/ | }"
+    fi
+    while IFS= read -r line; do
+        [[ -n "${line}" ]] && ck_log INFO "image_sync verify: ${line}"
+    done <<<"${out}"
+}
+
+main() {
+    ck_log INFO "start (args: $*)"
+    ck_parse_args compute "$@"
+    ck_write_node_env
+    check_pyxis
+    check_srun
+    check_store
+    ck_log INFO "done: node ready for container jobs"
+}
+
+main "$@"

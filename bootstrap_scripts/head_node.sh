@@ -1,0 +1,231 @@
+#!/usr/bin/env bash
+# ClusterKit head node: HeadNode CustomActions OnNodeConfigured AND OnNodeUpdated (same script, same
+# Args; idempotent: a re-run changes no file that is already right and re-starts the image sync).
+#
+# Args (one KEY=VALUE each): CK_CLUSTER, CK_OS, CK_BUNDLE, CK_REGION (required); CK_STORE,
+# CK_ECR_REGISTRIES, ENROOT_*, PYXIS_* (optional; see enroot.sh ck_parse_args for values/defaults).
+#
+# Order, and why:
+#  1. download + unpack the bundle (the shared functions live in it, so this script carries only a
+#     minimal logger until then); the unpacked copy is validated before it goes live;
+#  2. parse/validate Args with the bundle's enroot.sh -> /etc/clusterkit/node.env;
+#  3. preflight: enroot + pyxis must come with the AMI (PC >= 3.11.1);
+#  4. switch /opt/parallelcluster/shared/clusterkit (NFS-shared; compute nodes source it) to the new
+#     bundle with one atomic symlink rename;
+#  5. local enroot setup, then pyxis plugstack in /opt/slurm/etc + `scontrol reconfigure` if changed;
+#  6. image store dir on FSx and the background image sync (systemd, so slow imports never hit PC's
+#     bootstrap timeout).
+# shellcheck source-path=SCRIPTDIR
+set -euo pipefail
+umask 022
+
+CK_ROOT="${CK_ROOT:-}"
+CK_SCRIPT_NAME="head_node.sh"
+readonly SHARED_BASE="${CK_ROOT}/opt/parallelcluster/shared"
+readonly BUNDLE_LINK="${SHARED_BASE}/clusterkit"
+readonly BUNDLE_FILES=(enroot.sh image_sync.py compute_node_start.sh compute_node_configured.sh images.lock)
+readonly SYNC_UNIT="clusterkit-image-sync.service"
+readonly SYNC_LOG="/var/log/clusterkit/image-sync.log"
+BOOT_TMP=""
+BUNDLE_DIR=""
+
+# --- minimal logger until enroot.sh is sourced (same line format as ck_log) ---------------------------
+boot_log() {
+    local ts line log="${CK_LOG_FILE:-${CK_ROOT}/var/log/clusterkit/bootstrap.log}"
+    TZ=UTC0 printf -v ts '%(%Y-%m-%dT%H:%M:%SZ)T' -1
+    line="${ts} ${CK_SCRIPT_NAME} $1 $2"
+    if [[ "$1" == ERROR ]]; then printf '%s\n' "${line}" >&2; else printf '%s\n' "${line}"; fi
+    [[ -d "${log%/*}" ]] || mkdir -p "${log%/*}" 2>/dev/null || true
+    printf '%s\n' "${line}" >>"${log}" 2>/dev/null || true
+}
+
+boot_die() {
+    boot_log ERROR "$2"
+    exit "$1"
+}
+
+on_exit() {
+    if [[ -n "${BOOT_TMP}" && -e "${BOOT_TMP}" ]]; then
+        rm -rf -- "${BOOT_TMP}"
+    fi
+    if declare -F ck_cleanup >/dev/null; then
+        ck_cleanup
+    fi
+}
+trap on_exit EXIT
+
+# boot_arg KEY ARG...: value of KEY=... among the Args (full validation happens in ck_parse_args).
+boot_arg() {
+    local key="$1" arg
+    shift
+    for arg in "$@"; do
+        if [[ "${arg}" == "${key}="* ]]; then
+            printf '%s' "${arg#*=}"
+            return 0
+        fi
+    done
+    return 1
+}
+
+# fetch_bundle ARG...: download CK_BUNDLE and unpack it into a content-addressed directory next to
+# the live link (same file system, so the later switch is a rename). Sets BUNDLE_DIR.
+fetch_bundle() {
+    local bundle region digest version_dir f
+    local -a missing=()
+    bundle="$(boot_arg CK_BUNDLE "$@")" ||
+        boot_die 2 "Args: missing required key CK_BUNDLE (add 'CK_BUNDLE=s3://<bucket>/<sha256>.zip' to the CustomActions Args)"
+    region="$(boot_arg CK_REGION "$@")" ||
+        boot_die 2 "Args: missing required key CK_REGION (add 'CK_REGION=<an AWS region such as us-east-1>' to the CustomActions Args)"
+    [[ "${bundle}" =~ ^s3://[a-z0-9][a-z0-9.-]+/[A-Za-z0-9._/-]+\.zip$ ]] ||
+        boot_die 2 "Args: CK_BUNDLE=${bundle}: invalid value (expected s3://<bucket>/<sha256>.zip)"
+    [[ "${region}" =~ ^[a-z]{2}(-[a-z]+)+-[0-9]+$ ]] ||
+        boot_die 2 "Args: CK_REGION=${region}: invalid value (expected an AWS region such as us-east-1)"
+
+    mkdir -p "${SHARED_BASE}"
+    BOOT_TMP="$(mktemp -d "${SHARED_BASE}/.clusterkit-tmp.XXXXXX")"
+    boot_log INFO "downloading ${bundle}"
+    aws s3 cp --only-show-errors --region "${region}" "${bundle}" "${BOOT_TMP}/bundle.zip" >&2 ||
+        boot_die 1 "cannot download CK_BUNDLE=${bundle} (the head node instance role needs s3:GetObject on it)"
+    read -r digest _ < <(sha256sum "${BOOT_TMP}/bundle.zip")
+    version_dir="${SHARED_BASE}/.clusterkit-${digest:0:16}"
+    if [[ -d "${version_dir}" ]]; then
+        boot_log INFO "bundle ${digest:0:16} already unpacked"
+    else
+        python3 -m zipfile -e "${BOOT_TMP}/bundle.zip" "${BOOT_TMP}/unpacked" ||
+            boot_die 1 "cannot unpack ${bundle} (not a zip file?)"
+        for f in "${BUNDLE_FILES[@]}"; do
+            [[ -f "${BOOT_TMP}/unpacked/${f}" ]] || missing+=("${f}")
+        done
+        if ((${#missing[@]})); then
+            boot_die 1 "bundle ${bundle} lacks ${missing[*]} at its root (rebuild it with the CDK app)"
+        fi
+        chmod -R u=rwX,go=rX "${BOOT_TMP}/unpacked"
+        mv -T "${BOOT_TMP}/unpacked" "${version_dir}"
+        boot_log INFO "unpacked bundle ${digest:0:16} into ${version_dir#"${CK_ROOT}"}"
+    fi
+    rm -rf -- "${BOOT_TMP}"
+    BOOT_TMP=""
+    BUNDLE_DIR="${version_dir}"
+}
+
+# activate_bundle VERSION_DIR: point the shared link at VERSION_DIR with one rename (readers see the
+# old or the new bundle, never a mix), then drop bundles older than the previous one (compute nodes
+# booting right now may still be reading it) and download dirs a killed run left behind.
+activate_bundle() {
+    local version_dir="$1" target current="" tmp_link d
+    target="${version_dir##*/}"
+    if [[ -L "${BUNDLE_LINK}" ]]; then
+        current="$(readlink -- "${BUNDLE_LINK}")"
+    elif [[ -e "${BUNDLE_LINK}" ]]; then
+        mv -T -- "${BUNDLE_LINK}" "${SHARED_BASE}/.clusterkit-legacy-$$"
+        ck_log WARN "moved a non-ClusterKit ${BUNDLE_LINK#"${CK_ROOT}"} aside to .clusterkit-legacy-$$"
+    fi
+    if [[ "${current}" == "${target}" ]]; then
+        ck_log INFO "bundle ${target#.clusterkit-} is live"
+    else
+        tmp_link="${SHARED_BASE}/.clusterkit-link.$$"
+        ln -sfn -- "${target}" "${tmp_link}"
+        mv -f -T -- "${tmp_link}" "${BUNDLE_LINK}"
+        ck_log INFO "switched ${BUNDLE_LINK#"${CK_ROOT}"} to ${target} (was: ${current:-none})"
+    fi
+    for d in "${SHARED_BASE}"/.clusterkit-*; do
+        [[ -d "${d}" && ! -L "${d}" ]] || continue
+        case "${d##*/}" in
+        "${target}" | "${current}" | .clusterkit-legacy-*) ;;
+        *)
+            rm -rf -- "${d}"
+            ck_log INFO "removed ${d##*/} (older bundle or leftover download dir)"
+            ;;
+        esac
+    done
+}
+
+# ensure_store: the image store must be on the FSx mount (mounted before OnNodeConfigured), never on
+# the root volume where large imports would fill the disk.
+ensure_store() {
+    local p="${CK_STORE}"
+    while [[ -n "${p}" ]]; do
+        if mountpoint -q "${CK_ROOT}${p}"; then
+            ck_ensure_dir "${CK_ROOT}${CK_STORE}" 0755
+            ck_log INFO "image store ${CK_STORE} on mount ${p}"
+            return 0
+        fi
+        p="${p%/*}"
+    done
+    ck_die 1 "CK_STORE=${CK_STORE} is not on a mounted file system (FSx for Lustre not mounted? check SharedStorage MountDir)"
+}
+
+render_sync_unit() {
+    local key
+    cat <<EOF
+# Managed by ClusterKit head_node.sh; re-run it (OnNodeUpdated) instead of editing this file.
+[Unit]
+Description=ClusterKit image sync: import the locked container images into ${CK_STORE}
+Wants=network-online.target
+After=network-online.target remote-fs.target
+RequiresMountsFor=${CK_STORE} /opt/parallelcluster/shared
+StartLimitIntervalSec=3600
+StartLimitBurst=5
+
+[Service]
+Type=simple
+Environment=HOME=/root
+Environment="PATH=/opt/slurm/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+EOF
+    for key in ENROOT_SQUASH_OPTIONS ENROOT_MAX_PROCESSORS ENROOT_CONNECT_TIMEOUT ENROOT_TRANSFER_TIMEOUT \
+        ENROOT_TRANSFER_RETRIES ENROOT_MOUNT_HOME ENROOT_ROOTFS_WRITABLE; do
+        if [[ -n "${!key}" ]]; then
+            printf 'Environment="%s=%s"\n' "${key}" "${!key}"
+        fi
+    done
+    cat <<EOF
+# Journal (stdout) and a plain log file for people without journalctl habits.
+ExecStart=/bin/bash -o pipefail -c 'python3 /opt/parallelcluster/shared/clusterkit/image_sync.py sync --lock /opt/parallelcluster/shared/clusterkit/images.lock --store ${CK_STORE} 2>&1 | tee -a ${SYNC_LOG}'
+# Exit 1 = some image failed (registry hiccup): retry later. Exit 2 = usage/preflight: do not loop.
+Restart=on-failure
+RestartSec=120
+RestartPreventExitStatus=2
+Nice=5
+
+[Install]
+WantedBy=multi-user.target
+EOF
+}
+
+start_image_sync() {
+    ck_ensure_dir "${CK_ROOT}/etc/systemd/system" 0755
+    ck_write_file "${CK_ROOT}/etc/systemd/system/${SYNC_UNIT}" 0644 "$(render_sync_unit)"
+    [[ "${CK_LAST_CHANGED}" == yes ]] && CK_SYSTEMD_DIRTY=yes
+    ck_systemd_reload_if_dirty
+    systemctl enable --quiet "${SYNC_UNIT}"
+    systemctl restart --no-block "${SYNC_UNIT}"
+    ck_log INFO "started ${SYNC_UNIT} in the background (journalctl -u ${SYNC_UNIT}; ${SYNC_LOG})"
+}
+
+main() {
+    boot_log INFO "start (args: $*)"
+    fetch_bundle "$@"
+    # shellcheck source=enroot.sh
+    source "${BUNDLE_DIR}/enroot.sh"
+    CK_SCRIPT_NAME="head_node.sh"
+
+    ck_parse_args head "$@"
+    ck_write_node_env
+    ck_require_enroot with-pyxis
+    activate_bundle "${BUNDLE_DIR}"
+
+    ck_setup_local_enroot slurmctld
+    ck_install_plugstack "${CK_SLURM_ETC}" "${CK_PYXIS_SO}"
+    if [[ "${CK_PLUGSTACK_CHANGED}" == yes ]]; then
+        "$(ck_slurm_cmd scontrol)" reconfigure || ck_die 1 "scontrol reconfigure failed after installing pyxis.conf"
+        ck_log INFO "scontrol reconfigure: slurmctld and slurmd reload plugstack.conf"
+    else
+        ck_log INFO "plugstack unchanged; no reconfigure"
+    fi
+
+    ensure_store
+    start_image_sync
+    ck_log INFO "done: cluster ${CK_CLUSTER}, os ${CK_OS}, store ${CK_STORE}"
+}
+
+main "$@"

@@ -1,0 +1,68 @@
+"""cdk-nag 3.x glue: turn on the AwsSolutions checks, acknowledge findings with reasons, read the report.
+
+cdk-nag 3 is a CDK policy-validation plugin, not an Aspect: any unacknowledged finding fails
+``app.synth()`` and every finding, acknowledged or not, lands in ``<outdir>/validation-report.json``.
+Acknowledgements are CDK ``Validations`` on a construct (they cover its children) and must name the
+pack: ``AwsSolutions::AwsSolutions-S1``. Rules that report several findings per resource need the
+finding in brackets (``AwsSolutions-IAM5[Resource::*]``); acknowledging the bare rule id does not
+cover them (no prefix matching in cdk-nag 3.0).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
+from constructs import IConstruct
+
+PACK = "AwsSolutions"
+REPORT_FILE = "validation-report.json"
+MIN_REASON_CHARS = 30  # long enough that "not needed" cannot pass as a reason
+
+
+def add_checks(app: cdk.App) -> None:
+    """Run the AwsSolutions pack on every stack of ``app`` at synth."""
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(verbose=True))
+
+
+def acknowledge(construct: IConstruct, rule: str, reason: str, *, applies_to: Sequence[str] = ()) -> None:
+    """Accept an AwsSolutions finding on ``construct`` and its children, saying why it is right here.
+
+    ``rule`` is the rule id as cdk-nag prints it (``AwsSolutions-S1``); the pack prefix is added unless
+    present. Granular rules (IAM4, IAM5, ...) report one finding per action or resource; name each in
+    ``applies_to`` (``["Resource::arn:aws:s3:::bucket/*"]``, as printed after the rule id) or pass the
+    bracketed id as ``rule``. The bare id does not cover them.
+    """
+    text = " ".join(reason.split())
+    if len(text) < MIN_REASON_CHARS:
+        raise ValueError(f"acknowledgement of {rule} needs a specific reason (got {reason!r})")
+    base = rule if "::" in rule else f"{PACK}::{rule}"
+    for ack_id in [f"{base}[{finding}]" for finding in applies_to] or [base]:
+        cdk.Validations.of(construct).acknowledge(cdk.Acknowledgment(id=ack_id, reason=text))
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    path: str
+    reason: str | None  # None: not acknowledged
+
+
+def findings(outdir: str | Path) -> list[Finding]:
+    """Every cdk-nag finding of the last synth into ``outdir``, acknowledged ones with their reason."""
+    path = Path(outdir) / REPORT_FILE
+    if not path.exists():
+        return []
+    report = json.loads(path.read_text(encoding="utf-8"))
+    found: list[Finding] = []
+    for plugin in report.get("pluginReports", []):
+        for violation in plugin.get("violations", []):
+            for where in violation.get("violatingConstructs", []):
+                found.append(Finding(violation["ruleName"], where["constructPath"], None))
+        for violation in plugin.get("suppressedViolations", []):
+            for where in violation.get("violatingConstructs", []):
+                found.append(Finding(violation["ruleName"], where["constructPath"], violation.get("reason", "")))
+    return sorted(found, key=lambda f: (f.path, f.rule))

@@ -1,0 +1,198 @@
+"""The ``<Name>-Network`` stack: the VPC (new or imported) and the two security groups every node and FSx use.
+
+New VPC: one AZ (EFA and capacity reservations are AZ-bound), a private compute subnet with a NAT
+gateway in a small public subnet, S3 and DynamoDB gateway endpoints, optional interface endpoints,
+and VPC flow logs. Existing VPC: imported by id without lookups (synth never calls AWS); only the
+security groups are created, the VPC's endpoints and flow logs belong to its owner.
+
+Nothing is reachable from the internet: no security group rule admits 0.0.0.0/0 or ::/0; people
+reach the head node through SSM Session Manager. The stack outlives clusters and never refers to them.
+"""
+from __future__ import annotations
+
+import ipaddress
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from clusterkit.rules import AWS_RESERVED_IPS_PER_SUBNET, compute_ips_needed
+from clusterkit.spec import ClusterSpec, NewVpc
+
+
+# Lustre: LNet on 988, and the 1018-1023 range FSx file servers and clients connect from/to.
+LUSTRE_PORTS = (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023))
+
+# What nodes reach without the NAT gateway when interface_endpoints is on: image pulls from ECR,
+# SSM sessions and agent, CloudWatch logs, STS, and ParallelCluster's own CloudFormation/EC2 calls.
+INTERFACE_ENDPOINTS = {
+    "EcrApi": ec2.InterfaceVpcEndpointAwsService.ECR,
+    "EcrDocker": ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER,
+    "Ssm": ec2.InterfaceVpcEndpointAwsService.SSM,
+    "SsmMessages": ec2.InterfaceVpcEndpointAwsService.SSM_MESSAGES,
+    "Ec2Messages": ec2.InterfaceVpcEndpointAwsService.EC2_MESSAGES,
+    "Logs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
+    "Sts": ec2.InterfaceVpcEndpointAwsService.STS,
+    "CloudFormation": ec2.InterfaceVpcEndpointAwsService.CLOUDFORMATION,
+    "Ec2": ec2.InterfaceVpcEndpointAwsService.EC2,
+}
+
+
+def usable_addresses(prefix_length: int) -> int:
+    """Addresses EC2 can hand out in a subnet of this size (AWS keeps five per subnet)."""
+    return 2 ** (32 - prefix_length) - AWS_RESERVED_IPS_PER_SUBNET
+
+
+def check_compute_subnet(spec: ClusterSpec, prefix_length: int) -> None:
+    """Refuse a compute subnet too small for max nodes x EFA interfaces (the loader checks this too)."""
+    needed = compute_ips_needed(spec)
+    if usable_addresses(prefix_length) < needed:
+        raise ValueError(f"{spec.name}: compute subnet /{prefix_length} has {usable_addresses(prefix_length)} usable "
+                         f"addresses but max nodes need {needed} (one per EFA interface); use a larger subnet")
+
+
+class NetworkStack(cdk.Stack):
+    """VPC, subnets and the cluster + FSx security groups of one cluster spec."""
+
+    vpc: ec2.IVpc
+    vpc_id: str
+    head_node_subnet_id: str
+    compute_subnet_id: str
+    cluster_security_group: ec2.ISecurityGroup
+    fsx_security_group: ec2.ISecurityGroup
+
+    def __init__(self, scope: Construct, construct_id: str, *, spec: ClusterSpec, **kwargs) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.spec = spec
+        new = spec.network.vpc
+        if new is not None:
+            self._new_vpc(new)
+        else:
+            self._existing_vpc()
+        self.vpc_id = self.vpc.vpc_id
+        self.cluster_security_group, self.fsx_security_group = self._security_groups()
+        if new is not None and new.interface_endpoints:
+            self._interface_endpoints()
+        self._outputs()
+
+    # --- VPC -------------------------------------------------------------------------------------------
+
+    def _new_vpc(self, cfg: NewVpc) -> None:
+        check_compute_subnet(self.spec, cfg.compute_subnet_mask)
+        # The compute subnet comes first so it starts at the VPC's base address, where
+        # clusterkit.rules sized it; the public subnet takes the next aligned block.
+        vpc = ec2.Vpc(
+            self, "Vpc",
+            ip_addresses=ec2.IpAddresses.cidr(cfg.cidr),
+            availability_zones=[self.spec.availability_zone],  # explicit: no AZ lookup at synth
+            nat_gateways=1,
+            subnet_configuration=[
+                ec2.SubnetConfiguration(name="Compute", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS,
+                                        cidr_mask=cfg.compute_subnet_mask),
+                ec2.SubnetConfiguration(name="Public", subnet_type=ec2.SubnetType.PUBLIC,
+                                        cidr_mask=cfg.public_subnet_mask,
+                                        map_public_ip_on_launch=self.spec.network.head_node_public),
+            ],
+            gateway_endpoints={
+                "S3": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.S3),
+                "DynamoDb": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.DYNAMODB),
+            },
+            # Nothing uses the default security group; restricting it needs a Lambda custom resource.
+            restrict_default_security_group=False,
+        )
+        for subnet in (*vpc.private_subnets, *vpc.public_subnets):
+            # The AZ is the spec's on purpose (EFA, reservations and the FSx subnet are AZ-bound):
+            # tell cfn-lint that this literal AZ (W3010) is intended, on these two resources only.
+            subnet.node.default_child.add_metadata(  # type: ignore[union-attr]
+                "cfn-lint", {"config": {"ignore_checks": ["W3010"]}})
+        self.vpc = vpc
+        self._compute_subnet = vpc.private_subnets[0]
+        self.compute_subnet_id = self._compute_subnet.subnet_id
+        public = vpc.public_subnets[0]
+        self.head_node_subnet_id = public.subnet_id if self.spec.network.head_node_public else self.compute_subnet_id
+        self._flow_logs(vpc, cfg.flow_logs_retention_days)
+
+    def _flow_logs(self, vpc: ec2.Vpc, retention_days: int) -> None:
+        """All accepted and rejected traffic to CloudWatch Logs (service-side encryption at rest).
+
+        The group is kept when the stack is deleted (audit records); its retention bounds the cost.
+        """
+        group = logs.LogGroup(self, "FlowLogs", removal_policy=cdk.RemovalPolicy.RETAIN)
+        # RetentionDays is a named enum in Python; the spec holds a validated CloudWatch day count.
+        group.node.default_child.retention_in_days = retention_days  # type: ignore[union-attr]
+        ec2.FlowLog(self, "FlowLog", resource_type=ec2.FlowLogResourceType.from_vpc(vpc),
+                    destination=ec2.FlowLogDestination.to_cloud_watch_logs(group),
+                    traffic_type=ec2.FlowLogTrafficType.ALL)
+
+    def _existing_vpc(self) -> None:
+        """Import the VPC and subnets by id only: no lookups, no endpoints or flow logs (the owner's)."""
+        ex = self.spec.network.existing
+        assert ex is not None
+        if ex.compute_subnet_cidr is not None:
+            check_compute_subnet(self.spec, ipaddress.ip_network(ex.compute_subnet_cidr).prefixlen)
+        self.vpc = ec2.Vpc.from_vpc_attributes(
+            self, "Vpc", vpc_id=ex.vpc_id, availability_zones=[self.spec.availability_zone],
+            private_subnet_ids=[ex.compute_subnet_id])
+        self._compute_subnet = self.vpc.private_subnets[0]
+        self.compute_subnet_id = ex.compute_subnet_id
+        self.head_node_subnet_id = ex.head_node_subnet_id
+
+    # --- security groups -------------------------------------------------------------------------------
+
+    def _security_groups(self) -> tuple[ec2.SecurityGroup, ec2.SecurityGroup]:
+        """Cluster SG (every node, only SG they use) and the FSx SG.
+
+        EFA needs all traffic to and from the group itself, in BOTH directions as explicit
+        self-references: ParallelCluster's EfaSecurityGroupValidator does not count 0.0.0.0/0 egress.
+        The L2 drops any egress rule when allow_all_outbound is on and refuses an all-traffic rule
+        when it is off, so the self egress is an L1 rule next to the L2's 0.0.0.0/0 one. Lustre
+        clients must also accept 988/1018-1023 from the file servers (FSx user guide, client rules).
+
+        Descriptions stay constant: a changed group description replaces the group, and FSx's
+        SecurityGroupIds cannot change without replacing the file system.
+        """
+        name = self.spec.name
+        cluster = ec2.SecurityGroup(
+            self, "ClusterSecurityGroup", vpc=self.vpc, allow_all_outbound=True,
+            description=f"ClusterKit {name} nodes: all traffic within the group (EFA), egress to anywhere")
+        cluster.add_ingress_rule(cluster, ec2.Port.all_traffic(), "EFA and Slurm between cluster nodes")
+        ec2.CfnSecurityGroupEgress(cluster, "SelfEgress", group_id=cluster.security_group_id, ip_protocol="-1",
+                                   destination_security_group_id=cluster.security_group_id,
+                                   description="EFA between cluster nodes")
+
+        fsx = ec2.SecurityGroup(
+            self, "FsxSecurityGroup", vpc=self.vpc, allow_all_outbound=False,
+            description=f"ClusterKit {name} FSx for Lustre: Lustre ports from cluster nodes and file servers")
+        for port in LUSTRE_PORTS:
+            fsx.add_ingress_rule(fsx, port, "Lustre between FSx file servers")
+            fsx.add_ingress_rule(cluster, port, "Lustre from cluster nodes")
+            fsx.add_egress_rule(fsx, port, "Lustre between FSx file servers")
+            fsx.add_egress_rule(cluster, port, "Lustre to cluster nodes")
+            cluster.add_ingress_rule(fsx, port, "Lustre from FSx file servers")
+        return cluster, fsx
+
+    def _interface_endpoints(self) -> None:
+        """Interface endpoints in the compute subnet; their group admits HTTPS from cluster nodes only."""
+        group = ec2.SecurityGroup(self, "EndpointSecurityGroup", vpc=self.vpc, allow_all_outbound=False,
+                                  description=f"ClusterKit {self.spec.name} interface endpoints: HTTPS from nodes")
+        group.add_ingress_rule(self.cluster_security_group, ec2.Port.tcp(443), "HTTPS from cluster nodes")
+        for name, service in INTERFACE_ENDPOINTS.items():
+            ec2.InterfaceVpcEndpoint(
+                self, f"{name}Endpoint", vpc=self.vpc, service=service, private_dns_enabled=True, open=False,
+                subnets=ec2.SubnetSelection(subnets=[self._compute_subnet]), security_groups=[group])
+
+    # --- outputs ---------------------------------------------------------------------------------------
+
+    def _outputs(self) -> None:
+        values = {
+            "VpcId": (self.vpc_id, "VPC of the cluster"),
+            "HeadNodeSubnetId": (self.head_node_subnet_id, "subnet of the head node"),
+            "ComputeSubnetId": (self.compute_subnet_id, "subnet of every compute queue (one AZ, EFA)"),
+            "ClusterSecurityGroupId": (self.cluster_security_group.security_group_id,
+                                       "the only security group of head and compute nodes"),
+            "FsxSecurityGroupId": (self.fsx_security_group.security_group_id,
+                                   "security group of the FSx for Lustre file system"),
+        }
+        for key, (value, description) in values.items():
+            cdk.CfnOutput(self, key, value=value, description=description, export_name=f"{self.stack_name}-{key}")

@@ -1,0 +1,176 @@
+"""The ``<Name>-Storage`` stack: the FSx for Lustre file system holding the image store, and its S3 twin.
+
+The file system lives in the compute subnet with the network stack's FSx security group. When
+``image_store_bucket`` is on, an S3 bucket is linked to the image store directory by a data
+repository association (DRA) with automatic import and export, so the ``.sqsh`` files survive the
+file system: a later file system linked to the same bucket lists them at once (metadata imported on
+creation, contents loaded from S3 on first read).
+
+Existing FSx: nothing is created but a no-op placeholder (a template needs one resource); the file
+system id comes from the spec. The stack outlives clusters and never refers to the cluster stack.
+
+Deleting the stack with ``retain_on_delete: false``: CloudFormation cannot delete a bucket that
+still holds objects, and this stack deliberately has no auto-delete Lambda, so empty the image
+store bucket (all versions) and its access-log bucket by hand first.
+"""
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_fsx as fsx
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from clusterkit.spec import ClusterSpec, FsxLustre, NewFsx
+
+
+LUSTRE_VERSION = "2.15"  # newest; required for PERSISTENT_2 metadata configuration, supports DRAs everywhere
+MAINTENANCE_WINDOW = "7:05:00"  # d:HH:MM UTC, Sunday 05:00: weekly patching outside working hours
+BACKUP_WINDOW = "03:00"  # daily automatic backups (unlinked persistent file systems only)
+BACKUP_RETENTION_DAYS = 7
+SYNC_EVENTS = ["NEW", "CHANGED", "DELETED"]
+NONCURRENT_VERSION_DAYS = 30  # a replaced or deleted .sqsh stays restorable this long
+ACCESS_LOG_DAYS = 365
+S3_LOGS_BY_POLICY = "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"
+
+
+def image_store_path(fsx_cfg: FsxLustre) -> str:
+    """The image store as a path inside the file system: ``/fsx/containers`` under ``/fsx`` -> ``/containers``."""
+    relative = PurePosixPath(fsx_cfg.image_store).relative_to(PurePosixPath(fsx_cfg.mount_dir))
+    return f"/{relative}"
+
+
+class StorageStack(cdk.Stack):
+    """FSx for Lustre (new or existing) and the image store bucket of one cluster spec."""
+
+    file_system_id: str
+    image_store_bucket: s3.IBucket | None
+
+    def __init__(self, scope: Construct, construct_id: str, *, spec: ClusterSpec, vpc: ec2.IVpc, subnet_id: str,
+                 security_group: ec2.ISecurityGroup, **kwargs) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        # Grant S3 log delivery through the log bucket's policy (not the legacy ACL, which
+        # BucketOwnerEnforced forbids), whatever feature flags the app's cdk.json sets.
+        self.node.set_context(S3_LOGS_BY_POLICY, True)
+        self.spec = spec
+        self.vpc = vpc  # the file system's VPC; subnet_id and security_group belong to it
+        fsx_cfg = spec.storage.fsx_lustre
+        new = fsx_cfg.created
+        self.image_store_bucket = None
+        if new is None:
+            assert fsx_cfg.existing is not None
+            self.file_system_id = fsx_cfg.existing.file_system_id
+            # A template needs a resource; this one costs nothing and changes nothing.
+            cdk.CfnWaitConditionHandle(self, "NothingToCreate")
+            self._output("FileSystemId", self.file_system_id, "existing FSx for Lustre file system (not managed here)")
+            return
+
+        policy = cdk.RemovalPolicy.RETAIN if new.retain_on_delete else cdk.RemovalPolicy.DESTROY
+        if new.image_store_bucket:
+            self.image_store_bucket = self._image_store_bucket(policy)
+        file_system = self._file_system(new, subnet_id, security_group, linked=self.image_store_bucket is not None)
+        file_system.apply_removal_policy(policy)
+        self.file_system_id = file_system.ref
+        self._output("FileSystemId", self.file_system_id, "FSx for Lustre file system holding the image store")
+        self._output("MountName", file_system.attr_lustre_mount_name, "Lustre mount name (mount DNS@tcp:/MountName)")
+        if self.image_store_bucket is not None:
+            link = self._link(file_system, self.image_store_bucket, image_store_path(fsx_cfg))
+            link.apply_removal_policy(policy)
+            self._output("ImageStoreBucketName", self.image_store_bucket.bucket_name,
+                         "S3 copy of the image store (survives the file system)")
+
+    # --- file system -----------------------------------------------------------------------------------
+
+    def _file_system(self, new: NewFsx, subnet_id: str, security_group: ec2.ISecurityGroup,
+                     linked: bool) -> fsx.CfnFileSystem:
+        """L1 file system: the L2 LustreFileSystem (2.275) has no MetadataConfiguration.
+
+        FSx does not back up file systems linked to S3 (the bucket is the durable copy), so linked
+        persistent ones set retention 0 explicitly; unlinked ones keep a week of daily backups.
+        Scratch has neither backups nor customer keys.
+        """
+        persistent = new.deployment_type.startswith("PERSISTENT")
+        if new.kms_key_arn is not None and not persistent:
+            raise ValueError(f"{self.spec.name}: kms_key_arn needs a PERSISTENT deployment type "
+                             f"({new.deployment_type} is always encrypted with FSx-owned keys)")
+        config = fsx.CfnFileSystem.LustreConfigurationProperty(
+            deployment_type=new.deployment_type,
+            per_unit_storage_throughput=new.throughput_mb_per_tib if persistent else None,
+            data_compression_type=new.compression,
+            weekly_maintenance_start_time=MAINTENANCE_WINDOW,
+            # AUTOMATIC scales metadata IOPS with capacity and allows raising them later in place.
+            metadata_configuration=fsx.CfnFileSystem.MetadataConfigurationProperty(mode="AUTOMATIC")
+            if new.deployment_type == "PERSISTENT_2" else None,
+            automatic_backup_retention_days=(0 if linked else BACKUP_RETENTION_DAYS) if persistent else None,
+            daily_automatic_backup_start_time=BACKUP_WINDOW if persistent and not linked else None,
+            copy_tags_to_backups=True if persistent and not linked else None,
+        )
+        file_system = fsx.CfnFileSystem(
+            self, "FileSystem",
+            file_system_type="LUSTRE",
+            file_system_type_version=LUSTRE_VERSION,
+            storage_capacity=new.capacity_gib,
+            storage_type="SSD",
+            subnet_ids=[subnet_id],
+            security_group_ids=[security_group.security_group_id],
+            kms_key_id=new.kms_key_arn,  # None: the AWS managed aws/fsx key (persistent) or FSx-owned (scratch)
+            lustre_configuration=config,
+        )
+        cdk.Tags.of(file_system).add("Name", f"{self.spec.name}-image-store")
+        return file_system
+
+    # --- image store bucket ----------------------------------------------------------------------------
+
+    def _image_store_bucket(self, policy: cdk.RemovalPolicy) -> s3.Bucket:
+        """Versioned, private, TLS-only, SSE-S3 bucket with server access logs in a sibling bucket.
+
+        The log bucket has no access log of its own: cdk-nag's S1 accepts a bucket that is another
+        bucket's log target, and logging it would need a third bucket.
+
+        SSE-S3 rather than the spec's KMS key: FSx's per-file-system service-linked role would need a
+        grant in that key's policy, which is not ours to edit; the images are public registry content.
+        """
+        log_bucket = s3.Bucket(
+            self, "AccessLogBucket",
+            encryption=s3.BucketEncryption.S3_MANAGED,  # S3 log delivery supports only SSE-S3
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            enforce_ssl=True,
+            minimum_tls_version=1.2,
+            lifecycle_rules=[s3.LifecycleRule(id="expire-access-logs", expiration=cdk.Duration.days(ACCESS_LOG_DAYS))],
+            removal_policy=policy,
+        )
+        return s3.Bucket(
+            self, "ImageStoreBucket",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            enforce_ssl=True,
+            minimum_tls_version=1.2,
+            versioned=True,
+            server_access_logs_bucket=log_bucket,
+            server_access_logs_prefix="image-store/",
+            lifecycle_rules=[s3.LifecycleRule(
+                id="expire-replaced-images", noncurrent_version_expiration=cdk.Duration.days(NONCURRENT_VERSION_DAYS),
+                abort_incomplete_multipart_upload_after=cdk.Duration.days(7))],
+            removal_policy=policy,
+        )
+
+    def _link(self, file_system: fsx.CfnFileSystem, bucket: s3.IBucket, path: str) -> fsx.CfnDataRepositoryAssociation:
+        """Two-way sync of the image store directory with ``s3://bucket/<dir>/`` (new, changed, deleted)."""
+        prefix = path.strip("/")
+        return fsx.CfnDataRepositoryAssociation(
+            self, "ImageStoreLink",
+            file_system_id=file_system.ref,
+            file_system_path=path,
+            data_repository_path=f"s3://{bucket.bucket_name}/{prefix}/",
+            batch_import_meta_data_on_create=True,
+            s3=fsx.CfnDataRepositoryAssociation.S3Property(
+                auto_import_policy=fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(events=SYNC_EVENTS),
+                auto_export_policy=fsx.CfnDataRepositoryAssociation.AutoExportPolicyProperty(events=SYNC_EVENTS)),
+        )
+
+    def _output(self, key: str, value: str, description: str) -> None:
+        cdk.CfnOutput(self, key, value=value, description=description, export_name=f"{self.stack_name}-{key}")

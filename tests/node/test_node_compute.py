@@ -1,0 +1,183 @@
+"""compute_node_start.sh and compute_node_configured.sh in a sandbox root with recording stand-ins.
+
+Real: the scripts and the bundle's enroot.sh (bash), coreutils, the files written. Stand-ins
+(node_sandbox.py): enroot, systemctl, sysctl, mountpoint, srun (prints help with or without pyxis's
+--container-image), image_sync.py (records argv, exit code chosen by the test), the AMI's pyxis .so and
+hooks (placeholders). "Zero compiles and zero downloads" is checked against every command the
+scripts ran: PATH wrappers plus bash xtrace.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+from node_sandbox import COMPUTE_ARGS, FORBIDDEN, Sandbox, changed_paths, snapshot
+
+COMPUTE_FORBIDDEN = set(FORBIDDEN) | {"aws"}
+SHARED = "opt/parallelcluster/shared/clusterkit"
+
+
+def under(snap: dict, *prefixes: str) -> dict:
+    return {p: e for p, e in snap.items() if p.startswith(prefixes)}
+
+
+@pytest.fixture
+def compute(sandbox: Sandbox) -> Sandbox:
+    """A compute node after the head node's bootstrap: bundle in the shared dir, plugstack installed."""
+    sandbox.install_bundle_as_shared()
+    sandbox.write("opt/slurm/etc/plugstack.conf", "include /opt/slurm/etc/plugstack.conf.d/*\n")
+    sandbox.write("opt/slurm/etc/plugstack.conf.d/pyxis.conf",
+                  "required /usr/local/lib/slurm/spank_pyxis.so runtime_path=/run/pyxis container_scope=job\n")
+    (sandbox.root / "fsx/containers").mkdir(parents=True)
+    return sandbox
+
+
+# --- OnNodeStart ------------------------------------------------------------------------------------
+
+def test_start_writes_local_files_only(compute: Sandbox) -> None:
+    before = snapshot(compute.root)
+    r = compute.run("compute_node_start.sh", *COMPUTE_ARGS)
+    assert r.returncode == 0, r.stderr
+    after = snapshot(compute.root)
+    files = {p for p in changed_paths(before, after) if after.get(p) and after[p].kind == "f"}
+    assert files == {
+        "etc/clusterkit/node.env",
+        "etc/enroot/enroot.conf",
+        "etc/enroot/hooks.d/50-slurm-pmi.sh",
+        "etc/enroot/hooks.d/50-slurm-pytorch.sh",
+        "etc/systemd/system/slurmd.service.d/clusterkit-path.conf",
+        "var/log/clusterkit/bootstrap.log",
+    }
+    assert "ENROOT_RUNTIME_PATH /scratch/enroot/runtime/user-$(id -u)" in compute.read("etc/enroot/enroot.conf")
+    assert compute.mode("scratch/enroot/data") == 0o1777
+    assert r.calls("systemctl") == [["daemon-reload"]]
+    assert r.calls("sysctl") == []
+
+
+def test_start_never_touches_opt_slurm_or_fsx(compute: Sandbox) -> None:
+    """/opt/slurm and /fsx are not mounted at OnNodeStart: not one command may name them."""
+    before = snapshot(compute.root)
+    r = compute.run("compute_node_start.sh", *COMPUTE_ARGS)
+    assert r.returncode == 0, r.stderr
+    after = snapshot(compute.root)
+    assert under(before, "opt/slurm", "fsx") == under(after, "opt/slurm", "fsx")
+    for prefix in ("/opt/slurm", "/fsx"):
+        hits = [c for c in r.commands if any(a.startswith(str(compute.root) + prefix) for a in c[1:])]
+        assert hits == [], hits
+    assert "srun" not in r.command_names and "scontrol" not in r.command_names
+
+
+def test_start_no_compiles_no_downloads(compute: Sandbox) -> None:
+    r = compute.run("compute_node_start.sh", *COMPUTE_ARGS)
+    assert r.returncode == 0, r.stderr
+    assert r.commands, "the command log must not be empty (wrappers broken?)"
+    assert not r.command_names & COMPUTE_FORBIDDEN, r.command_names & COMPUTE_FORBIDDEN
+
+
+def test_start_is_idempotent(compute: Sandbox) -> None:
+    assert compute.run("compute_node_start.sh", *COMPUTE_ARGS).returncode == 0
+    before = snapshot(compute.root)
+    time.sleep(0.02)
+    r = compute.run("compute_node_start.sh", *COMPUTE_ARGS)
+    assert r.returncode == 0, r.stderr
+    assert changed_paths(before, snapshot(compute.root)) == {"var/log/clusterkit/bootstrap.log"}
+    assert r.calls("systemctl") == []
+
+
+def test_start_ubuntu2404_sysctl(compute: Sandbox) -> None:
+    args = [a if not a.startswith("CK_OS=") else "CK_OS=ubuntu2404" for a in COMPUTE_ARGS]
+    r = compute.run("compute_node_start.sh", *args)
+    assert r.returncode == 0, r.stderr
+    path = "etc/sysctl.d/99-clusterkit-enroot.conf"
+    assert "kernel.apparmor_restrict_unprivileged_userns = 0" in compute.read(path)
+    assert r.calls("sysctl") == [["-q", "-p", str(compute.root / path)]]
+
+
+def test_start_without_shared_bundle_fails_clearly(sandbox: Sandbox) -> None:
+    r = sandbox.run("compute_node_start.sh", *COMPUTE_ARGS)
+    assert r.returncode == 1
+    assert "/opt/parallelcluster/shared/clusterkit/enroot.sh not found" in r.stderr
+    assert "head_node.sh" in r.stderr
+    assert not (sandbox.root / "etc/enroot").exists()
+
+
+def test_start_rejects_head_only_and_unknown_keys(compute: Sandbox) -> None:
+    r = compute.run("compute_node_start.sh", *COMPUTE_ARGS, "CK_BUNDLE=s3://b/x.zip")
+    assert r.returncode == 2 and "CK_BUNDLE is head-node only" in r.stderr
+    r = compute.run("compute_node_start.sh", *COMPUTE_ARGS, "ENROOT_MOUNT_HOMES=yes")
+    assert r.returncode == 2 and "unknown key ENROOT_MOUNT_HOMES (did you mean ENROOT_MOUNT_HOME?)" in r.stderr
+    assert not (compute.root / "etc/clusterkit/node.env").exists()
+
+
+def test_start_without_enroot_fails(tmp_path) -> None:
+    sb = Sandbox(tmp_path, mounts={"/scratch"}).provide_ami(enroot=False)
+    sb.install_bundle_as_shared()
+    r = sb.run("compute_node_start.sh", *COMPUTE_ARGS)
+    assert r.returncode == 1 and "enroot binary" in r.stderr
+
+
+def test_shared_dir_override(compute: Sandbox, tmp_path) -> None:
+    moved = tmp_path / "elsewhere"
+    (compute.root / SHARED).rename(moved)
+    r = compute.run("compute_node_start.sh", *COMPUTE_ARGS, env={"CK_SHARED_DIR": str(moved)})
+    assert r.returncode == 0, r.stderr
+
+
+# --- OnNodeConfigured -------------------------------------------------------------------------------
+
+def test_configured_checks_pass_and_verify_store(compute: Sandbox) -> None:
+    compute.add_srun()
+    before = snapshot(compute.root)
+    r = compute.run("compute_node_configured.sh", *COMPUTE_ARGS)
+    assert r.returncode == 0, r.stderr
+    shared = str(compute.root / SHARED)
+    assert r.calls("image_sync.py") == [["verify", "--store", str(compute.root / "fsx/containers"),
+                                         "--lock", f"{shared}/images.lock"]]
+    assert r.calls("srun") == [["--help"]]
+    assert "srun --help lists --container-image" in r.stdout
+    assert "image_sync verify: store reachable; present: pytorch" in r.stdout
+    after = snapshot(compute.root)
+    assert under(before, "opt/slurm", "fsx") == under(after, "opt/slurm", "fsx")
+    assert {p for p in changed_paths(before, after) if after.get(p) and after[p].kind == "f"} == {
+        "etc/clusterkit/node.env", "var/log/clusterkit/bootstrap.log"}
+    assert not r.command_names & COMPUTE_FORBIDDEN, r.command_names & COMPUTE_FORBIDDEN
+
+
+def test_configured_skips_srun_check_when_absent(compute: Sandbox) -> None:
+    r = compute.run("compute_node_configured.sh", *COMPUTE_ARGS)
+    assert r.returncode == 0, r.stderr
+    assert "skipped srun --help check: /opt/slurm/bin/srun not present" in r.stdout
+
+
+def test_configured_fails_when_srun_lacks_container_image(compute: Sandbox) -> None:
+    compute.add_srun()
+    compute.srun_has_pyxis = False
+    r = compute.run("compute_node_configured.sh", *COMPUTE_ARGS)
+    assert r.returncode == 1 and "srun --help does not list --container-image" in r.stderr
+
+
+def test_configured_fails_when_plugstack_lacks_pyxis(compute: Sandbox) -> None:
+    (compute.root / "opt/slurm/etc/plugstack.conf.d/pyxis.conf").unlink()
+    r = compute.run("compute_node_configured.sh", *COMPUTE_ARGS)
+    assert r.returncode == 1
+    assert "/opt/slurm/etc/plugstack.conf does not load /usr/local/lib/slurm/spank_pyxis.so" in r.stderr
+    assert "image_sync.py" not in r.command_names
+
+
+def test_configured_fails_when_plugin_missing(compute: Sandbox) -> None:
+    (compute.root / "usr/local/lib/slurm/spank_pyxis.so").unlink()
+    r = compute.run("compute_node_configured.sh", *COMPUTE_ARGS)
+    assert r.returncode == 1 and "spank_pyxis.so missing on this node" in r.stderr
+
+
+def test_configured_fails_when_store_unreachable(compute: Sandbox) -> None:
+    compute.image_sync_rc = 1
+    r = compute.run("compute_node_configured.sh", *COMPUTE_ARGS)
+    assert r.returncode == 1
+    assert "image store /fsx/containers not usable from this node: store /fsx/containers: not mounted" in r.stderr
+
+
+def test_configured_uses_custom_store(compute: Sandbox) -> None:
+    r = compute.run("compute_node_configured.sh", *COMPUTE_ARGS, "CK_STORE=/fsx/images")
+    assert r.returncode == 0, r.stderr
+    assert r.calls("image_sync.py")[0][:3] == ["verify", "--store", str(compute.root / "fsx/images")]

@@ -1,0 +1,127 @@
+"""Functions of bootstrap_scripts/enroot.sh called directly from bash.
+
+Real: enroot.sh under bash with the machine's coreutils. Stand-in: `enroot_config_eval` below
+re-implements how enroot reads enroot.conf (NVIDIA/enroot enroot.in config::init: split "KEY value",
+`eval echo value` as the calling user) because enroot itself cannot be installed here; it proves our
+file evaluates as intended under that documented rule, not that a given enroot release accepts it.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from node_sandbox import SCRIPTS
+
+ENROOT_SH = SCRIPTS / "enroot.sh"
+
+
+def bash(snippet: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    full = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": str(tmp_path / "home"),
+            "CK_LOG_FILE": str(tmp_path / "bootstrap.log"), **env}
+    return subprocess.run(["/bin/bash", "-c", f"set -euo pipefail; source {ENROOT_SH}; {snippet}"],
+                          env=full, capture_output=True, text=True, timeout=30)
+
+
+def test_plugstack_generator_refuses_required_line_for_absent_plugin(tmp_path: Path) -> None:
+    etc = tmp_path / "slurm-etc"
+    r = bash(f"ck_parse_args compute CK_CLUSTER=c CK_OS=rhel9; ck_install_plugstack {etc} {tmp_path}/none.so",
+             tmp_path)
+    assert r.returncode == 1
+    assert f"refusing to install a 'required' plugstack line: plugin {tmp_path}/none.so not found" in r.stderr
+    assert not etc.exists()
+
+
+def test_plugstack_generator_writes_and_reports_change(tmp_path: Path) -> None:
+    so = tmp_path / "p.so"
+    so.write_text("x")
+    etc = tmp_path / "etc"
+    snippet = (f"ck_parse_args compute CK_CLUSTER=c CK_OS=rhel9 PYXIS_SBATCH_SUPPORT=0; "
+               f"ck_install_plugstack {etc} {so}; echo changed=$CK_PLUGSTACK_CHANGED; "
+               f"ck_install_plugstack {etc} {so}; echo changed=$CK_PLUGSTACK_CHANGED; "
+               f"ck_plugstack_loads {etc} {so} && echo loads")
+    r = bash(snippet, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert [line for line in r.stdout.splitlines() if line.startswith(("changed=", "loads"))] == \
+        ["changed=yes", "changed=no", "loads"]
+    assert f"required {so} runtime_path=/run/pyxis container_scope=job sbatch_support=0" in \
+        (etc / "plugstack.conf.d/pyxis.conf").read_text()
+
+
+def test_plugstack_loads_detects_direct_include_and_absence(tmp_path: Path) -> None:
+    etc = tmp_path / "etc"
+    (etc / "d").mkdir(parents=True)
+    so = "/usr/local/lib/slurm/spank_pyxis.so"
+    cases = {
+        f"required {so} runtime_path=/run/pyxis\n": True,
+        f"include {etc}/d/*\n": False,  # include dir empty
+        f"optional {so}\n": True,
+        f"required {so}.bak\n": False,
+        f"# required {so}\n": False,
+    }
+    for text, expected in cases.items():
+        (etc / "plugstack.conf").write_text(text)
+        r = bash(f"ck_plugstack_loads {etc} {so}", tmp_path)
+        assert (r.returncode == 0) is expected, text
+    (etc / "d" / "pyxis.conf").write_text(f"required {so}\n")
+    (etc / "plugstack.conf").write_text(f"include {etc}/d/*\n")
+    assert bash(f"ck_plugstack_loads {etc} {so}", tmp_path).returncode == 0
+
+
+def enroot_config_eval(conf: Path, home: Path) -> dict[str, str]:
+    """Stand-in for enroot's config::init (see module docstring)."""
+    script = r'''
+set -euo pipefail
+bash -n "$1"
+while IFS=$' \t=' read -r key value; do
+  [[ "$key" =~ ^ENROOT_[[:upper:]_]+$ ]] || continue
+  printf '%s=%s\n' "$key" "$(eval echo "$value")"
+done < "$1"
+'''
+    r = subprocess.run(["/bin/bash", "-c", script, "x", str(conf)], capture_output=True, text=True,
+                       env={"PATH": "/usr/bin:/bin", "HOME": str(home)}, timeout=30, check=True)
+    return dict(line.split("=", 1) for line in r.stdout.splitlines())
+
+
+def test_enroot_conf_evaluates_per_user(tmp_path: Path) -> None:
+    r = bash("ck_parse_args compute CK_CLUSTER=c CK_OS=rhel9 "
+             "'CK_ECR_REGISTRIES=123456789012.dkr.ecr.eu-west-1.amazonaws.com'; "
+             "ck_enroot_layout; ck_render_enroot_conf", tmp_path, CK_ROOT=str(tmp_path / "root"))
+    assert r.returncode == 0, r.stderr
+    conf = tmp_path / "enroot.conf"
+    conf.write_text(r.stdout)
+    home = tmp_path / "home"
+    values = enroot_config_eval(conf, home)
+    uid, gid = os.getuid(), os.getgid()
+    assert values["ENROOT_RUNTIME_PATH"] == f"/run/enroot/user-{uid}"
+    assert values["ENROOT_DATA_PATH"] == f"/var/tmp/enroot/data/user-{uid}"
+    assert values["ENROOT_CACHE_PATH"] == f"/var/tmp/enroot/cache/group-{gid}"
+    assert values["ENROOT_CONFIG_PATH"] == f"{home}/.config/enroot"
+    assert values["ENROOT_SQUASH_OPTIONS"] == "-comp zstd -Xcompression-level 3 -b 1M"
+    # The system-wide ECR credentials are linked for this user, once, without clobbering.
+    link = home / ".config/enroot/.credentials"
+    assert os.readlink(link) == "/etc/enroot/credentials"
+    link.unlink()
+    link.write_text("machine my.registry login me password x\n")
+    enroot_config_eval(conf, home)
+    assert link.read_text().startswith("machine my.registry")
+
+
+def test_parse_args_ignores_environment(tmp_path: Path) -> None:
+    """Settings come only from Args: an exported ENROOT_SQUASH_OPTIONS must not leak in."""
+    r = bash("ck_parse_args compute CK_CLUSTER=c CK_OS=rhel9; echo \"[$ENROOT_SQUASH_OPTIONS] [$CK_STORE]\"",
+             tmp_path, ENROOT_SQUASH_OPTIONS="-comp lzo", CK_STORE="/elsewhere")
+    assert r.stdout.strip().splitlines()[-1] == "[-comp zstd -Xcompression-level 3 -b 1M] [/fsx/containers]"
+
+
+def test_role_keys_match_the_contract() -> None:
+    contract = {"CK_CLUSTER", "CK_OS", "CK_STORE", "CK_BUNDLE", "CK_REGION", "CK_ECR_REGISTRIES",
+                "ENROOT_SQUASH_OPTIONS", "ENROOT_MOUNT_HOME", "ENROOT_ROOTFS_WRITABLE", "ENROOT_TRANSFER_RETRIES",
+                "ENROOT_CONNECT_TIMEOUT", "ENROOT_TRANSFER_TIMEOUT", "ENROOT_MAX_PROCESSORS",
+                "PYXIS_CONTAINER_SCOPE", "PYXIS_SBATCH_SUPPORT", "PYXIS_EXECUTE_ENTRYPOINT",
+                "PYXIS_USE_ENROOT_LOAD"}
+    out = subprocess.run(["/bin/bash", "-c", f"source {ENROOT_SH}; ck_role_keys head; echo --; ck_role_keys compute"],
+                         capture_output=True, text=True, check=True).stdout
+    head, compute = out.split("--\n")
+    assert set(head.split()) == contract
+    assert set(compute.split()) == contract - {"CK_BUNDLE"}

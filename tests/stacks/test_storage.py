@@ -1,0 +1,359 @@
+"""The ``<Name>-Storage`` stack as CloudFormation would receive it, plus the checks every template passes.
+
+Real: synth with cdk-nag AwsSolutions (see conftest) and cfn-lint 1.58 over the synthesized templates
+with its default rule set (errors and warnings). Not real: no deploy, so FSx's own create-time checks
+(e.g. the security group test FSx runs) are not exercised here.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from cfnlint.api import ManualArgs, lint
+
+from clusterkit.loader import load
+from stacks import nag
+from stacks.storage import StorageStack, image_store_path
+
+NEW_FSX = ("demo", "p5-capacity-block")
+SHIPPED = ("demo", "p4d-existing", "p5-capacity-block")
+EVERY_VARIANT = (*SHIPPED, "demo-no-account", "demo-endpoints", "demo-head-public", "demo-flow-logs-30",
+                 "demo-throughput-500", "demo-destroy", "demo-no-bucket", "demo-kms", "demo-scratch",
+                 "existing-vpc-new-fsx")
+KMS_KEY = "arn:aws:kms:us-east-1:123456789012:key/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
+
+
+def file_system(synth) -> dict:
+    (fs,) = synth.resources("storage", "AWS::FSx::FileSystem").values()
+    return fs
+
+
+def buckets(synth) -> dict[str, dict]:
+    return synth.resources("storage", "AWS::S3::Bucket")
+
+
+def image_bucket_id(synth) -> str:
+    return synth.ref("storage", synth.storage.image_store_bucket.bucket_name)["Ref"]
+
+
+# --- file system -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", NEW_FSX)
+def test_persistent_2_file_system_properties(synths, name):
+    synth = synths(name)
+    new = synth.spec.storage.fsx_lustre.created
+    fs = file_system(synth)
+    props = fs["Properties"]
+    assert props["FileSystemType"] == "LUSTRE" and props["FileSystemTypeVersion"] == "2.15"
+    assert props["StorageCapacity"] == new.capacity_gib and props["StorageType"] == "SSD"
+    assert props["SubnetIds"] == [synth.ref("storage", synth.network.compute_subnet_id)]
+    assert props["SecurityGroupIds"] == [synth.ref("storage", synth.network.fsx_security_group.security_group_id)]
+    assert "KmsKeyId" not in props  # AWS managed aws/fsx key: encrypted at rest without a key to manage
+    assert props["LustreConfiguration"] == {
+        "DeploymentType": "PERSISTENT_2",
+        "PerUnitStorageThroughput": new.throughput_mb_per_tib,
+        "DataCompressionType": "LZ4",
+        "MetadataConfiguration": {"Mode": "AUTOMATIC"},
+        "WeeklyMaintenanceStartTime": "7:05:00",
+        "AutomaticBackupRetentionDays": 0,  # linked to S3: FSx takes no backups, the bucket is the copy
+    }
+    assert {"Key": "Name", "Value": f"{synth.spec.name}-image-store"} in props["Tags"]
+
+
+def test_customer_kms_key_is_used_when_given(synths):
+    synth = synths("demo-kms")
+    assert file_system(synth)["Properties"]["KmsKeyId"] == synth.spec.storage.fsx_lustre.created.kms_key_arn
+
+
+def test_scratch_2_has_no_persistent_only_settings(synths):
+    config = file_system(synths("demo-scratch"))["Properties"]["LustreConfiguration"]
+    assert config == {"DeploymentType": "SCRATCH_2", "DataCompressionType": "LZ4",
+                      "WeeklyMaintenanceStartTime": "7:05:00"}
+
+
+def test_scratch_2_still_links_the_image_store(synths):
+    """FSx supports DRAs on every 2.12+/2.15 file system except SCRATCH_1 (CreateDataRepositoryAssociation docs)."""
+    assert len(synths("demo-scratch").resources("storage", "AWS::FSx::DataRepositoryAssociation")) == 1
+
+
+def test_unlinked_persistent_file_system_keeps_a_week_of_backups(synths):
+    synth = synths("demo-no-bucket")
+    config = file_system(synth)["Properties"]["LustreConfiguration"]
+    assert (config["AutomaticBackupRetentionDays"], config["DailyAutomaticBackupStartTime"],
+            config["CopyTagsToBackups"]) == (7, "03:00", True)
+    assert buckets(synth) == {} and synth.resources("storage", "AWS::FSx::DataRepositoryAssociation") == {}
+    assert synth.storage.image_store_bucket is None
+    assert "ImageStoreBucketName" not in synth.templates["storage"]["Outputs"]
+
+
+def test_kms_key_with_scratch_is_refused():
+    spec = load("demo", check_lock=False).spec
+    fsx_cfg = spec.storage.fsx_lustre
+    scratch = dataclasses.replace(fsx_cfg.new, deployment_type="SCRATCH_2", throughput_mb_per_tib=None,
+                                  kms_key_arn=KMS_KEY)
+    spec = dataclasses.replace(spec, storage=dataclasses.replace(
+        spec.storage, fsx_lustre=dataclasses.replace(fsx_cfg, new=scratch)))
+    app = cdk.App()
+    stack = cdk.Stack(app, "Net")
+    vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-12345678", availability_zones=["us-east-1a"])
+    group = ec2.SecurityGroup.from_security_group_id(stack, "Sg", "sg-12345678")
+    with pytest.raises(ValueError, match="kms_key_arn needs a PERSISTENT deployment type"):
+        StorageStack(app, "S", spec=spec, vpc=vpc, subnet_id="subnet-12345678", security_group=group)
+
+
+# --- image store bucket and its link ---------------------------------------------------------------------
+
+def test_image_store_path_is_relative_to_the_mount_dir():
+    fsx_cfg = load("demo", check_lock=False).spec.storage.fsx_lustre
+    assert image_store_path(fsx_cfg) == "/containers"
+    assert image_store_path(dataclasses.replace(fsx_cfg, mount_dir="/shared/", image_store="/shared/a/sqsh")) == "/a/sqsh"
+
+
+@pytest.mark.parametrize("name", NEW_FSX)
+def test_data_repository_association_links_the_store_both_ways(synths, name):
+    synth = synths(name)
+    (link,) = synth.resources("storage", "AWS::FSx::DataRepositoryAssociation").values()
+    events = ["NEW", "CHANGED", "DELETED"]
+    assert link["Properties"] == {
+        "FileSystemId": {"Ref": "FileSystem"},
+        "FileSystemPath": "/containers",
+        "DataRepositoryPath": {"Fn::Join": ["", ["s3://", {"Ref": image_bucket_id(synth)}, "/containers/"]]},
+        "BatchImportMetaDataOnCreate": True,
+        "S3": {"AutoImportPolicy": {"Events": events}, "AutoExportPolicy": {"Events": events}},
+    }
+
+
+def _tls_deny_statement(policy: dict, bucket_id: str) -> dict | None:
+    arn = {"Fn::GetAtt": [bucket_id, "Arn"]}
+    for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+        if (statement["Effect"] == "Deny" and statement["Action"] == "s3:*"
+                and statement.get("Condition") == {"Bool": {"aws:SecureTransport": "false"}}
+                and statement["Principal"] == {"AWS": "*"}
+                and statement["Resource"] == [arn, {"Fn::Join": ["", [arn, "/*"]]}]):
+            return statement
+    return None
+
+
+@pytest.mark.parametrize("name", NEW_FSX)
+def test_buckets_are_private_tls_only_and_encrypted(synths, name):
+    synth = synths(name)
+    policies = synth.resources("storage", "AWS::S3::BucketPolicy")
+    assert len(buckets(synth)) == 2 and len(policies) == 2
+    for bucket_id, bucket in buckets(synth).items():
+        props = bucket["Properties"]
+        assert props["PublicAccessBlockConfiguration"] == {
+            "BlockPublicAcls": True, "BlockPublicPolicy": True, "IgnorePublicAcls": True, "RestrictPublicBuckets": True}
+        assert props["BucketEncryption"] == {"ServerSideEncryptionConfiguration": [
+            {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]}
+        assert props["OwnershipControls"] == {"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}
+        (policy,) = [p for p in policies.values() if p["Properties"]["Bucket"] == {"Ref": bucket_id}]
+        assert _tls_deny_statement(policy, bucket_id) is not None, f"{bucket_id} accepts plain HTTP"
+
+
+def test_image_store_bucket_is_versioned_logged_and_expires_old_versions(synths):
+    synth = synths("demo")
+    bucket_id = image_bucket_id(synth)
+    props = buckets(synth)[bucket_id]["Properties"]
+    (log_bucket_id,) = set(buckets(synth)) - {bucket_id}
+    assert props["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert props["LoggingConfiguration"] == {"DestinationBucketName": {"Ref": log_bucket_id},
+                                             "LogFilePrefix": "image-store/"}
+    (rule,) = props["LifecycleConfiguration"]["Rules"]
+    assert rule["NoncurrentVersionExpiration"] == {"NoncurrentDays": 30} and rule["Status"] == "Enabled"
+
+
+def test_access_logs_are_delivered_by_bucket_policy_from_this_bucket_only(synths):
+    """No ACLs (BucketOwnerEnforced): the log bucket's policy lets S3 logging write for the image bucket only."""
+    for name, account in (("demo", {"StringEquals": {"aws:SourceAccount": "123456789012"}}),
+                          ("demo-no-account", {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}})):
+        synth = synths(name)
+        bucket_id = image_bucket_id(synth)
+        (log_bucket_id,) = set(buckets(synth)) - {bucket_id}
+        (policy,) = [p for p in synth.resources("storage", "AWS::S3::BucketPolicy").values()
+                     if p["Properties"]["Bucket"] == {"Ref": log_bucket_id}]
+        allows = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"]
+        assert allows == [{
+            "Action": "s3:PutObject", "Effect": "Allow", "Principal": {"Service": "logging.s3.amazonaws.com"},
+            "Condition": {"ArnLike": {"aws:SourceArn": {"Fn::GetAtt": [bucket_id, "Arn"]}}, **account},
+            "Resource": {"Fn::Join": ["", [{"Fn::GetAtt": [log_bucket_id, "Arn"]}, "/image-store/*"]]}}]
+        assert "AccessControl" not in buckets(synth)[log_bucket_id]["Properties"]
+
+
+# --- removal policies ------------------------------------------------------------------------------------
+
+STATEFUL = ("AWS::FSx::FileSystem", "AWS::FSx::DataRepositoryAssociation", "AWS::S3::Bucket")
+
+
+@pytest.mark.parametrize(("name", "policy"), [("demo", "Retain"), ("demo-destroy", "Delete")])
+def test_removal_policy_follows_retain_on_delete(synths, name, policy):
+    synth = synths(name)
+    stateful = {k: v for k, v in synth.templates["storage"]["Resources"].items() if v["Type"] in STATEFUL}
+    assert len(stateful) == 4
+    for logical_id, res in stateful.items():
+        assert (res.get("DeletionPolicy"), res.get("UpdateReplacePolicy")) == (policy, policy), logical_id
+
+
+def test_no_auto_delete_custom_resource(synths):
+    """Deleting a non-empty bucket is left to a human (module docstring), so no Lambda is deployed."""
+    for name in ("demo", "demo-destroy"):
+        types = {r["Type"] for r in synths(name).templates["storage"]["Resources"].values()}
+        assert not any(t.startswith(("AWS::Lambda::", "Custom::", "AWS::IAM::")) for t in types), types
+
+
+# --- existing file system --------------------------------------------------------------------------------
+
+def test_existing_file_system_creates_nothing(synths):
+    synth = synths("p4d-existing")
+    fs_id = synth.spec.storage.fsx_lustre.existing.file_system_id
+    template = synth.templates["storage"]
+    assert {r["Type"] for r in template["Resources"].values()} == {"AWS::CloudFormation::WaitConditionHandle"}
+    assert synth.storage.file_system_id == fs_id and synth.storage.image_store_bucket is None
+    assert template["Outputs"] == {"FileSystemId": {
+        "Description": "existing FSx for Lustre file system (not managed here)", "Value": fs_id,
+        "Export": {"Name": "P4d-Existing-Storage-FileSystemId"}}}
+
+
+def test_new_file_system_in_an_existing_vpc(synths):
+    synth = synths("existing-vpc-new-fsx")
+    props = file_system(synth)["Properties"]
+    assert props["SubnetIds"] == [synth.spec.network.existing.compute_subnet_id]
+    assert props["StorageCapacity"] == 2400 and props["LustreConfiguration"]["PerUnitStorageThroughput"] == 125
+    assert synth.resources("network", "AWS::EC2::VPC") == {}
+
+
+# --- outputs, independence, one-field diff -----------------------------------------------------------------
+
+@pytest.mark.parametrize("name", NEW_FSX)
+def test_storage_outputs(synths, name):
+    synth = synths(name)
+    outputs = synth.templates["storage"]["Outputs"]
+    prefix = synth.storage.stack_name
+    assert {k: v["Export"]["Name"] for k, v in outputs.items()} == {
+        key: f"{prefix}-{key}" for key in ("FileSystemId", "MountName", "ImageStoreBucketName")}
+    assert outputs["FileSystemId"]["Value"] == {"Ref": "FileSystem"} == synth.ref("storage", synth.storage.file_system_id)
+    assert outputs["MountName"]["Value"] == {"Fn::GetAtt": ["FileSystem", "LustreMountName"]}
+    assert outputs["ImageStoreBucketName"]["Value"] == {"Ref": image_bucket_id(synth)}
+
+
+@pytest.mark.parametrize("name", ["demo", "p5-capacity-block", "existing-vpc-new-fsx"])
+def test_storage_refers_only_to_the_network_stack(synths, name):
+    """Independent lifecycles: the only cross-stack references are the network stack's subnet and FSx SG."""
+    synth = synths(name)
+    imports = {kind: [v["Fn::ImportValue"] for v in _walk(synth.templates[kind]) if "Fn::ImportValue" in v]
+               for kind in ("network", "storage")}
+    assert imports["network"] == []
+    assert imports["storage"] and all(i.startswith(f"{synth.network.stack_name}:") for i in imports["storage"])
+    cluster_stack = synth.network.stack_name.replace("-Network", "-Cluster")
+    for kind in ("network", "storage"):
+        assert cluster_stack not in json.dumps(synth.templates[kind])
+
+
+def _walk(node):
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _walk(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _walk(value)
+
+
+def test_one_storage_field_changes_only_the_file_system(synths):
+    """throughput_mb_per_tib 250 -> 500 changes one property of one resource, in one stack."""
+    base, changed = synths("demo"), synths("demo-throughput-500")
+    assert changed.templates["network"] == base.templates["network"]
+    a, b = base.templates["storage"], changed.templates["storage"]
+    assert {k for k in a if a[k] != b[k]} == {"Resources"}
+    assert {k for k in a["Resources"] if a["Resources"][k] != b["Resources"].get(k)} == {"FileSystem"}
+    assert set(a["Resources"]) == set(b["Resources"])
+    expected = json.loads(json.dumps(a["Resources"]["FileSystem"]))
+    expected["Properties"]["LustreConfiguration"]["PerUnitStorageThroughput"] = 500
+    assert b["Resources"]["FileSystem"] == expected
+
+
+# --- cdk-nag and cfn-lint over every synthesized template --------------------------------------------------
+
+def test_every_variant_is_checked(variant_names):
+    assert set(EVERY_VARIANT) == set(variant_names) and set(SHIPPED) <= set(variant_names)
+
+
+@pytest.mark.parametrize("name", EVERY_VARIANT)
+def test_cdk_nag_has_no_unacknowledged_finding(synths, name):
+    """The synth itself raises on an unacknowledged finding; this also checks every acknowledgement's reason."""
+    findings = synths(name).findings
+    assert [f for f in findings if f.reason is None] == []
+    for finding in findings:
+        assert len(finding.reason) >= nag.MIN_REASON_CHARS, finding
+
+
+def _lint(synth, kind: str) -> list[str]:
+    template = json.dumps(synth.templates[kind])
+    return [f"{m.rule.id} {m.path}: {m.message}" for m in lint(template, config=ManualArgs(regions=[synth.spec.region]))]
+
+
+@pytest.mark.parametrize("name", [*SHIPPED, "demo-endpoints", "demo-scratch", "demo-no-bucket",
+                                  "demo-no-account", "existing-vpc-new-fsx"])
+def test_cfn_lint_finds_no_error_or_warning(synths, name):
+    synth = synths(name)
+    for kind in ("network", "storage"):
+        assert _lint(synth, kind) == [], f"{name} {kind}"
+
+
+def test_only_intended_cfn_lint_suppression(synths):
+    """The one cfn-lint directive is W3010 (literal AZ) on the new VPC's subnets: the spec pins the AZ."""
+    for name in ("demo", "demo-endpoints", "p4d-existing"):
+        synth = synths(name)
+        for kind in ("network", "storage"):
+            for logical_id, res in synth.templates[kind]["Resources"].items():
+                directive = res.get("Metadata", {}).get("cfn-lint")
+                if directive is not None:
+                    assert res["Type"] == "AWS::EC2::Subnet", logical_id
+                    assert directive == {"config": {"ignore_checks": ["W3010"]}}
+
+
+# --- the nag helper ---------------------------------------------------------------------------------------
+
+def test_nag_checks_are_live_and_acknowledgements_need_reasons(tmp_path):
+    """Negative control: a bare bucket fails synth; acknowledged findings are reported with their reason."""
+    app = cdk.App(outdir=str(tmp_path / "bare"))
+    nag.add_checks(app)
+    s3.Bucket(cdk.Stack(app, "Bare"), "Bucket")
+    with pytest.raises(RuntimeError, match="ValidationFailed"):
+        app.synth()
+    assert {f.rule for f in nag.findings(tmp_path / "bare") if f.reason is None} >= {"AwsSolutions-S1", "AwsSolutions-S10"}
+
+    app = cdk.App(outdir=str(tmp_path / "acked"))
+    nag.add_checks(app)
+    bucket = s3.Bucket(cdk.Stack(app, "Acked"), "Bucket", enforce_ssl=True)
+    with pytest.raises(ValueError, match="specific reason"):
+        nag.acknowledge(bucket, "AwsSolutions-S1", "not needed")
+    nag.acknowledge(bucket, "AwsSolutions-S1", "test fixture bucket that never holds data worth auditing")
+    app.synth()
+    assert [(f.rule, f.reason) for f in nag.findings(tmp_path / "acked") if f.rule.startswith("AwsSolutions")] == [
+        ("AwsSolutions-S1", "test fixture bucket that never holds data worth auditing")]
+
+
+def test_granular_findings_are_acknowledged_one_by_one(tmp_path):
+    """IAM5 reports one finding per wildcard; the bare rule id does not cover it, ``applies_to`` does."""
+    def synth(**ack) -> list[nag.Finding]:
+        outdir = tmp_path / str(len(ack))
+        app = cdk.App(outdir=str(outdir))
+        nag.add_checks(app)
+        policy = iam.ManagedPolicy(cdk.Stack(app, "Iam"), "Policy", statements=[
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=["arn:aws:s3:::bucket/prefix/*"])])
+        nag.acknowledge(policy, "AwsSolutions-IAM5", "reads objects under one content-hashed prefix only", **ack)
+        try:
+            app.synth()
+        except RuntimeError:
+            pass
+        return nag.findings(outdir)
+
+    finding = "AwsSolutions-IAM5[Resource::arn:aws:s3:::bucket/prefix/*]"
+    assert [(f.rule, f.reason) for f in synth()] == [(finding, None)]
+    assert [(f.rule, f.reason) for f in synth(applies_to=["Resource::arn:aws:s3:::bucket/prefix/*"])] == [
+        (finding, "reads objects under one content-hashed prefix only")]

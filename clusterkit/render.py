@@ -142,6 +142,8 @@ def _queue(spec: ClusterSpec, queue: Queue, refs: Refs, artifacts: NodeArtifacts
     networking: dict[str, Any] = {"SubnetIds": [refs.compute_subnet_id], "SecurityGroups": [refs.security_group_id]}
     if placement_group(queue):
         networking["PlacementGroup"] = {"Enabled": True}
+    elif any(efa_enabled(cr) for cr in queue.compute_resources):
+        networking["PlacementGroup"] = {"Enabled": False}  # PC wants EFA queues to say so explicitly
     local: dict[str, Any] = {"RootVolume": {"Encrypted": True}}
     if _has_nvme(queue):
         local["EphemeralVolume"] = {"MountDir": EPHEMERAL_MOUNT}

@@ -296,7 +296,10 @@ def _containers(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
     yield from _duplicates(m, images, "image")
     for i, img in enumerate(c.images):
         ip = f"containers.images[{i}]"
-        if not IMAGE_NAME.match(img.name):
+        if img.name.endswith((".sqsh", ".json", ".lock")):
+            yield m.problem(f"{ip}.name", f"'{img.name}' collides with the image store's own files",
+                            "drop the .sqsh/.json/.lock ending")
+        elif not IMAGE_NAME.match(img.name):
             yield m.problem(f"{ip}.name", f"'{img.name}' is not a valid image name",
                             "lowercase letters, digits, '.', '_', '-'; it becomes <store>/<name>.sqsh")
         try:

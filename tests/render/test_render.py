@@ -57,7 +57,7 @@ def test_demo_gpu_queue(rendered):
 def test_capacity_block_queue(rendered):
     block = _queue(rendered["p5-capacity-block"], "block")
     assert block["CapacityType"] == "CAPACITY_BLOCK" and "AllocationStrategy" not in block
-    assert "PlacementGroup" not in block["Networking"]
+    assert block["Networking"]["PlacementGroup"] == {"Enabled": False}
     (cr,) = block["ComputeResources"]
     assert cr["MinCount"] == cr["MaxCount"] == 16 and cr["InstanceType"] == "p5.48xlarge"
     assert cr["CapacityReservationTarget"] == {"CapacityReservationId": "cr-0fedcba9876543210"}

@@ -93,6 +93,8 @@ CASES = [
      None),
     ("bad image name", _extra(IMAGE.format(name="My Image", uri="ubuntu:22.04")),
      ["12:13: containers.images[0].name: 'My Image' is not a valid image name (lowercase letters, digits, '.', '_', '-'; it becomes <store>/<name>.sqsh)"]),
+    ("image name collides with store files", _extra(IMAGE.format(name="manifest.json", uri="ubuntu:22.04")),
+     ["12:13: containers.images[0].name: 'manifest.json' collides with the image store's own files (drop the .sqsh/.json/.lock ending)"]),
     ("subnet too small", _extra("network:\n  new:\n    compute_subnet_mask: 26\n").replace("max: 2", "max: 4"),
      ["12:26: network.new.compute_subnet_mask: compute subnet has 59 usable addresses but max nodes need 129 (EFA takes one address per interface; use a /24 or fewer max nodes)"]),
     ("new and existing network", _extra("network:\n  new: {}\n  existing:\n    vpc_id: vpc-12345678\n    head_node_subnet_id: subnet-12345678\n    compute_subnet_id: subnet-12345678\n"),

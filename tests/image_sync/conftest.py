@@ -1,0 +1,137 @@
+"""Helpers for the image_sync tests.
+
+Real: bootstrap_scripts/image_sync.py run as a subprocess (as the head node runs it), squashfs-tools'
+mksquashfs/unsquashfs, flock, rename, tmpfs, su/runuser. Stand-in: tests/image_sync/fakes/enroot
+instead of NVIDIA enroot (it builds a real squashfs from a synthetic root filesystem; it says nothing
+about registry pulls or layer handling).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "bootstrap_scripts" / "image_sync.py"
+FAKES = Path(__file__).resolve().parent / "fakes"
+
+FULL_VERSIONS = {"cuda": "12.8.1", "nccl": "2.25.1", "aws_ofi_nccl": "1.13.0",
+                 "efa_installer": "1.38.0", "libfabric": "1.22.0amzn4.0",
+                 "pytorch": "2.6.0a0+ecf3bae40a.nv25.01"}
+
+
+def load_module():
+    spec = importlib.util.spec_from_file_location("image_sync", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["image_sync"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="session")
+def image_sync():
+    """The module itself, for in-process unit tests."""
+    return load_module()
+
+
+def digest_for(name: str, generation: int = 0) -> str:
+    return "sha256:" + hashlib.sha256(f"{name}/{generation}".encode()).hexdigest()
+
+
+def lock_image(name: str, repository: str | None = None, generation: int = 0, expect=None,
+               compressed_size: int = 1_000_000, registry: str = "nvcr.io") -> dict:
+    """One lock entry shaped exactly like `python -m clusterkit lock` writes it."""
+    repository = repository or f"test/{name}"
+    digest = digest_for(name, generation)
+    return {
+        "compressed_size": compressed_size,
+        "digest": digest,
+        "enroot_uri": f"docker://{registry}#{repository}@{digest}",
+        "expect": dict(expect or {}),
+        "name": name,
+        "platform": "linux/amd64",
+        "registry": registry,
+        "repository": repository,
+        "source": f"{registry}/{repository}:latest",
+    }
+
+
+def write_lock(path: Path, images: list[dict]) -> Path:
+    doc = {"cluster": "demo", "images": sorted(images, key=lambda i: i["name"]), "lock_version": 1}
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+@dataclass
+class Sandbox:
+    """A store, a fake-enroot environment and helpers to run image_sync.py against them."""
+
+    root: Path
+    store: Path
+    lock: Path
+    log: Path
+    env: dict = field(default_factory=dict)
+
+    full_versions = FULL_VERSIONS
+
+    @staticmethod
+    def image(name: str, **kw) -> dict:
+        return lock_image(name, **kw)
+
+    def write_lock(self, images: list[dict]) -> Path:
+        return write_lock(self.lock, images)
+
+    def set_spec(self, spec: dict) -> None:
+        self.env["FAKE_ENROOT_SPEC"] = json.dumps(spec)
+
+    def cmd(self, *args: str) -> list[str]:
+        return [sys.executable, str(SCRIPT), *args]
+
+    def run(self, *args: str, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
+        return subprocess.run(self.cmd(*args), env=env or self.env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, timeout=120, **kw)
+
+    def sync(self, *extra: str, **kw) -> subprocess.CompletedProcess:
+        return self.run("sync", "--lock", str(self.lock), "--store", str(self.store),
+                        "--backoff", "0.01", *extra, **kw)
+
+    def popen_sync(self, *extra: str, **kw) -> subprocess.Popen:
+        return subprocess.Popen(self.cmd("sync", "--lock", str(self.lock), "--store", str(self.store),
+                                         "--backoff", "0.01", *extra),
+                                env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, **kw)
+
+    def imports(self) -> list[str]:
+        """URIs the fake enroot was asked to import, one per attempt."""
+        if not self.log.exists():
+            return []
+        return [ln.split(" ", 2)[2] for ln in self.log.read_text().splitlines() if ln.startswith("import ")]
+
+    def manifest(self) -> dict:
+        return json.loads((self.store / "manifest.json").read_text())
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Sandbox:
+    root = tmp_path
+    for d in ("enroot-tmp", "enroot-cache", "state", "home"):
+        (root / d).mkdir()
+    env = {
+        "PATH": f"{FAKES}:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}",
+        "HOME": str(root / "home"),
+        "LANG": "C.UTF-8",
+        "FAKE_ENROOT_LOG": str(root / "enroot.log"),
+        "FAKE_ENROOT_STATE": str(root / "state"),
+        "ENROOT_TEMP_PATH": str(root / "enroot-tmp"),
+        "ENROOT_CACHE_PATH": str(root / "enroot-cache"),
+        "CK_ENROOT_CONF": str(root / "no-enroot.conf"),
+    }
+    return Sandbox(root=root, store=root / "store", lock=root / "demo.images.lock",
+                   log=root / "enroot.log", env=env)

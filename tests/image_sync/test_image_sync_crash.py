@@ -1,0 +1,130 @@
+"""Crash safety: kill -9 in the middle of an import or of a manifest write.
+
+Real: SIGKILL of the whole process group (as systemd stops a unit), rename/fsync on the local
+filesystem, a concurrent reader process. Stand-in: the fake enroot (it writes a partial output file and
+sleeps, imitating a long mksquashfs); it proves nothing about how real enroot cleans up after itself.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "bootstrap_scripts" / "image_sync.py"
+
+
+def wait_for(predicate, timeout=30.0, interval=0.02):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("condition not reached in time")
+
+
+def test_kill_9_mid_import_leaves_nothing_under_final_names_and_next_run_recovers(sandbox):
+    sandbox.write_lock([sandbox.image("done"), sandbox.image("slow")])
+    sandbox.set_spec({"test/slow": {"sleep": 60}})
+    proc = sandbox.popen_sync(start_new_session=True)
+    slow_dir = sandbox.store / "slow"
+    partial = wait_for(lambda: [p for p in slow_dir.glob(".*.partial-*")] if slow_dir.exists() else [])
+    assert partial[0].name.endswith(f".partial-{proc.pid}")
+
+    status = sandbox.run("status", "--store", str(sandbox.store), "--lock", str(sandbox.lock))
+    rows = {ln.split()[0]: ln for ln in status.stdout.splitlines()}
+    assert "in progress" in rows["slow"] and f"pid {proc.pid}" in rows["slow"]
+    assert " present " in rows["done"]
+
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+
+    # Nothing of "slow" is visible under a final name; only the dot-file debris remains.
+    assert not (sandbox.store / "slow.sqsh").exists()
+    assert [p.name for p in slow_dir.iterdir()] == [partial[0].name]
+    assert "slow" not in sandbox.manifest()["images"]
+    assert "done" in sandbox.manifest()["images"]
+    status = sandbox.run("status", "--store", str(sandbox.store), "--lock", str(sandbox.lock))
+    assert " missing " in {ln.split()[0]: ln for ln in status.stdout.splitlines()}["slow"]
+
+    sandbox.set_spec({})
+    again = sandbox.sync()
+    assert again.returncode == 0, again.stderr
+    assert "removing stale temp file" in again.stdout and "dead pid" in again.stdout
+    assert not list(slow_dir.glob(".*"))
+    entry = sandbox.manifest()["images"]["slow"]
+    assert os.readlink(sandbox.store / "slow.sqsh") == entry["file"]
+    assert subprocess.run(["unsquashfs", "-s", str(sandbox.store / "slow.sqsh")],
+                          capture_output=True).returncode == 0
+
+
+def test_manifest_readers_only_ever_see_complete_json_during_a_sync(sandbox):
+    sandbox.write_lock([sandbox.image(f"img{i}") for i in range(8)])
+    sandbox.store.mkdir()
+    reads, bad = [], []
+    stop = threading.Event()
+
+    def reader():
+        path = sandbox.store / "manifest.json"
+        while not stop.is_set():
+            try:
+                text = path.read_text()
+            except FileNotFoundError:
+                continue
+            try:
+                reads.append(len(json.loads(text)["images"]))
+            except ValueError as exc:
+                bad.append((exc, text[-80:]))
+
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        proc = sandbox.sync()
+    finally:
+        stop.set()
+        t.join()
+    assert proc.returncode == 0, proc.stderr
+    assert not bad, bad[:3]
+    assert reads and max(reads) == 8
+    assert reads == sorted(reads), "manifest only grows during one sync"
+
+
+WRITER = textwrap.dedent("""
+    import importlib.util, sys
+    spec = importlib.util.spec_from_file_location("image_sync", sys.argv[1])
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["image_sync"] = mod
+    spec.loader.exec_module(mod)
+    store, n = sys.argv[2], 0
+    pad = "x" * 200000          # big enough that a write takes several syscalls
+    while True:
+        n += 1
+        mod.write_manifest(store, {"images": {"gen": {"n": n, "pad": pad}}})
+        print(n, flush=True)
+""")
+
+
+def test_kill_9_during_manifest_writes_never_leaves_a_half_written_manifest(sandbox, image_sync):
+    sandbox.store.mkdir()
+    for round_ in range(16):
+        writer = subprocess.Popen([sys.executable, "-c", WRITER, str(SCRIPT), str(sandbox.store)],
+                                  stdout=subprocess.PIPE, text=True)
+        for _ in range(3 + round_ * 2):  # let it complete a few writes, then kill at an arbitrary point
+            writer.stdout.readline()
+        time.sleep(0.0005 * round_)
+        writer.kill()
+        writer.wait()
+        doc = json.loads((sandbox.store / "manifest.json").read_text())
+        assert doc["manifest_version"] == 1 and doc["images"]["gen"]["n"] >= 1
+        assert len(doc["images"]["gen"]["pad"]) == 200000
+    # leftover temp files of killed writers are not manifests and are cleaned under the lock
+    image_sync.clean_debris(str(sandbox.store))
+    assert [p.name for p in sandbox.store.iterdir()] == ["manifest.json"]

@@ -83,7 +83,7 @@ diff: $(VENV)/.stamp-runtime node_modules/.stamp
 	$(CDK) diff --all -c cluster=$(CLUSTER)
 
 destroy-cluster: $(VENV)/.stamp-runtime node_modules/.stamp
-	$(CDK) destroy -c cluster=$(CLUSTER) "$$($(VENV)/bin/python -c 'import app,sys; print(app.stack_prefix(sys.argv[1]))' $(CLUSTER))-Cluster"
+	$(CDK) destroy -c cluster=$(CLUSTER) "$$($(VENV)/bin/python -c 'import sys; from clusterkit.naming import stack_names; print(stack_names(sys.argv[1])["cluster"])' $(CLUSTER))"
 
 destroy-all: $(VENV)/.stamp-runtime node_modules/.stamp
 	$(CDK) destroy --all -c cluster=$(CLUSTER)

@@ -12,15 +12,11 @@ import aws_cdk as cdk
 
 from clusterkit.errors import EXIT_USER_ERROR, ClusterKitError
 from clusterkit.loader import DEFAULT_CLUSTER, Loaded, load
+from clusterkit.naming import stack_names
 from stacks.cluster import ClusterStack
 from stacks.nag import add_checks
 from stacks.network import NetworkStack
 from stacks.storage import StorageStack
-
-
-def stack_prefix(name: str) -> str:
-    """``p5-capacity-block`` -> ``P5-Capacity-Block``: stack names read like the cluster they hold."""
-    return "-".join(part[:1].upper() + part[1:] for part in name.split("-"))
 
 
 def build(app: cdk.App, loaded: Loaded) -> dict[str, cdk.Stack]:
@@ -28,14 +24,14 @@ def build(app: cdk.App, loaded: Loaded) -> dict[str, cdk.Stack]:
     add_checks(app)
     spec = loaded.spec
     env = cdk.Environment(account=spec.account, region=spec.region)
-    prefix = stack_prefix(spec.name)
+    names = stack_names(spec.name)
     tags = {"clusterkit:cluster": spec.name, **spec.tags}
-    network = NetworkStack(app, f"{prefix}-Network", spec=spec, env=env, tags=tags,
+    network = NetworkStack(app, names["network"], spec=spec, env=env, tags=tags,
                            description=f"ClusterKit {spec.name}: VPC, subnets and security groups")
-    storage = StorageStack(app, f"{prefix}-Storage", spec=spec, vpc=network.vpc, subnet_id=network.compute_subnet_id,
+    storage = StorageStack(app, names["storage"], spec=spec, vpc=network.vpc, subnet_id=network.compute_subnet_id,
                            security_group=network.fsx_security_group, env=env, tags=tags,
                            description=f"ClusterKit {spec.name}: FSx for Lustre image store (outlives clusters)")
-    cluster = ClusterStack(app, f"{prefix}-Cluster", loaded=loaded,
+    cluster = ClusterStack(app, names["cluster"], loaded=loaded,
                            head_node_subnet_id=network.head_node_subnet_id,
                            compute_subnet_id=network.compute_subnet_id,
                            security_group_id=network.cluster_security_group.security_group_id,

@@ -8,7 +8,10 @@
 # OnNodeUpdated passes CK_BUNDLE_SHA256 as well, only so that a new bundle changes the config and
 # ParallelCluster runs this again; the launcher checks the downloaded bundle against it.
 #
-# Args (KEY=VALUE): CK_REGION, CK_BUNDLE_PARAMETER, optional CK_BUNDLE_SHA256.
+# Clusters written by `clusterkit export` (for the pcluster CLI) have no SSM parameter: they pass
+# CK_BUNDLE_URI, a stable S3 key that `export --upload` overwrites with each new bundle.
+#
+# Args (KEY=VALUE): CK_REGION, CK_BUNDLE_PARAMETER or CK_BUNDLE_URI, optional CK_BUNDLE_SHA256.
 set -euo pipefail
 
 CK_ROOT="${CK_ROOT:-}"
@@ -29,20 +32,27 @@ die() {
 
 parse_args() {
   local arg
-  CK_REGION="" CK_BUNDLE_PARAMETER="" CK_BUNDLE_SHA256=""
+  CK_REGION="" CK_BUNDLE_PARAMETER="" CK_BUNDLE_URI="" CK_BUNDLE_SHA256=""
   for arg in "$@"; do
     case "$arg" in
       CK_REGION=*) CK_REGION="${arg#*=}" ;;
       CK_BUNDLE_PARAMETER=*) CK_BUNDLE_PARAMETER="${arg#*=}" ;;
+      CK_BUNDLE_URI=*) CK_BUNDLE_URI="${arg#*=}" ;;
       CK_BUNDLE_SHA256=*) CK_BUNDLE_SHA256="${arg#*=}" ;;
-      *) die "unknown argument '${arg%%=*}' (expected CK_REGION, CK_BUNDLE_PARAMETER, CK_BUNDLE_SHA256)" 2 ;;
+      *) die "unknown argument '${arg%%=*}' (expected CK_REGION, CK_BUNDLE_PARAMETER|CK_BUNDLE_URI, CK_BUNDLE_SHA256)" 2 ;;
     esac
   done
   [[ -n "$CK_REGION" ]] || die "missing argument CK_REGION" 2
-  [[ -n "$CK_BUNDLE_PARAMETER" ]] || die "missing argument CK_BUNDLE_PARAMETER" 2
+  if [[ -n "$CK_BUNDLE_PARAMETER" && -n "$CK_BUNDLE_URI" ]] || [[ -z "$CK_BUNDLE_PARAMETER$CK_BUNDLE_URI" ]]; then
+    die "give exactly one of CK_BUNDLE_PARAMETER and CK_BUNDLE_URI" 2
+  fi
 }
 
 bundle_uri() {
+  if [[ -n "$CK_BUNDLE_URI" ]]; then
+    printf '%s\n' "$CK_BUNDLE_URI"
+    return
+  fi
   aws ssm get-parameter --region "$CK_REGION" --name "$CK_BUNDLE_PARAMETER" \
     --query Parameter.Value --output text
 }
@@ -52,7 +62,7 @@ main() {
   command -v aws >/dev/null || die "the aws CLI is missing (official ParallelCluster AMIs ship it)"
   local uri sha
   uri="$(bundle_uri)" || die "cannot read SSM parameter $CK_BUNDLE_PARAMETER in $CK_REGION"
-  [[ "$uri" == s3://* ]] || die "SSM parameter $CK_BUNDLE_PARAMETER holds '$uri', not an s3:// URI"
+  [[ "$uri" == s3://* ]] || die "bundle location '$uri' (from ${CK_BUNDLE_PARAMETER:-CK_BUNDLE_URI}) is not an s3:// URI"
   WORK_DIR="$(mktemp -d "${TMPDIR:-/tmp}/clusterkit-launch.XXXXXX")"
   trap 'rm -rf "${WORK_DIR:-}"' EXIT
   local work="$WORK_DIR"

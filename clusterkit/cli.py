@@ -63,6 +63,23 @@ def _reference(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .export import export
+    from .loader import load
+
+    result = export(load(args.name), bucket=args.bucket, do_upload=args.upload)
+    for uri in result.uploaded:
+        print(f"uploaded {uri}", file=sys.stderr)
+    if args.output:
+        Path(args.output).write_text(result.text, encoding="utf-8")
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        print(result.text, end="")
+    return 0
+
+
 def _summary(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -91,6 +108,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--offline", action="store_true",
                    help="no registry calls: lock only images the spec pins by digest (sizes unknown)")
     p.set_defaults(run=_lock)
+
+    p = sub.add_parser("export", help="concrete ParallelCluster YAML from the deployed stacks, for `pcluster`")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--bucket", required=True, help="S3 bucket for the node artifacts (under clusterkit/<name>/)")
+    p.add_argument("--upload", action="store_true", help="upload the node artifacts (otherwise only print)")
+    p.add_argument("-o", "--output", help="write the YAML here instead of stdout")
+    p.set_defaults(run=_export)
 
     p = sub.add_parser("summary", help="summarize a synthesized cluster (used by `make synth`)")
     p.add_argument("name", nargs="?", default="demo")

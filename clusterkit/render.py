@@ -22,16 +22,22 @@ CAPACITY = {"ondemand": "ONDEMAND", "spot": "SPOT", "capacity_block": "CAPACITY_
 
 @dataclass(frozen=True)
 class Refs:
-    """Ids that exist only after the Network, Storage and Cluster stacks deploy."""
+    """Ids that exist only after deploy, and how nodes reach their bootstrap artifacts.
+
+    Two deployments use this: the Cluster stack (CDK tokens, managed node policies, the bundle named by
+    an SSM parameter) and ``clusterkit export`` (concrete ids, PC's own ``S3Access`` on an artifact
+    prefix, the bundle at a stable S3 key). ``bundle_arg`` is the launcher's stable Arg for either.
+    """
 
     head_node_subnet_id: str
     compute_subnet_id: str
     security_group_id: str
     file_system_id: str
     assets_bucket: str
-    head_node_policy_arn: str
-    compute_node_policy_arn: str
-    bundle_parameter: str
+    bundle_arg: str  # CK_BUNDLE_PARAMETER=<ssm name> or CK_BUNDLE_URI=s3://<stable key>
+    head_node_policy_arn: str | None = None  # None: read access through Iam.S3Access on assets_prefix
+    compute_node_policy_arn: str | None = None
+    assets_prefix: str = ""
     partition: str = "aws"
 
 
@@ -44,9 +50,9 @@ def placeholder_refs(spec: ClusterSpec) -> Refs:
         security_group_id="${Network.ClusterSecurityGroupId}",
         file_system_id=fsx.file_system_id if fsx else "${Storage.FileSystemId}",
         assets_bucket="${Assets.Bucket}",
+        bundle_arg=f"CK_BUNDLE_PARAMETER={bundle_parameter_name(spec)}",
         head_node_policy_arn="${Cluster.HeadNodePolicyArn}",
         compute_node_policy_arn="${Cluster.ComputeNodePolicyArn}",
-        bundle_parameter=bundle_parameter_name(spec),
         partition="${AWS::Partition}",
     )
 
@@ -87,23 +93,33 @@ def render_config(spec: ClusterSpec, refs: Refs, artifacts: NodeArtifacts) -> di
 
 
 def _s3(refs: Refs, key: str) -> str:
-    return f"s3://{refs.assets_bucket}/{key}"
+    return f"s3://{refs.assets_bucket}/{refs.assets_prefix}{key}"
+
+
+def _iam(refs: Refs, policy_arn: str | None) -> dict[str, Any]:
+    """SSM Session Manager instead of SSH, plus read access to this role's bootstrap objects only."""
+    iam: dict[str, Any] = {"AdditionalIamPolicies": [{"Policy": SSM_CORE.format(partition=refs.partition)}]}
+    if policy_arn is not None:
+        iam["AdditionalIamPolicies"].append({"Policy": policy_arn})
+    else:
+        iam["S3Access"] = [{"BucketName": refs.assets_bucket, "KeyName": f"{refs.assets_prefix}*",
+                            "EnableWriteAccess": False}]
+    return iam
 
 
 def _head_node(spec: ClusterSpec, refs: Refs, artifacts: NodeArtifacts) -> dict[str, Any]:
     launcher = _s3(refs, artifacts.launcher.key)
-    stable_args = [f"CK_REGION={spec.region}", f"CK_BUNDLE_PARAMETER={refs.bundle_parameter}"]
+    stable_args = [f"CK_REGION={spec.region}", refs.bundle_arg]
     return {
         "InstanceType": spec.head_node.instance_type,
         "Networking": {"SubnetId": refs.head_node_subnet_id, "SecurityGroups": [refs.security_group_id]},
         "LocalStorage": {"RootVolume": {"Size": spec.head_node.root_volume_gib, "Encrypted": True,
                                         "VolumeType": "gp3"}},
         "Imds": {"Secured": True},
-        "Iam": {"AdditionalIamPolicies": [{"Policy": SSM_CORE.format(partition=refs.partition)},
-                                          {"Policy": refs.head_node_policy_arn}]},
+        "Iam": _iam(refs, refs.head_node_policy_arn),
         "CustomActions": {
             # OnNodeConfigured cannot change once the cluster exists (PC update policy UNSUPPORTED), so
-            # it names only the stable launcher; the launcher finds the current bundle via SSM.
+            # it names only the stable launcher; the launcher finds the current bundle at a stable place.
             "OnNodeConfigured": {"Script": launcher, "Args": stable_args},
             # OnNodeUpdated may change: the bundle hash makes every bundle change re-run it (re-sync).
             "OnNodeUpdated": {"Script": launcher,
@@ -157,8 +173,7 @@ def _queue(spec: ClusterSpec, queue: Queue, refs: Refs, artifacts: NodeArtifacts
     out["JobExclusiveAllocation"] = exclusive
     if gpu:
         out["HealthChecks"] = {"Gpu": {"Enabled": True}}
-    out["Iam"] = {"AdditionalIamPolicies": [{"Policy": SSM_CORE.format(partition=refs.partition)},
-                                            {"Policy": refs.compute_node_policy_arn}]}
+    out["Iam"] = _iam(refs, refs.compute_node_policy_arn)
     out["CustomActions"] = {
         "OnNodeStart": {"Script": _s3(refs, artifacts.compute_start.key), "Args": args},
         "OnNodeConfigured": {"Script": _s3(refs, artifacts.compute_configured.key), "Args": args},

@@ -58,7 +58,7 @@ class ClusterStack(cdk.Stack):
             security_group_id=security_group_id, file_system_id=file_system_id, assets_bucket=bucket,
             head_node_policy_arn=head_policy.managed_policy_arn,
             compute_node_policy_arn=compute_policy.managed_policy_arn,
-            bundle_parameter=bundle_parameter_name(spec), partition=cdk.Aws.PARTITION)
+            bundle_arg=f"CK_BUNDLE_PARAMETER={bundle_parameter_name(spec)}", partition=cdk.Aws.PARTITION)
         config = render_config(spec, refs, artifacts)
         cluster = cdk.CustomResource(
             self, "ParallelCluster", resource_type="Custom::PclusterCluster",

@@ -78,7 +78,23 @@ def test_parameter_must_hold_s3_uri(world):
     tmp, env = world
     (tmp / "s3/parameter").write_text("https://example.com/b.zip\n")
     result = _run(env, "CK_REGION=us-east-1", "CK_BUNDLE_PARAMETER=/p")
-    assert result.returncode == 1 and "not an s3:// URI" in result.stdout
+    assert result.returncode == 1 and "is not an s3:// URI" in result.stdout
+
+
+def test_stable_uri_instead_of_parameter(world):
+    """`clusterkit export` clusters name a stable S3 key; no SSM call is made."""
+    tmp, env = world
+    result = _run(env, "CK_REGION=eu-west-1", "CK_BUNDLE_URI=s3://bucket/b.zip")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not any(c.startswith("ssm ") for c in (tmp / "aws.log").read_text().splitlines())
+    assert (tmp / "record").read_text().splitlines()[0] == "CK_BUNDLE=s3://bucket/b.zip"
+
+
+def test_needs_exactly_one_bundle_location(world):
+    _, env = world
+    both = _run(env, "CK_REGION=us-east-1", "CK_BUNDLE_PARAMETER=/p", "CK_BUNDLE_URI=s3://bucket/b.zip")
+    none = _run(env, "CK_REGION=us-east-1")
+    assert both.returncode == none.returncode == 2 and "exactly one" in both.stdout
 
 
 def test_shellcheck_clean():

@@ -1,0 +1,95 @@
+"""``clusterkit export NAME``: a concrete ParallelCluster YAML for teams that run ``pcluster create-cluster``.
+
+Ids come from the deployed ``<Name>-Network`` and ``<Name>-Storage`` stacks' outputs (boto3). The
+node artifacts go to a bucket the team names, under ``clusterkit/<name>/``; the bundle also goes to a
+stable key that the head-node launcher reads (so OnNodeConfigured never changes), and nodes get read
+access through ParallelCluster's own ``Iam.S3Access`` on that prefix. Nothing here needs the Cluster
+stack: that stack and ``export`` are two alternative ways to create the cluster.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from .bundle import NodeArtifacts, node_artifacts
+from .errors import ClusterKitError
+from .loader import Loaded
+from .naming import stack_names
+from .render import Refs, render_config
+from .render_files import NoAliasDumper
+
+NETWORK_OUTPUTS = ("HeadNodeSubnetId", "ComputeSubnetId", "ClusterSecurityGroupId")
+STORAGE_OUTPUTS = ("FileSystemId",)
+
+
+@dataclass(frozen=True)
+class Exported:
+    text: str
+    uploaded: list[str]  # s3:// URIs written (empty without --upload)
+
+
+def artifact_prefix(name: str) -> str:
+    return f"clusterkit/{name}/"
+
+
+def stable_bundle_key(name: str) -> str:
+    return f"{artifact_prefix(name)}bundle.zip"
+
+
+def stack_outputs(cfn: Any, stack_name: str, wanted: tuple[str, ...]) -> dict[str, str]:
+    """The named outputs of one deployed stack; a clear error naming what is missing."""
+    from botocore.exceptions import ClientError
+
+    try:
+        stacks = cfn.describe_stacks(StackName=stack_name)["Stacks"]
+    except ClientError as exc:
+        raise ClusterKitError(f"stack {stack_name}: {exc.response['Error'].get('Message', exc)} "
+                              f"(deploy it first: make deploy)") from None
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
+    missing = [k for k in wanted if k not in outputs]
+    if missing:
+        raise ClusterKitError(f"stack {stack_name} has no output {', '.join(missing)} (redeploy it with this version)")
+    return outputs
+
+
+def resolve_refs(loaded: Loaded, cfn: Any, bucket: str) -> Refs:
+    spec = loaded.spec
+    names = stack_names(spec.name)
+    net = stack_outputs(cfn, names["network"], NETWORK_OUTPUTS)
+    fs_id = (spec.storage.fsx_lustre.existing.file_system_id if spec.storage.fsx_lustre.existing
+             else stack_outputs(cfn, names["storage"], STORAGE_OUTPUTS)["FileSystemId"])
+    return Refs(
+        head_node_subnet_id=net["HeadNodeSubnetId"], compute_subnet_id=net["ComputeSubnetId"],
+        security_group_id=net["ClusterSecurityGroupId"], file_system_id=fs_id, assets_bucket=bucket,
+        bundle_arg=f"CK_BUNDLE_URI=s3://{bucket}/{stable_bundle_key(spec.name)}",
+        assets_prefix=artifact_prefix(spec.name),
+    )
+
+
+def upload(s3: Any, bucket: str, name: str, artifacts: NodeArtifacts) -> list[str]:
+    """Content-addressed objects first, the stable bundle key last, so a node never sees a bundle
+    whose scripts are not there yet."""
+    written = []
+    for artifact in artifacts.all():
+        key = artifact_prefix(name) + artifact.key
+        s3.put_object(Bucket=bucket, Key=key, Body=artifact.data, ServerSideEncryption="AES256")
+        written.append(f"s3://{bucket}/{key}")
+    s3.put_object(Bucket=bucket, Key=stable_bundle_key(name), Body=artifacts.bundle.data, ServerSideEncryption="AES256")
+    written.append(f"s3://{bucket}/{stable_bundle_key(name)}")
+    return written
+
+
+def export(loaded: Loaded, *, bucket: str, do_upload: bool, session: Any = None) -> Exported:
+    import boto3
+
+    session = session or boto3.session.Session(region_name=loaded.spec.region)
+    refs = resolve_refs(loaded, session.client("cloudformation"), bucket)
+    artifacts = node_artifacts(loaded)
+    uploaded = upload(session.client("s3"), bucket, loaded.spec.name, artifacts) if do_upload else []
+    config = render_config(loaded.spec, refs, artifacts)
+    header = (f"# Exported by `python -m clusterkit export {loaded.spec.name}` for `pcluster create-cluster`.\n"
+              f"# Node artifacts: s3://{bucket}/{artifact_prefix(loaded.spec.name)} "
+              f"({'uploaded' if do_upload else 'NOT uploaded: rerun with --upload'}).\n")
+    return Exported(header + yaml.dump(config, Dumper=NoAliasDumper, sort_keys=False, width=120), uploaded)

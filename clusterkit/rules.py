@@ -86,9 +86,11 @@ def interfaces_per_node(resource: ComputeResource) -> int:
 
 
 def efa_enabled(resource: ComputeResource) -> bool:
+    """What the spec asks for; unset means on where the type supports it (rules reject the impossible)."""
+    if resource.efa is not None:
+        return resource.efa
     facts = catalog.instance_type(resource.instance_type)
-    supported = bool(facts and facts.efa_supported)
-    return supported if resource.efa is None else resource.efa and supported
+    return bool(facts and facts.efa_supported)
 
 
 def compute_ips_needed(spec: ClusterSpec) -> int:

@@ -1,0 +1,63 @@
+"""Mistakes our spec validation stops before render are mistakes ParallelCluster would reject too.
+
+For each mutation of the demo spec: (1) clusterkit's loader rejects it with a positioned message; (2) the
+same spec, parsed WITHOUT our rules and rendered anyway, is rejected by ParallelCluster 3.16.1's own
+schema or validate() (real PC code; moto stands in for AWS, see test_pcluster_rendered.py). So our
+early errors are not stricter inventions, and users get them at `validate` time instead of at deploy.
+"""
+from __future__ import annotations
+
+import pytest
+
+from clusterkit.bundle import node_artifacts
+from clusterkit.errors import SpecError
+from clusterkit.loader import CONFIG_DIR, Loaded, load
+from clusterkit.pcluster_runner import pcluster_python, run_check
+from clusterkit.render import placeholder_refs, render_config
+from clusterkit.render_files import NoAliasDumper
+from clusterkit.spec import LoadedSpec, parse_spec
+
+pytestmark = pytest.mark.skipif(not pcluster_python().exists(), reason="run `make pcluster-venv`")
+DEMO = (CONFIG_DIR / "demo.yaml").read_text()
+
+MUTATIONS = [
+    # (id, old, new, our message fragment, PC validator type)
+    ("min above max", "        min: 0\n        max: 4\n", "        min: 5\n        max: 4\n",
+     "must be >= min (4 < 5)", "ComputeResourceSizeValidator"),
+    ("efa on a type without efa", "instance_type: c6i.2xlarge\n        min: 0\n        max: 8",
+     "instance_type: c6i.2xlarge\n        min: 0\n        max: 8\n        efa: true", "does not support EFA", "EfaValidator"),
+    ("cluster name", "name: demo\n", "name: 2fast\n", "not a valid ParallelCluster cluster name", "ClusterNameValidator"),
+    ("queue name", "  - name: gpu\n", "  - name: GPU_Queue\n", "is not a valid queue name", "NameValidator"),
+    ("capacity block without reservation", "    capacity_type: ondemand\n", "    capacity_type: capacity_block\n",
+     "capacity_block needs capacity_reservation_id", None),
+]
+
+
+def _render_unchecked(text: str, tmp_path) -> tuple[str, str]:
+    import yaml
+
+    path = tmp_path / "demo.yaml"
+    path.write_text(text)
+    spec, marks, problems = parse_spec(text, str(path))
+    assert spec is not None and not problems
+    loaded = Loaded(spec=spec, source=LoadedSpec(spec=spec, path=CONFIG_DIR / "demo.yaml", marks=marks))
+    config = render_config(spec, placeholder_refs(spec), node_artifacts(loaded))
+    return spec.name, yaml.dump(config, Dumper=NoAliasDumper, sort_keys=False)
+
+
+@pytest.mark.parametrize("old,new,ours,theirs", [m[1:] for m in MUTATIONS], ids=[m[0] for m in MUTATIONS])
+def test_parallelcluster_rejects_what_we_reject(tmp_path, old, new, ours, theirs):
+    assert old in DEMO
+    text = DEMO.replace(old, new, 1)
+    path = tmp_path / "demo.yaml"
+    path.write_text(text)
+    with pytest.raises(SpecError) as info:
+        load(str(path), check_lock=False)
+    assert any(ours in line for line in info.value.lines()), info.value.lines()
+
+    name, rendered = _render_unchecked(text, tmp_path)
+    (result,) = run_check([(name, "demo.yaml", rendered, "us-east-1")], "validate")
+    errors = [e for e in result["errors"] if e["level"] == "ERROR"]
+    assert not result["ok"] and errors, "ParallelCluster accepted what clusterkit rejects"
+    if theirs:
+        assert theirs in {e["type"] for e in errors}, errors

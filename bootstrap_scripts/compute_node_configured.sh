@@ -6,8 +6,11 @@
 #  - the pyxis plugin is on this node and the shared plugstack.conf loads it;
 #  - when /opt/slurm/bin/srun exists, `srun --help` lists --container-image (slurm clients here
 #    really load pyxis);
-#  - the image store on FSx is reachable (image_sync.py verify; it never imports).
-# It writes nothing under /opt/slurm or /fsx, never compiles and never downloads.
+#  - the image store on FSx is reachable (image_sync.py verify; it never imports);
+#  - this node's NVIDIA driver can run the CUDA of every locked image (compat_rules.json), and
+#    records the node's software fingerprint in <store>/.nodes/<hostname>.json for
+#    `image_sync.py drift` on the head node (image_sync.py fingerprint).
+# Its only write outside the node is that fingerprint file; it never compiles and never downloads.
 #
 # Args: same keys as compute_node_start.sh.
 # shellcheck source-path=SCRIPTDIR
@@ -70,6 +73,25 @@ check_store() {
     done <<<"${out}"
 }
 
+# record_fingerprint: fails the node (PC replaces it) when its driver cannot run a locked image's CUDA:
+# better a replaced node at boot than a crashed job hours later.
+record_fingerprint() {
+    local out line level rc=0 errors=""
+    out="$(python3 "${CK_SHARED_DIR}/image_sync.py" fingerprint --store "${CK_ROOT}${CK_STORE}" --lock "${CK_SHARED_DIR}/images.lock" 2>&1)" || rc=$?
+    while IFS= read -r line; do
+        [[ -n "${line}" ]] || continue
+        level=INFO
+        [[ "${line}" == *" warning: "* ]] && level=WARN
+        ck_log "${level}" "image_sync fingerprint: ${line}"
+        if [[ "${line}" == *" error: "* ]]; then
+            errors+="${errors:+ | }${line#* error: }"
+        fi
+    done <<<"${out}"
+    if ((rc != 0)); then
+        ck_die 1 "node fingerprint check failed (exit ${rc}): ${errors:-${out//$'\n'/ | }}"
+    fi
+}
+
 main() {
     ck_log INFO "start (args: $*)"
     ck_parse_args compute "$@"
@@ -77,6 +99,7 @@ main() {
     check_pyxis
     check_srun
     check_store
+    record_fingerprint
     ck_log INFO "done: node ready for container jobs"
 }
 

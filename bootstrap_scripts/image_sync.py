@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Keep the FSx image store in step with the image lock (head node), or check it (compute nodes).
 
-Commands (stdlib only, Python 3.9+, run as root on the head node; compute nodes only run ``verify``):
+Commands (stdlib only, Python 3.9+, run as root on the head node; compute nodes run ``verify`` and
+``fingerprint``):
 
-  image_sync.py sync   --lock LOCK --store DIR [--retries N] [--backoff S] [--verify-all]
-  image_sync.py status --store DIR [--lock LOCK]
-  image_sync.py verify --store DIR --lock LOCK
+  image_sync.py sync        --lock LOCK --store DIR [--retries N] [--backoff S] [--verify-all]
+  image_sync.py status      --store DIR [--lock LOCK]
+  image_sync.py verify      --store DIR --lock LOCK
+  image_sync.py fingerprint --store DIR --lock LOCK [--rules FILE] [--node-name NAME]
+  image_sync.py drift       --store DIR [--rules FILE] [--format table|json] [--max-age-hours H]
 
 Store layout (the contract every other part of ClusterKit reads)::
 
@@ -14,6 +17,7 @@ Store layout (the contract every other part of ClusterKit reads)::
   <store>/manifest.json                    what is in the store; replaced atomically, never half-written
   <store>/.sync.lock                       flock: one importer at a time
   <store>/<name>/.<hex>.sqsh.partial-<pid> import in progress (or debris of a crashed run)
+  <store>/.nodes/<hostname>.json           what each compute node runs (``fingerprint``, read by ``drift``)
 
 Why each decision:
 - A present image is skipped after a stat and a manifest lookup only (no hashing, no subprocess), so a
@@ -29,8 +33,14 @@ Why each decision:
   with ``unsquashfs -lln`` / ``unsquashfs -cat`` (no mount, no root-only squashfuse); an image whose
   versions contradict the lock's ``expect`` never gets the stable name.
 
-Exit codes: 0 everything present, 1 an image failed (or verify found the store unusable), 2 usage,
-lock or preflight error (disk space, missing tools).
+- Each compute node records a fingerprint of its software (driver, EFA, enroot, pyxis, Slurm, AMI, the
+  manifest it saw) and refuses to boot when its NVIDIA driver cannot run a locked image's CUDA, per
+  compat_rules.json evaluated by compat.py (both ship next to this file): a replaced node at boot beats
+  a crashed job at hour ten. ``drift`` groups the fingerprints per queue and shows what differs.
+
+Exit codes: 0 everything present, 1 an image failed (or verify found the store unusable, or a node
+cannot run a locked image, or nodes of one queue differ), 2 usage, lock or preflight error (disk
+space, missing tools, missing compat files).
 """
 from __future__ import annotations
 
@@ -38,15 +48,21 @@ import argparse
 import datetime as _dt
 import errno
 import fcntl
+import hashlib
+import http.client
+import importlib.util
 import json
 import os
 import re
 import shlex
 import shutil
+import socket
 import struct
 import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Tuple
 
@@ -1186,6 +1202,463 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# ------------------------------------------------------------------------ node fingerprints and drift
+
+NODES_DIR = ".nodes"
+FINGERPRINT_VERSION = 1
+COMPAT_MODULE = "compat.py"
+RULES_NAME = "compat_rules.json"
+# ParallelCluster names compute nodes <queue>-<st|dy>-<compute resource>-<n> and, unless UseEc2Hostnames
+# is set, uses that name as the hostname. Greedy like PC's own parser: the last -st-/-dy- splits it.
+NODE_NAME_RE = re.compile(r"^(?P<queue>[a-z][a-z0-9-]*)-(?:st|dy)-(?P<cr>[A-Za-z][A-Za-z0-9-]*)-\d+$")
+HOSTNAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+FINGERPRINT_TMP_RE = re.compile(r"^\.(?P<host>.+)\.json\.tmp-(?P<pid>\d+)$")
+# Software that must be identical on all nodes of a queue (same AMI, same bootstrap). Instance type and
+# compute resource may differ inside one queue by design, so they describe a node without counting.
+DRIFT_FIELDS = ("ami_id", "kernel", "nvidia_driver", "cuda_driver_api", "efa_installer", "libfabric",
+                "enroot", "pyxis", "slurm", "manifest_sha256")
+NODE_FIELDS = ("hostname", "queue", "compute_resource", "instance_type", "instance_id", "recorded_at")
+PYXIS_SO = "/usr/local/lib/slurm/spank_pyxis.so"
+EFA_PACKAGES = "/opt/amazon/efa_installed_packages"
+IMDS_DEFAULT = "http://169.254.169.254"
+# CK_IMDS_ENDPOINT may point only at IMDS itself or at loopback (tests), so the session token never
+# leaves the instance.
+IMDS_HOSTS = ("169.254.169.254", "fd00:ec2::254", "127.0.0.1", "::1", "localhost")
+IMDS_TIMEOUT = 1.0
+
+
+def load_compat():
+    """compat.py from this script's directory (the bundle ships both side by side)."""
+    name = "clusterkit_compat"
+    if name in sys.modules:
+        return sys.modules[name]
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.path.join(here, COMPAT_MODULE)
+    if not os.path.isfile(path):
+        raise UsageError([f"{path} not found: the ClusterKit bundle in {here} is incomplete (rebuild "
+                          f"and redeploy it with the CDK app)"])
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
+def default_rules_path() -> str:
+    """Next to this script (the bundle), else the repository's clusterkit/data (a checkout)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    bundled = os.path.join(here, RULES_NAME)
+    repo = os.path.join(os.path.dirname(here), "clusterkit", "data", RULES_NAME)
+    return bundled if os.path.isfile(bundled) or not os.path.isfile(repo) else repo
+
+
+def load_rules(path: Optional[str]):
+    compat = load_compat()
+    path = path or default_rules_path()
+    try:
+        return compat, compat.load_rules(path)
+    except compat.RulesError as exc:
+        raise UsageError(exc.lines + ["(the compatibility rules ship in the ClusterKit bundle as "
+                                      f"{RULES_NAME}; rebuild it with the CDK app)"])
+
+
+def host_path(env: Dict[str, str], path: str) -> str:
+    """A host file, under CK_ROOT when set (the node scripts' test root convention)."""
+    return env.get("CK_ROOT", "") + path
+
+
+def read_host_text(env: Dict[str, str], path: str) -> str:
+    try:
+        with open(host_path(env, path), encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+
+def find_tool(name: str, env: Dict[str, str], *known: str) -> Optional[str]:
+    """The tool at its usual place on PC AMIs (under CK_ROOT), else on PATH."""
+    for path in known:
+        full = host_path(env, path)
+        if os.path.isfile(full) and os.access(full, os.X_OK):
+            return full
+    return shutil.which(name, path=env.get("PATH"))
+
+
+def run_tool(cmd: List[str], env: Dict[str, str], timeout: float = 20) -> Tuple[int, str]:
+    """(exit code, stdout+stderr); 127 when it cannot run at all."""
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                              timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return 127, str(exc)
+    return proc.returncode, proc.stdout.decode("utf-8", "replace")
+
+
+def first_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[0] if lines else ""
+
+
+def nvidia_facts(env: Dict[str, str]) -> Tuple[Optional[str], Optional[str], str]:
+    """(driver version, CUDA driver API version, why unknown). CPU instances of a GPU AMI have
+    nvidia-smi but no device: both unknown, never an error."""
+    exe = find_tool("nvidia-smi", env, "/usr/bin/nvidia-smi")
+    if not exe:
+        return None, None, "nvidia-smi not found"
+    rc, out = run_tool([exe, "--query-gpu=driver_version", "--format=csv,noheader"], env)
+    drivers = sorted({ln.strip() for ln in out.splitlines() if re.fullmatch(r"\d+(\.\d+)+", ln.strip())})
+    if rc != 0 or not drivers:
+        return None, None, f"nvidia-smi: {first_line(out) or f'exit {rc}'}"
+    _rc, header = run_tool([exe], env)
+    m = re.search(r"CUDA Version:\s*(\d+(?:\.\d+)*)", header)
+    return drivers[0], (m.group(1) if m else None), ""
+
+
+def imds_facts(env: Dict[str, str]) -> Tuple[Dict[str, Optional[str]], str]:
+    """instance type, AMI id and instance id from IMDSv2 (token PUT, then GETs; 1 s timeouts)."""
+    paths = {"instance_type": "instance-type", "ami_id": "ami-id", "instance_id": "instance-id"}
+    facts: Dict[str, Optional[str]] = dict.fromkeys(paths)
+    if env.get("AWS_EC2_METADATA_DISABLED", "").lower() == "true":
+        return facts, "IMDS disabled by AWS_EC2_METADATA_DISABLED"
+    base = env.get("CK_IMDS_ENDPOINT", IMDS_DEFAULT).rstrip("/")
+    parts = urllib.parse.urlsplit(base)
+    if parts.scheme != "http" or parts.hostname not in IMDS_HOSTS:
+        return facts, f"CK_IMDS_ENDPOINT {base} is neither IMDS nor loopback; not queried"
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # IMDS never via a proxy
+    failures = (OSError, ValueError, http.client.HTTPException)
+    try:
+        req = urllib.request.Request(f"{base}/latest/api/token", method="PUT",
+                                     headers={"X-aws-ec2-metadata-token-ttl-seconds": "60"})
+        with opener.open(req, timeout=IMDS_TIMEOUT) as resp:
+            token = resp.read().decode("ascii", "replace").strip()
+    except failures as exc:
+        return facts, f"no IMDSv2 token from {base} ({exc})"
+    for key, path in paths.items():
+        req = urllib.request.Request(f"{base}/latest/meta-data/{path}",
+                                     headers={"X-aws-ec2-metadata-token": token})
+        try:
+            with opener.open(req, timeout=IMDS_TIMEOUT) as resp:
+                facts[key] = resp.read().decode("utf-8", "replace").strip() or None
+        except failures:
+            pass
+    return facts, ""
+
+
+def libfabric_version(env: Dict[str, str], packaged: Optional[str]) -> Optional[str]:
+    """`fi_info --version` ("libfabric: X": the library actually loaded), else the EFA package record."""
+    exe = find_tool("fi_info", env, "/opt/amazon/efa/bin/fi_info")
+    if exe:
+        rc, out = run_tool([exe, "--version"], env)
+        m = re.search(r"^libfabric:\s*(\S+)", out, re.M)
+        if rc == 0 and m:
+            return m.group(1)
+    return packaged
+
+
+def pyxis_version(env: Dict[str, str]) -> Optional[str]:
+    """pyxis >= 0.11 compiles "pyxis: version vX.Y.Z" into its plugin (NVIDIA/pyxis pyxis_slurmd.c);
+    an older plugin is recorded as "present"."""
+    path = host_path(env, PYXIS_SO)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(64 << 20)
+    except OSError:
+        return None
+    m = re.search(rb"pyxis: version v(\d+\.\d+(?:\.\d+)?)", data)
+    return m.group(1).decode() if m else "present"
+
+
+def tool_version(env: Dict[str, str], cmd: List[str], pattern: str) -> Optional[str]:
+    rc, out = run_tool(cmd, env)
+    m = re.search(pattern, out, re.M)
+    return m.group(1) if rc == 0 and m else None
+
+
+def node_identity(name: str) -> Tuple[Optional[str], Optional[str]]:
+    m = NODE_NAME_RE.match(name)
+    return (m.group("queue"), m.group("cr")) if m else (None, None)
+
+
+def read_manifest_bytes(store: str) -> Tuple[Optional[str], dict]:
+    """(sha256 of manifest.json as read, its content); (None, empty) when there is none yet."""
+    try:
+        with open(manifest_path(store), "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        return None, empty_manifest()
+    except OSError as exc:
+        raise ValueError(f"{manifest_path(store)}: cannot read: {exc.strerror}")
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{manifest_path(store)}: not valid JSON ({exc})")
+    if not isinstance(doc, dict) or not isinstance(doc.get("images"), dict):
+        raise ValueError(f"{manifest_path(store)}: images: missing or not an object")
+    return hashlib.sha256(data).hexdigest(), doc
+
+
+def image_versions(img: LockedImage, manifest: dict) -> Tuple[Dict[str, str], str]:
+    """Recorded versions when the store holds this digest, else what the lock expects."""
+    entry = manifest["images"].get(img.name)
+    if entry and entry.get("digest") == img.digest and isinstance(entry.get("versions"), dict):
+        return dict(entry["versions"]), "recorded"
+    return dict(img.expect), "expected"
+
+
+def write_json_atomic(directory: str, name: str, doc: dict) -> str:
+    """<directory>/<name> via a dot temp file in the same directory (same filesystem: atomic rename)."""
+    data = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode("utf-8")
+    final = os.path.join(directory, name)
+    tmp = os.path.join(directory, f".{name}.tmp-{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fchmod(fd, 0o644)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, final)
+    fsync_dir(directory)
+    return final
+
+
+def clean_fingerprint_debris(nodes: str, host: str) -> None:
+    """This host's temp files left by a crashed earlier run (no other writer uses this host's name)."""
+    for f in os.listdir(nodes):
+        m = FINGERPRINT_TMP_RE.match(f)
+        if m and m.group("host") == host and not pid_alive(int(m.group("pid"))):
+            os.unlink(os.path.join(nodes, f))
+
+
+def cmd_fingerprint(args: argparse.Namespace) -> int:
+    """Compute node, OnNodeConfigured: record what this node runs, refuse what it cannot run."""
+    compat, rules = load_rules(args.rules)
+    images = load_lock(args.lock)
+    env = dict(os.environ)
+    store = os.path.abspath(args.store)
+    if not os.path.isdir(store):
+        error(f"fingerprint: image store {store} is not a directory (is FSx mounted?)")
+        return EXIT_FAILED
+    host = args.node_name or socket.gethostname().split(".")[0]
+    if not HOSTNAME_RE.match(host):
+        raise UsageError([f"node name {host!r} cannot name a fingerprint file (letters, digits, . _ -)"])
+    try:
+        manifest_sha, manifest = read_manifest_bytes(store)
+    except ValueError as exc:
+        error(f"fingerprint: {exc} (the head node's image sync rewrites it)")
+        return EXIT_FAILED
+    queue, resource = node_identity(host)
+    driver, cuda_api, no_driver = nvidia_facts(env)
+    imds, no_imds = imds_facts(env)
+    efa = parse_efa_packages(read_host_text(env, EFA_PACKAGES))
+    enroot_exe = find_tool("enroot", env, "/usr/bin/enroot")
+    sinfo = find_tool("sinfo", env, "/opt/slurm/bin/sinfo")
+    doc = {
+        "fingerprint_version": FINGERPRINT_VERSION,
+        "hostname": host,
+        "queue": queue,
+        "compute_resource": resource,
+        "recorded_at": now_utc(),
+        "instance_type": imds["instance_type"],
+        "instance_id": imds["instance_id"],
+        "ami_id": imds["ami_id"],
+        "kernel": os.uname().release,
+        "nvidia_driver": driver,
+        "cuda_driver_api": cuda_api,
+        "efa_installer": efa.get("efa_installer"),
+        "libfabric": libfabric_version(env, efa.get("libfabric")),
+        "enroot": tool_version(env, [enroot_exe, "version"], r"^\s*(\d\S*)") if enroot_exe else None,
+        "pyxis": pyxis_version(env),
+        "slurm": tool_version(env, [sinfo, "--version"], r"^slurm\S*\s+(\S+)") if sinfo else None,
+        "manifest_sha256": manifest_sha,
+        "rules_as_of": rules.as_of,
+    }
+    findings = []
+    gpu_images = []
+    for img in images:
+        versions, origin = image_versions(img, manifest)
+        if versions.get("cuda"):
+            gpu_images.append(img.name)
+        for f in compat.check(rules, img.name, versions, driver):
+            findings.append((f, origin))
+    doc["findings"] = [dict(f.as_dict(), versions=origin) for f, origin in findings]
+    nodes = os.path.join(store, NODES_DIR)
+    ensure_dir(nodes)
+    clean_fingerprint_debris(nodes, host)
+    path = write_json_atomic(nodes, f"{host}.json", doc)
+    shown = {k: doc[k] for k in ("queue", "instance_type", "nvidia_driver", "cuda_driver_api",
+                                 "efa_installer", "libfabric", "enroot", "pyxis", "slurm")}
+    log(f"fingerprint: wrote {path}: " + " ".join(f"{k}={v if v is not None else '-'}"
+                                                  for k, v in shown.items()))
+    if no_imds:
+        log(f"fingerprint: instance type and AMI unknown: {no_imds}")
+    if driver is None and gpu_images:
+        warn(f"fingerprint: no NVIDIA driver answers ({no_driver}): CUDA images "
+             f"{', '.join(gpu_images)} cannot use GPUs on this node")
+    fatal = []
+    for f, origin in findings:
+        if f.kind == "driver_for_cuda" and f.level == "error":
+            fatal.append(f)
+            error(f"fingerprint: {f.text()}")
+        elif f.level == "error":
+            # Image-level: every node would fail the same way, so replacing this one cannot help.
+            warn(f"fingerprint: {f.text()} (versions {origin}; an image problem, not this node's: fix "
+                 f"the image)")
+        else:
+            warn(f"fingerprint: {f.text()} (versions {origin})")
+    if fatal:
+        error(f"fingerprint: this node cannot run {len(fatal)} locked image(s); failing its bootstrap so "
+              f"ParallelCluster replaces it (use an AMI with a newer NVIDIA driver, or images built for "
+              f"an older CUDA)")
+    return EXIT_FAILED if fatal else EXIT_OK
+
+
+def natural_key(name: str) -> List[object]:
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
+
+
+def read_fingerprints(nodes: str, max_age_hours: Optional[float]) -> Tuple[List[dict], List[str]]:
+    """Every <host>.json in .nodes (dot files are temp files); (fingerprints, skipped with reason)."""
+    found: List[dict] = []
+    skipped: List[str] = []
+    try:
+        names = sorted(os.listdir(nodes), key=natural_key)
+    except FileNotFoundError:
+        return found, skipped
+    now = _dt.datetime.now(_dt.timezone.utc)
+    for name in names:
+        if name.startswith(".") or not name.endswith(".json"):
+            continue
+        path = os.path.join(nodes, name)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                doc = json.load(fh)
+        except (OSError, ValueError) as exc:
+            skipped.append(f"{path}: unreadable ({exc})")
+            continue
+        if not isinstance(doc, dict) or doc.get("fingerprint_version") != FINGERPRINT_VERSION:
+            skipped.append(f"{path}: not a version {FINGERPRINT_VERSION} fingerprint")
+            continue
+        doc.setdefault("hostname", name[:-len(".json")])
+        if max_age_hours is not None:
+            try:
+                at = _dt.datetime.strptime(str(doc.get("recorded_at")), "%Y-%m-%dT%H:%M:%SZ")
+            except ValueError:
+                skipped.append(f"{path}: recorded_at {doc.get('recorded_at')!r} is not a UTC timestamp")
+                continue
+            age = (now - at.replace(tzinfo=_dt.timezone.utc)).total_seconds() / 3600
+            if age > max_age_hours:
+                skipped.append(f"{path}: recorded {age:.1f} h ago (older than --max-age-hours "
+                               f"{max_age_hours:g})")
+                continue
+        found.append(doc)
+    return found, skipped
+
+
+def group_queue(fps: List[dict]) -> List[dict]:
+    """Nodes with identical DRIFT_FIELDS form one group; biggest group first, labelled A, B, ..."""
+    groups: Dict[Tuple, List[dict]] = {}
+    for fp in fps:
+        groups.setdefault(tuple(str(fp.get(k)) for k in DRIFT_FIELDS), []).append(fp)
+    ordered = sorted(groups.values(), key=lambda g: (-len(g), natural_key(g[0]["hostname"])))
+    out = []
+    for i, members in enumerate(ordered):
+        label = chr(ord("A") + i) if i < 26 else f"G{i + 1}"
+        times = sorted(str(m.get("recorded_at")) for m in members)
+        out.append({"label": label,
+                    "nodes": sorted((m["hostname"] for m in members), key=natural_key),
+                    "fingerprint": {k: members[0].get(k) for k in DRIFT_FIELDS},
+                    "recorded": [times[0], times[-1]]})
+    return out
+
+
+def current_incompatibilities(store: str, fps: List[dict], rules_path: Optional[str]
+                              ) -> Tuple[List[dict], str]:
+    """Each node's driver against the images the store serves NOW: a node that booted before a new
+    image arrived was never checked against it."""
+    try:
+        compat, rules = load_rules(rules_path)
+        _sha, manifest = read_manifest_bytes(store)
+    except (UsageError, ValueError) as exc:
+        text = "; ".join(exc.lines) if isinstance(exc, UsageError) else str(exc)
+        return [], f"cannot check drivers against the current images: {text}"
+    found = []
+    for fp in fps:
+        driver = fp.get("nvidia_driver")
+        if not driver:
+            continue
+        for name in sorted(manifest["images"]):
+            versions = manifest["images"][name].get("versions") or {}
+            for f in compat.check(rules, name, versions, driver):
+                if f.kind == "driver_for_cuda" and f.level == "error":
+                    found.append({"node": fp["hostname"], "image": name, "rule": f.rule,
+                                  "message": f.message})
+    return found, ""
+
+
+def short_nodes(nodes: List[str], limit: int = 4) -> str:
+    shown = ", ".join(nodes[:limit])
+    return shown + (f" (+{len(nodes) - limit} more)" if len(nodes) > limit else "")
+
+
+def cmd_drift(args: argparse.Namespace) -> int:
+    """Head node: do the nodes of each queue run the same software? (exit 1 when they do not)"""
+    store = os.path.abspath(args.store)
+    if not os.path.isdir(store):
+        raise UsageError([f"store {store} is not a directory (is FSx mounted at "
+                          f"{os.path.dirname(store)}?)"])
+    nodes_dir = os.path.join(store, NODES_DIR)
+    fps, skipped = read_fingerprints(nodes_dir, args.max_age_hours)
+    by_queue: Dict[str, List[dict]] = {}
+    for fp in fps:
+        by_queue.setdefault(fp.get("queue") or "(unknown)", []).append(fp)
+    report = {"queues": {}, "skipped": skipped, "nodes": len(fps)}
+    for queue in sorted(by_queue):
+        groups = group_queue(by_queue[queue])
+        differing = [k for k in DRIFT_FIELDS
+                     if len({str(g["fingerprint"].get(k)) for g in groups}) > 1]
+        report["queues"][queue] = {"drift": len(groups) > 1, "differing_fields": differing,
+                                   "groups": groups, "nodes": len(by_queue[queue])}
+    incompatible, no_check = current_incompatibilities(store, fps, args.rules) if fps else ([], "")
+    report["incompatible"] = incompatible
+    report["drift"] = any(q["drift"] for q in report["queues"].values())
+    bad = report["drift"] or bool(incompatible)
+    if args.format == "json":
+        print(json.dumps(report, indent=2, sort_keys=True))
+        sys.stdout.flush()
+        return EXIT_FAILED if bad else EXIT_OK
+    for line in skipped:
+        warn(f"drift: skipped {line}")
+    if no_check:
+        warn(f"drift: {no_check}")
+    if not fps:
+        print(f"no node fingerprints in {nodes_dir} (compute nodes write them at OnNodeConfigured)")
+        return EXIT_OK
+    for queue, q in report["queues"].items():
+        groups = q["groups"]
+        if not q["drift"]:
+            print(f"queue {queue}: {q['nodes']} node(s), one fingerprint: no drift")
+            continue
+        print(f"queue {queue}: {q['nodes']} nodes, {len(groups)} different fingerprints: DRIFT")
+        headers = ["  FIELD"] + [f"{g['label']} ({len(g['nodes'])} node{'s' if len(g['nodes']) > 1 else ''})"
+                               for g in groups]
+        rows = [[k] + ["-" if g["fingerprint"].get(k) is None else str(g["fingerprint"][k])
+                       for g in groups] for k in q["differing_fields"]]
+        rows.append(["nodes"] + [short_nodes(g["nodes"]) for g in groups])
+        rows.append(["recorded"] + [g["recorded"][0] if g["recorded"][0] == g["recorded"][1]
+                                    else f"{g['recorded'][0]}..{g['recorded'][1]}" for g in groups])
+        print_table(headers, [["  " + r[0]] + r[1:] for r in rows])
+    for item in incompatible:
+        print(f"node {item['node']}: {item['message']} [{item['rule']}]")
+    drifting = [q for q, v in report["queues"].items() if v["drift"]]
+    print(f"{len(fps)} node(s) in {len(report['queues'])} queue(s): "
+          f"{'drift in ' + ', '.join(drifting) if drifting else 'no drift'}"
+          f"{f'; {len(incompatible)} node/image pair(s) the node driver cannot run' if incompatible else ''}")
+    return EXIT_FAILED if bad else EXIT_OK
+
+
 # ------------------------------------------------------------------------------------------------- CLI
 
 def build_parser() -> argparse.ArgumentParser:
@@ -1206,6 +1679,20 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="compute node: store mounted, manifest readable (never imports)")
     v.add_argument("--store", required=True)
     v.add_argument("--lock", required=True)
+    f = sub.add_parser("fingerprint",
+                       help="compute node: record this node's software in <store>/.nodes/<host>.json; "
+                            "exit 1 if its NVIDIA driver cannot run a locked image")
+    f.add_argument("--store", required=True)
+    f.add_argument("--lock", required=True)
+    f.add_argument("--rules", help=f"compatibility rules (default: {RULES_NAME} next to this script)")
+    f.add_argument("--node-name", help="override the hostname (the Slurm node name <queue>-st|dy-<cr>-<n>)")
+    d = sub.add_parser("drift", help="head node: group node fingerprints per queue, show what differs; "
+                                     "exit 1 when nodes of one queue differ")
+    d.add_argument("--store", required=True)
+    d.add_argument("--rules", help=f"compatibility rules (default: {RULES_NAME} next to this script)")
+    d.add_argument("--format", choices=("table", "json"), default="table")
+    d.add_argument("--max-age-hours", type=float,
+                   help="ignore fingerprints recorded longer ago (nodes long gone)")
     return p
 
 
@@ -1216,6 +1703,10 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
             return cmd_sync(args)
         if args.command == "status":
             return cmd_status(args)
+        if args.command == "fingerprint":
+            return cmd_fingerprint(args)
+        if args.command == "drift":
+            return cmd_drift(args)
         return cmd_verify(args)
     except UsageError as exc:
         for line in exc.lines:

@@ -19,7 +19,9 @@ SCRIPTS = REPO / "bootstrap_scripts"
 LAUNCHER = "head_node_launcher.sh"  # stable: HeadNode OnNodeConfigured cannot change after creation
 COMPUTE_START = "compute_node_start.sh"
 COMPUTE_CONFIGURED = "compute_node_configured.sh"
-BUNDLE_FILES = ("enroot.sh", "head_node.sh", "image_sync.py", COMPUTE_START, COMPUTE_CONFIGURED)
+BUNDLE_FILES = ("enroot.sh", "head_node.sh", "image_sync.py", "compat.py", COMPUTE_START, COMPUTE_CONFIGURED)
+# Data files copied to the zip root: image_sync.py on the nodes reads them next to itself.
+BUNDLE_DATA = {"compat_rules.json": REPO / "clusterkit" / "data" / "compat_rules.json"}
 _EPOCH = (2020, 1, 1, 0, 0, 0)
 EMPTY_LOCK = '{\n  "cluster": "",\n  "images": [],\n  "lock_version": 1\n}\n'
 
@@ -70,6 +72,7 @@ def build_zip(files: dict[str, bytes]) -> bytes:
 def node_artifacts(loaded: Loaded) -> NodeArtifacts:
     """Everything the nodes of this cluster need, from the committed scripts, spec and image lock."""
     files = {name: (SCRIPTS / name).read_bytes() for name in BUNDLE_FILES}
+    files.update({name: path.read_bytes() for name, path in BUNDLE_DATA.items()})
     lock = loaded.lock_path
     files["images.lock"] = lock.read_bytes() if lock.exists() else EMPTY_LOCK.encode()
     files["node.args"] = ("\n".join(head_settings(loaded.spec)) + "\n").encode()

@@ -10,7 +10,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 
-from . import catalog
+from . import catalog, compat
 from .errors import Problem
 from .imageref import ImageRefError, parse_image_ref
 from .spec import ClusterSpec, ComputeResource, Queue
@@ -45,9 +45,15 @@ IDS = {
 def check(spec: ClusterSpec, marks: Marks) -> list[Problem]:
     """Every rule, in spec order; errors and warnings together."""
     problems: list[Problem] = []
-    for rule in (_identity, _network, _head_node, _storage, _queues, _containers, _misc):
+    for rule in (_identity, _network, _head_node, _storage, _queues, _containers, _compat, _misc):
         problems.extend(rule(spec, marks))
     return problems
+
+
+def _compat(spec: ClusterSpec, m: Marks) -> list[Problem]:
+    """Expected image versions against clusterkit/data/compat_rules.json (warnings; nodes re-check the
+    versions recorded at import, with their NVIDIA driver, at boot)."""
+    return compat.expect_problems(spec, m)
 
 
 def parse_version(text: str) -> tuple[int, ...] | None:

@@ -130,7 +130,8 @@ sys.exit(rc)
 def bundle_zip(dest: Path, *, drop: tuple[str, ...] = (), image_sync: str = IMAGE_SYNC_STANDIN) -> Path:
     """The bundle zip as the contract describes it (files at its root), with the stand-in image_sync."""
     files = {name: (SCRIPTS / name).read_bytes()
-             for name in ("enroot.sh", "compute_node_start.sh", "compute_node_configured.sh")}
+             for name in ("enroot.sh", "compat.py", "compute_node_start.sh", "compute_node_configured.sh")}
+    files["compat_rules.json"] = (SCRIPTS.parent / "clusterkit/data/compat_rules.json").read_bytes()
     files["image_sync.py"] = image_sync.encode()
     files["images.lock"] = (json.dumps(IMAGES_LOCK, indent=2, sort_keys=True) + "\n").encode()
     with zipfile.ZipFile(dest, "w") as zf:

@@ -131,8 +131,8 @@ def test_configured_checks_pass_and_verify_store(compute: Sandbox) -> None:
     r = compute.run("compute_node_configured.sh", *COMPUTE_ARGS)
     assert r.returncode == 0, r.stderr
     shared = str(compute.root / SHARED)
-    assert r.calls("image_sync.py") == [["verify", "--store", str(compute.root / "fsx/containers"),
-                                         "--lock", f"{shared}/images.lock"]]
+    store_args = ["--store", str(compute.root / "fsx/containers"), "--lock", f"{shared}/images.lock"]
+    assert r.calls("image_sync.py") == [["verify", *store_args], ["fingerprint", *store_args]]
     assert r.calls("srun") == [["--help"]]
     assert "srun --help lists --container-image" in r.stdout
     assert "image_sync verify: store reachable; present: pytorch" in r.stdout

@@ -44,7 +44,8 @@ def test_fresh_run_writes_exactly_the_expected_files(sandbox: Sandbox) -> None:
         PYXIS_CONF,
         "var/log/clusterkit/bootstrap.log",
         *(f"opt/parallelcluster/shared/{bundle_dir}/{f}" for f in
-          ("enroot.sh", "image_sync.py", "compute_node_start.sh", "compute_node_configured.sh", "images.lock")),
+          ("enroot.sh", "image_sync.py", "compat.py", "compat_rules.json", "compute_node_start.sh",
+           "compute_node_configured.sh", "images.lock")),
     }
     modes = {p: after[p].mode for p in new_files if not p.startswith("opt/parallelcluster")}
     assert modes == {p: (0o755 if "hooks.d" in p else 0o644) for p in modes}

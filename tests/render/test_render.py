@@ -112,7 +112,7 @@ def test_bundle_contents():
         names = sorted(zf.namelist())
         args = zf.read("node.args").decode().splitlines()
         lock = zf.read("images.lock")
-    assert names == ["compute_node_configured.sh", "compute_node_start.sh", "enroot.sh", "head_node.sh",
-                     "image_sync.py", "images.lock", "node.args"]
+    assert names == ["compat.py", "compat_rules.json", "compute_node_configured.sh", "compute_node_start.sh",
+                     "enroot.sh", "head_node.sh", "image_sync.py", "images.lock", "node.args"]
     assert "CK_CLUSTER=demo" in args and "ENROOT_SQUASH_OPTIONS=-comp zstd -Xcompression-level 3 -b 1M" in args
     assert lock == loaded.lock_path.read_bytes()

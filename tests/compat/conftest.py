@@ -1,0 +1,32 @@
+"""Fixtures for tests/compat (helpers and what is real vs stand-in: compat_harness.py)."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from compat_harness import COMPAT_PY, RULES, Node, load_by_path, make_node  # noqa: E402
+
+for _k, _v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+               "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}.items():
+    os.environ.setdefault(_k, _v)
+
+
+@pytest.fixture(scope="session")
+def compat():
+    """bootstrap_scripts/compat.py, loaded the way clusterkit and image_sync load it (by path)."""
+    return load_by_path("compat_under_test", COMPAT_PY)
+
+
+@pytest.fixture(scope="session")
+def ruleset(compat):
+    return compat.load_rules(str(RULES))
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Node:
+    return make_node(tmp_path)

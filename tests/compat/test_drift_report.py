@@ -1,0 +1,145 @@
+"""`image_sync.py drift` on the head node: fingerprints grouped per queue, differing fields as a table.
+
+Real: image_sync.py as a subprocess over fingerprint files shaped exactly like `fingerprint` writes them
+(compat_harness.write_fingerprint, checked against a real one in test_fixture_matches_a_real_fingerprint),
+the committed rules file for re-checking drivers against the images the store serves now.
+"""
+from __future__ import annotations
+
+import json
+
+from compat_harness import write_fingerprint
+
+
+def lines(proc) -> list[str]:
+    return [ln.rstrip() for ln in proc.stdout.splitlines()]
+
+
+def test_fixture_matches_a_real_fingerprint(node):
+    node.write_lock([node.image("a")])
+    node.store.mkdir()
+    assert node.fingerprint("gpu-st-p5-1").returncode == 0
+    real = node.fingerprint_doc("gpu-st-p5-1")
+    fixture = json.loads(write_fingerprint(node.root / "other", "gpu-st-p5-1").read_text())
+    assert sorted(real) == sorted(fixture)
+
+
+def test_identical_nodes_no_drift(node):
+    for i in range(1, 4):
+        write_fingerprint(node.store, f"gpu-st-p5-{i}")
+    proc = node.drift()
+    assert proc.returncode == 0, proc.stderr
+    assert lines(proc) == ["queue gpu: 3 node(s), one fingerprint: no drift",
+                           "3 node(s) in 1 queue(s): no drift"]
+
+
+def test_driver_drift_in_one_queue_is_a_table_of_only_the_differing_fields(node):
+    for i in (1, 2, 10):
+        write_fingerprint(node.store, f"gpu-st-p5-{i}")
+    write_fingerprint(node.store, "gpu-dy-p5-1", nvidia_driver="575.57.08", cuda_driver_api="12.9",
+                      ami_id="ami-0bbbbbbbbbbbbbbbb", recorded_at="2026-11-30T09:30:00Z")
+    write_fingerprint(node.store, "cpu-st-c7i-1", queue="cpu", compute_resource="c7i", nvidia_driver=None,
+                      cuda_driver_api=None, instance_type="c7i.4xlarge")
+    proc = node.drift()
+    assert proc.returncode == 1
+    assert lines(proc) == [
+        "queue cpu: 1 node(s), one fingerprint: no drift",
+        "queue gpu: 4 nodes, 2 different fingerprints: DRIFT",
+        "  FIELD            A (3 nodes)                             B (1 node)",
+        "  ami_id           ami-0aaaaaaaaaaaaaaaa                   ami-0bbbbbbbbbbbbbbbb",
+        "  nvidia_driver    570.86.15                               575.57.08",
+        "  cuda_driver_api  12.8                                    12.9",
+        "  nodes            gpu-st-p5-1, gpu-st-p5-2, gpu-st-p5-10  gpu-dy-p5-1",
+        "  recorded         2026-11-30T08:00:00Z                    2026-11-30T09:30:00Z",
+        "5 node(s) in 2 queue(s): drift in gpu",
+    ]
+
+
+def test_instance_type_differences_inside_a_queue_are_not_drift(node):
+    """One queue may mix compute resources (p4d and p5): only the software must agree."""
+    write_fingerprint(node.store, "gpu-st-p4d-1", compute_resource="p4d", instance_type="p4d.24xlarge",
+                      instance_id="i-0aaaaaaaaaaaaaaa1")
+    write_fingerprint(node.store, "gpu-st-p5-1")
+    assert node.drift().returncode == 0
+
+
+def test_every_drift_field_counts(node):
+    fields = {"ami_id": "ami-0ccccccccccccccccc", "kernel": "6.1.112", "nvidia_driver": "570.133.20",
+              "cuda_driver_api": "12.9", "efa_installer": "1.43.1", "libfabric": "2.1.0amzn3.0",
+              "enroot": "3.5.1", "pyxis": "0.21.0", "slurm": "24.11.5", "manifest_sha256": "2" * 64}
+    for key, value in fields.items():
+        store = node.root / f"store-{key}"
+        write_fingerprint(store, "gpu-st-p5-1")
+        write_fingerprint(store, "gpu-st-p5-2", **{key: value})
+        proc = node.run("drift", "--store", str(store), "--format", "json")
+        assert proc.returncode == 1, key
+        assert json.loads(proc.stdout)["queues"]["gpu"]["differing_fields"] == [key]
+
+
+def test_json_report(node):
+    write_fingerprint(node.store, "gpu-st-p5-1")
+    write_fingerprint(node.store, "gpu-st-p5-2", slurm="24.11.5")
+    proc = node.drift("--format", "json")
+    assert proc.returncode == 1
+    report = json.loads(proc.stdout)
+    gpu = report["queues"]["gpu"]
+    assert report["drift"] is True and report["nodes"] == 2 and report["incompatible"] == []
+    assert gpu["differing_fields"] == ["slurm"]
+    assert [(g["label"], g["nodes"], g["fingerprint"]["slurm"]) for g in gpu["groups"]] == [
+        ("A", ["gpu-st-p5-1"], "24.05.8"), ("B", ["gpu-st-p5-2"], "24.11.5")]
+
+
+def test_nodes_outside_the_pc_naming_are_grouped_as_unknown(node):
+    write_fingerprint(node.store, "ip-10-0-1-17", queue=None, compute_resource=None)
+    write_fingerprint(node.store, "ip-10-0-1-18", queue=None, compute_resource=None, kernel="6.1.112")
+    proc = node.drift()
+    assert proc.returncode == 1 and "queue (unknown): 2 nodes, 2 different fingerprints: DRIFT" in proc.stdout
+
+
+def test_unreadable_and_temp_files(node):
+    write_fingerprint(node.store, "gpu-st-p5-1")
+    (node.store / ".nodes" / "gpu-st-p5-2.json").write_text("{not json")
+    (node.store / ".nodes" / ".gpu-st-p5-3.json.tmp-4242").write_text("{")
+    (node.store / ".nodes" / "notes.txt").write_text("hello")
+    proc = node.drift()
+    assert proc.returncode == 0
+    assert "warning: drift: skipped" in proc.stderr and "gpu-st-p5-2.json: unreadable" in proc.stderr
+    assert "gpu-st-p5-3" not in proc.stderr + proc.stdout
+
+
+def test_max_age_ignores_nodes_long_gone(node):
+    write_fingerprint(node.store, "gpu-st-p5-1", recorded_at="2099-01-01T00:00:00Z")  # "now" for the test
+    write_fingerprint(node.store, "gpu-dy-p5-7", nvidia_driver="535.54.03", recorded_at="2020-01-01T00:00:00Z")
+    assert node.drift().returncode == 1
+    proc = node.drift("--max-age-hours", "24")
+    assert proc.returncode == 0, proc.stdout
+    assert "gpu-dy-p5-7.json: recorded" in proc.stderr and "older than --max-age-hours 24" in proc.stderr
+
+
+def test_nodes_are_rechecked_against_the_images_served_now(node):
+    """A node that booted before a CUDA 13 image arrived was never checked against it."""
+    node.write_lock([node.image("nccl-tests", repository="test/nccl-tests")])
+    node.set_spec({"test/nccl-tests": {"versions": {"cuda": "13.0.2"}}})
+    assert node.sync().returncode == 0
+    write_fingerprint(node.store, "gpu-st-p5-1", nvidia_driver="580.95.05")
+    write_fingerprint(node.store, "gpu-st-p5-2", nvidia_driver="580.95.05")
+    assert node.drift().returncode == 0
+    write_fingerprint(node.store, "old-st-p4d-1", queue="old", nvidia_driver="570.86.15")
+    proc = node.drift()
+    assert proc.returncode == 1
+    assert ("node old-st-p4d-1: host driver 570.86.15 cannot run image nccl-tests (CUDA 13.0.2 needs >= 580) "
+            "[cuda-driver-floor]") in proc.stdout
+    assert lines(proc)[-1] == ("3 node(s) in 2 queue(s): no drift; 1 node/image pair(s) the node driver "
+                               "cannot run")
+
+
+def test_no_fingerprints_yet(node):
+    node.store.mkdir()
+    proc = node.drift()
+    assert proc.returncode == 0
+    assert "no node fingerprints in" in proc.stdout and "OnNodeConfigured" in proc.stdout
+
+
+def test_missing_store_is_a_usage_error(node):
+    proc = node.drift()
+    assert proc.returncode == 2 and "is not a directory (is FSx mounted" in proc.stderr

@@ -21,6 +21,7 @@ help:
 	@echo "make lock CLUSTER=x        resolve image digests into cluster_configs/x.images.lock"
 	@echo "make validate [--pcluster] check every spec (add PCLUSTER=1 for ParallelCluster's validators)"
 	@echo "make deploy CLUSTER=x      cdk deploy all three stacks (needs AWS credentials)"
+	@echo "       [TTL=hours|none]    override lifecycle.ttl_hours; the TTL counts from this deploy"
 	@echo "make destroy-cluster CLUSTER=x   delete only the cluster stack (network + storage stay)"
 
 $(VENV)/.stamp-runtime: requirements.txt
@@ -77,7 +78,8 @@ validate: $(VENV)/.stamp-runtime $(if $(PCLUSTER),$(PCVENV)/.stamp)
 	$(VENV)/bin/python -m clusterkit validate $(if $(PCLUSTER),--pcluster)
 
 deploy: $(VENV)/.stamp-runtime node_modules/.stamp
-	$(CDK) deploy --all -c cluster=$(CLUSTER) --require-approval broadening
+	$(CDK) deploy --all -c cluster=$(CLUSTER) -c deploy_time=$$(date -u +%Y-%m-%dT%H:%M:00Z) \
+	  $(if $(TTL),-c ttl_hours=$(TTL)) --require-approval broadening
 
 diff: $(VENV)/.stamp-runtime node_modules/.stamp
 	$(CDK) diff --all -c cluster=$(CLUSTER)

@@ -3,6 +3,8 @@
 
 This file only wires: it loads and validates the spec (all problems at once, one line each, exit 2),
 builds the three stacks and passes what one needs from another. cdk-nag AwsSolutions checks every synth.
+Context ``deploy_time`` (ISO UTC; ``make deploy`` passes it, else "now") starts the TTL clock of
+``lifecycle.ttl_hours``; ``ttl_hours`` (``make deploy TTL=...``) overrides the spec's value for one deploy.
 """
 from __future__ import annotations
 
@@ -17,11 +19,14 @@ from stacks.cluster import ClusterStack
 from stacks.nag import add_checks
 from stacks.network import NetworkStack
 from stacks.storage import StorageStack
+from stacks.ttl import parse_deploy_time, with_ttl_override
 
 
 def build(app: cdk.App, loaded: Loaded) -> dict[str, cdk.Stack]:
     """The three stacks of one cluster, checked by cdk-nag AwsSolutions at synth (findings raise)."""
     add_checks(app)
+    loaded = with_ttl_override(loaded, app.node.try_get_context("ttl_hours"))
+    deploy_time = parse_deploy_time(app.node.try_get_context("deploy_time"))
     spec = loaded.spec
     env = cdk.Environment(account=spec.account, region=spec.region)
     names = stack_names(spec.name)
@@ -35,7 +40,7 @@ def build(app: cdk.App, loaded: Loaded) -> dict[str, cdk.Stack]:
                            head_node_subnet_id=network.head_node_subnet_id,
                            compute_subnet_id=network.compute_subnet_id,
                            security_group_id=network.cluster_security_group.security_group_id,
-                           file_system_id=storage.file_system_id, env=env, tags=tags,
+                           file_system_id=storage.file_system_id, deploy_time=deploy_time, env=env, tags=tags,
                            description=f"ClusterKit {spec.name}: ParallelCluster {spec.parallelcluster_version} cluster")
     return {"network": network, "storage": storage, "cluster": cluster}
 
@@ -45,13 +50,13 @@ def main() -> int:
     name = app.node.try_get_context("cluster") or DEFAULT_CLUSTER
     try:
         loaded = load(name)
+        for warning in loaded.warnings:
+            print(warning.render(), file=sys.stderr)
+        build(app, loaded)
     except ClusterKitError as exc:
         for line in exc.lines():
             print(line, file=sys.stderr)
         return EXIT_USER_ERROR
-    for warning in loaded.warnings:
-        print(warning.render(), file=sys.stderr)
-    build(app, loaded)
     app.synth()
     return 0
 

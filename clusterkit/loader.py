@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import images, rules
+from . import advice, images, rules
 from .errors import ClusterKitError, Problem, SpecError
 from .spec import ClusterSpec, LoadedSpec, parse_spec
 
@@ -80,6 +80,15 @@ def _lock_problems(spec: ClusterSpec, source: LoadedSpec) -> list[Problem]:
     return [source.marks.problem("containers.images", text) for text in found]
 
 
+def lock_or_none(spec_path: Path) -> dict | None:
+    """The committed lock of a spec, or None when it is missing or unreadable (the lock check reports why)."""
+    path = lock_path(spec_path)
+    try:
+        return images.load_lock(path) if path.exists() else None
+    except images.LockError:
+        return None
+
+
 def load(name_or_path: str, *, check_lock: bool = True) -> Loaded:
     """Load one spec; raise ``SpecError`` with every error found (warnings ride along on success)."""
     path = resolve(name_or_path)
@@ -104,7 +113,8 @@ def load(name_or_path: str, *, check_lock: bool = True) -> Loaded:
     errors = [p for p in problems if p.level == "error"]
     if errors:
         raise SpecError(problems)
-    return Loaded(spec=spec, source=source, warnings=[p for p in problems if p.level == "warning"])
+    warnings = [p for p in problems if p.level == "warning"] + advice.advise(spec, marks, lock_or_none(path))
+    return Loaded(spec=spec, source=source, warnings=warnings)
 
 
 def load_many(names: list[str], *, check_lock: bool = True) -> tuple[list[Loaded], list[Problem]]:

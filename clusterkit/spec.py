@@ -101,6 +101,8 @@ class ComputeResource:
     min: int = doc("nodes kept running (static)", 0)
     efa: bool | None = doc("enable EFA; default: on when the instance type supports it", None)
     capacity_reservation_id: str | None = doc("capacity reservation or capacity block (cr-...)", None)
+    reservation_instance_count: int | None = doc(
+        "instances in that reservation, when known (validate warns when a capacity block's max differs)", None)
 
 
 @dataclass(frozen=True)

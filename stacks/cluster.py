@@ -4,11 +4,13 @@ It holds everything whose lifetime is the cluster's: the PC provider (a nested s
 version's public template), the node artifacts as content-hashed S3 assets, least-privilege node
 policies, the SSM parameter naming the current bootstrap bundle, and ``Custom::PclusterCluster`` whose
 ClusterConfiguration is ``clusterkit.render.render_config`` given CDK tokens. Destroying this stack
-never touches the network or storage stacks.
+never touches the network or storage stacks. With ``lifecycle.ttl_hours`` it also holds the schedule
+that deletes it (``stacks/ttl.py``) and says when in the ``ExpiresAt`` output.
 """
 from __future__ import annotations
 
 import tempfile
+from datetime import datetime
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -20,6 +22,7 @@ from constructs import Construct
 from clusterkit.bundle import Artifact, NodeArtifacts, node_artifacts
 from clusterkit.loader import Loaded
 from clusterkit.render import Refs, bundle_parameter_name, render_config
+from stacks.ttl import TtlTeardown, iso_z, now_to_the_minute
 
 
 PROVIDER_TEMPLATE = ("https://{region}-aws-parallelcluster.s3.{region}.{suffix}/parallelcluster/{version}"
@@ -34,7 +37,8 @@ class ClusterStack(cdk.Stack):
     """ParallelCluster cluster named ``spec.name`` (the stack itself is ``<Name>-Cluster``)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, loaded: Loaded, head_node_subnet_id: str,
-                 compute_subnet_id: str, security_group_id: str, file_system_id: str, **kwargs) -> None:
+                 compute_subnet_id: str, security_group_id: str, file_system_id: str,
+                 deploy_time: datetime | None = None, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
         spec = loaded.spec
         artifacts = node_artifacts(loaded)
@@ -78,6 +82,12 @@ class ClusterStack(cdk.Stack):
         self._output("ValidationMessages", cluster.get_att_string("validationMessages"),
                      "ParallelCluster validation warnings at the last create or update")
         self._output("BootstrapBundleUrl", assets[artifacts.bundle.name].s3_object_url, "bootstrap bundle of this deploy")
+        if spec.lifecycle.ttl_hours is not None:
+            ttl = TtlTeardown(self, "TtlTeardown", cluster_name=spec.name, hours=spec.lifecycle.ttl_hours,
+                              deploy_time=deploy_time or now_to_the_minute())
+            ttl.node.add_dependency(cluster)  # never fire into a stack that is still creating the cluster
+            self._output("ExpiresAt", iso_z(ttl.expires_at),
+                         "UTC time the TTL schedule deletes this stack (a redeploy moves it; network and storage stay)")
 
     def _asset(self, artifact: Artifact) -> s3_assets.Asset:
         """An S3 asset keyed by our own sha256, so the rendered config can name the key without CDK."""

@@ -1,0 +1,213 @@
+"""Sizing advice: warnings with numbers, from the spec, the image lock and the offline catalog.
+
+``advise`` runs after the rules on a spec without errors (``loader.load``); everything it says is a
+warning, so ``validate`` still passes. Three checks:
+
+- FSx fan-out: every compute node turns each locked image into a container once, and ``enroot
+  create`` unpacks the whole ``.sqsh`` from FSx to do it, so a job start on all max nodes reads
+  ``nodes x sum(.sqsh)`` at the file system's baseline throughput (capacity x per-unit throughput).
+- Head node root volume: image imports on a head node without local NVMe unpack into the root volume
+  (bootstrap_scripts/enroot.sh ``ck_enroot_layout``); image_sync.py's disk preflight factors say how much.
+- Capacity blocks whose min/max differ from the block's instance count, when the spec states it.
+
+A compute subnet too small for max nodes x EFA interfaces is an error, not advice: rules.py owns it.
+
+Sizes come from the lock's ``compressed_size``; an image without one (``lock --offline``) is assumed to
+be ``DEFAULT_IMAGE_GIB`` and the message says so.
+"""
+from __future__ import annotations
+
+import math
+import shlex
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from . import catalog, rules
+from .errors import Problem
+from .spec import ClusterSpec, NewFsx
+from .typed_yaml import Marks
+
+GIB = 1024 ** 3
+GB = 1000 ** 3
+MB = 1000 ** 2  # FSx quotes MBps: 10^6 bytes per second
+DEFAULT_IMAGE_GIB = 20  # compressed size assumed for an image the lock has no size for (deliberately large)
+FANOUT_WARN_SECONDS = 600  # a job on all max nodes should not wait more than 10 min for its image
+SCRATCH_2_MB_PER_TIB = 200  # SCRATCH_2 baseline disk throughput (FSx user guide, SSD performance table)
+OS_RESERVE_GIB = rules.MIN_HEAD_ROOT_GIB  # what the ParallelCluster AMI itself occupies, as rules.py counts it
+FSX_TIERS = {"PERSISTENT_2": rules.FSX_THROUGHPUT["PERSISTENT_2"], "PERSISTENT_1": rules.FSX_THROUGHPUT["PERSISTENT_1"]}
+FSX_CAPACITY_STEP_GIB = 2400
+
+# Disk factors relative to the lock's compressed_size. The same numbers as bootstrap_scripts/image_sync.py
+# (TEMP_FACTOR, CACHE_FACTOR, STORE_FACTOR_*), which cannot import clusterkit; tests/advice keeps them equal.
+TEMP_FACTOR = 3.0  # ENROOT_TEMP_PATH holds the unpacked root filesystem of the image being imported
+CACHE_FACTOR = 1.0  # ENROOT_CACHE_PATH keeps every downloaded layer
+STORE_FACTOR_COMPRESSED = 1.2  # .sqsh with compressed data blocks, relative to the layers
+STORE_FACTOR_UNCOMPRESSED_DATA = 3.0  # .sqsh with -noD (uncompressed data): about the unpacked size
+
+
+@dataclass(frozen=True)
+class ImageSize:
+    name: str
+    compressed_bytes: int
+    assumed: bool  # True: the lock has no size for it
+
+
+def image_sizes(spec: ClusterSpec, lock: dict | None) -> list[ImageSize]:
+    """One entry per image of the spec: the lock's size, or the stated assumption."""
+    known = {e.get("name"): e.get("compressed_size") for e in (lock or {}).get("images", [])}
+    sizes = []
+    for image in spec.containers.images:
+        size = known.get(image.name)
+        if isinstance(size, int) and size > 0:
+            sizes.append(ImageSize(image.name, size, False))
+        else:
+            sizes.append(ImageSize(image.name, DEFAULT_IMAGE_GIB * GIB, True))
+    return sizes
+
+
+def data_uncompressed(squash_options: str) -> bool:
+    """True when mksquashfs stores data blocks uncompressed (the same test as image_sync.py)."""
+    return any(o in ("-noD", "-noData", "-no-compression") for o in shlex.split(squash_options))
+
+
+def store_factor(squash_options: str) -> float:
+    return STORE_FACTOR_UNCOMPRESSED_DATA if data_uncompressed(squash_options) else STORE_FACTOR_COMPRESSED
+
+
+def sqsh_bytes(spec: ClusterSpec, sizes: list[ImageSize]) -> int:
+    """Bytes of ``.sqsh`` in the store (what every node reads, and what the S3 twin holds)."""
+    factor = store_factor(spec.containers.enroot.squash_options)
+    return sum(int(factor * s.compressed_bytes) for s in sizes)
+
+
+def max_nodes(spec: ClusterSpec) -> int:
+    return sum(cr.max for q in spec.queues for cr in q.compute_resources)
+
+
+def fsx_throughput_mb_s(fsx: NewFsx, per_unit: int | None = None, capacity_gib: int | None = None) -> float:
+    """Baseline throughput in MB/s: capacity (TiB) x per-unit throughput (SCRATCH_2: 200 MB/s/TiB)."""
+    capacity = fsx.capacity_gib if capacity_gib is None else capacity_gib
+    unit = per_unit or fsx.throughput_mb_per_tib or SCRATCH_2_MB_PER_TIB
+    if fsx.deployment_type == "SCRATCH_2" and per_unit is None:
+        unit = SCRATCH_2_MB_PER_TIB
+    return capacity / 1024 * unit
+
+
+@dataclass(frozen=True)
+class FanOut:
+    nodes: int
+    per_node_bytes: int
+    total_bytes: int
+    mb_per_s: float
+
+    @property
+    def seconds(self) -> float:
+        return self.total_bytes / MB / self.mb_per_s if self.mb_per_s else math.inf
+
+
+def fan_out(spec: ClusterSpec, sizes: list[ImageSize]) -> FanOut | None:
+    """All max nodes reading every locked image once; None without a new file system or images."""
+    fsx = spec.storage.fsx_lustre
+    new = fsx.created
+    if new is None or fsx.existing is not None or not sizes:
+        return None
+    per_node = sqsh_bytes(spec, sizes)
+    nodes = max_nodes(spec)
+    return FanOut(nodes, per_node, per_node * nodes, fsx_throughput_mb_s(new))
+
+
+def advise(spec: ClusterSpec, marks: Marks, lock: dict | None) -> list[Problem]:
+    """Every sizing warning for a spec that has no errors."""
+    sizes = image_sizes(spec, lock)
+    problems: list[Problem] = []
+    for check in (_fan_out, _head_root, _capacity_blocks):
+        problems.extend(check(spec, marks, sizes))
+    return problems
+
+
+def _assumed(sizes: list[ImageSize]) -> str:
+    n = sum(s.assumed for s in sizes)
+    if not n:
+        return ""
+    return f"{n} of {len(sizes)} image sizes assumed {DEFAULT_IMAGE_GIB} GiB, none in the lock: `make lock` records them"
+
+
+def _fan_out(spec: ClusterSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[Problem]:
+    fan = fan_out(spec, sizes)
+    if fan is None or fan.seconds <= FANOUT_WARN_SECONDS:
+        return
+    new = spec.storage.fsx_lustre.created
+    assert new is not None
+    base = "storage.fsx_lustre.new"
+    path = f"{base}.throughput_mb_per_tib" if new.deployment_type in FSX_TIERS else f"{base}.capacity_gib"
+    hints = [_faster(new, fan.total_bytes)]
+    if data_uncompressed(spec.containers.enroot.squash_options):
+        hints.append(f"squash options store data uncompressed ({STORE_FACTOR_UNCOMPRESSED_DATA:g}x the layers); "
+                     f"compressed ones (-comp zstd) read about {STORE_FACTOR_COMPRESSED:g}x")
+    hints.append(_assumed(sizes))
+    yield m.problem(
+        path,
+        f"image fan-out: {fan.nodes} nodes x {len(sizes)} images ({fan.per_node_bytes / GB:.1f} GB of .sqsh per node) "
+        f"= {fan.total_bytes / GB:.1f} GB at {fan.mb_per_s:.0f} MB/s takes {fan.seconds / 60:.1f} min "
+        f"(over {FANOUT_WARN_SECONDS // 60} min)",
+        "; ".join(h for h in hints if h), level="warning")
+
+
+def _faster(new: NewFsx, total_bytes: int) -> str:
+    """The smallest per-unit tier, else capacity, that brings the fan-out under the threshold."""
+    needed = total_bytes / MB / FANOUT_WARN_SECONDS
+    tiers = FSX_TIERS.get(new.deployment_type, ())
+    for tier in tiers:
+        rate = fsx_throughput_mb_s(new, per_unit=tier)
+        if rate >= needed:
+            return f"throughput_mb_per_tib: {tier} takes {total_bytes / MB / rate / 60:.1f} min"
+    unit = max(tiers) if tiers else SCRATCH_2_MB_PER_TIB
+    capacity = max(FSX_CAPACITY_STEP_GIB, math.ceil(needed / unit * 1024 / FSX_CAPACITY_STEP_GIB) * FSX_CAPACITY_STEP_GIB)
+    rate = fsx_throughput_mb_s(new, per_unit=unit, capacity_gib=capacity)
+    where = f" at {unit} MB/s/TiB" if tiers else ""
+    return f"capacity_gib: {capacity}{where} takes {total_bytes / MB / rate / 60:.1f} min"
+
+
+def root_volume_need_gib(sizes: list[ImageSize]) -> float:
+    """Root volume an import on the head node needs: the AMI, the largest unpack, every cached layer."""
+    largest = max((s.compressed_bytes for s in sizes), default=0)
+    total = sum(s.compressed_bytes for s in sizes)
+    return OS_RESERVE_GIB + (TEMP_FACTOR * largest + CACHE_FACTOR * total) / GIB
+
+
+def _head_root(spec: ClusterSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[Problem]:
+    if not sizes:
+        return
+    facts = catalog.instance_type(spec.head_node.instance_type)
+    if facts is not None and facts.nvme_gib > 0:
+        return  # ParallelCluster mounts the instance store at /scratch; imports unpack there
+    need = root_volume_need_gib(sizes)
+    have = spec.head_node.root_volume_gib
+    if need <= have:
+        return
+    largest = max(sizes, key=lambda s: s.compressed_bytes)
+    total = sum(s.compressed_bytes for s in sizes)
+    hint = (f"{OS_RESERVE_GIB} GiB for the AMI + {TEMP_FACTOR:g}x the largest image ({largest.name}, "
+            f"{largest.compressed_bytes / GIB:.1f} GiB) unpacking + {CACHE_FACTOR:g}x all layers cached "
+            f"({total / GIB:.1f} GiB); set root_volume_gib: {math.ceil(need)} or use a head node with local NVMe")
+    assumed = _assumed(sizes)
+    yield m.problem("head_node.root_volume_gib",
+                    f"importing the images needs {need:.0f} GiB on the root volume but it has {have} GiB",
+                    f"{hint}; {assumed}" if assumed else hint, level="warning")
+
+
+def _capacity_blocks(spec: ClusterSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[Problem]:
+    for i, queue in enumerate(spec.queues):
+        if queue.capacity_type != "capacity_block":
+            continue
+        for j, cr in enumerate(queue.compute_resources):
+            count = cr.reservation_instance_count
+            if count is None or count == cr.max:
+                continue
+            path = f"queues[{i}].compute_resources[{j}].reservation_instance_count"
+            if cr.max > count:
+                yield m.problem(path, f"min/max {cr.max} exceed the capacity block's {count} instances",
+                                f"nodes beyond the block never launch; set min and max to {count}", level="warning")
+            else:
+                yield m.problem(path, f"min/max {cr.max} use {cr.max} of the capacity block's {count} instances",
+                                f"the whole block is paid for; set min and max to {count}", level="warning")

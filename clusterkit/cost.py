@@ -1,0 +1,322 @@
+"""What a cluster costs to keep and to run flat out: an hourly and a 30-day estimate from list prices.
+
+``estimate(spec, lock)`` prices the head node, every compute resource at min nodes (idle: static
+nodes only) and at max nodes (busy), the FSx for Lustre file system ClusterKit creates, the NAT
+gateway of a new VPC and the S3 twin of the image store, from ``clusterkit/data/prices.json`` (each
+section names its source and date). Prices are never guessed: a missing one is named in the report.
+``refresh_ec2`` replaces instance prices with the AWS Price List API's for one run (boto3).
+
+Spot queues are priced at on-demand (an upper bound). Capacity blocks are paid up front when the
+block is bought, so they are not in the hourly figures. Existing VPCs and file systems belong to
+their owners and are not counted.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import advice
+from .errors import ClusterKitError
+from .spec import ClusterSpec
+
+PRICES_PATH = Path(__file__).resolve().parent / "data" / "prices.json"
+HOURS_30_DAYS = 720
+NAT_GB_ASSUMED = 0  # data through the NAT gateway is workload-dependent; its per-GB rate is printed instead
+PRICING_REGION = "us-east-1"  # the Price List API endpoint
+FILE_HINT = "add it to clusterkit/data/prices.json with its source"
+
+
+class PriceError(ClusterKitError):
+    """The price file or the Price List API could not be used."""
+
+
+@dataclass(frozen=True)
+class PriceBook:
+    """The price file, plus any instance prices refreshed from the API for this run."""
+
+    doc: dict[str, Any]
+    refreshed: dict[tuple[str, str], float] = field(default_factory=dict)  # (region, type) -> USD/h
+
+    @property
+    def hours_per_month(self) -> float:
+        return float(self.doc.get("hours_per_month", 730))
+
+    def _section(self, region: str, name: str) -> dict[str, Any] | None:
+        return self.doc.get("regions", {}).get(region, {}).get(name)
+
+    def ec2(self, region: str, instance_type: str) -> float | None:
+        if (region, instance_type) in self.refreshed:
+            return self.refreshed[(region, instance_type)]
+        section = self._section(region, "ec2_on_demand_linux") or {}
+        return section.get("usd_per_hour", {}).get(instance_type)
+
+    def fsx(self, region: str, key: str) -> float | None:
+        return (self._section(region, "fsx_lustre_usd_per_gb_month") or {}).get("prices", {}).get(key)
+
+    def nat(self, region: str) -> tuple[float, float] | None:
+        section = self._section(region, "nat_gateway")
+        return None if section is None else (section["usd_per_hour"], section["usd_per_gb"])
+
+    def s3(self, region: str) -> float | None:
+        return (self._section(region, "s3_standard_usd_per_gb_month") or {}).get("price")
+
+    def sources(self, region: str) -> list[str]:
+        """``section: source (as of)`` for every section of ``region`` in the file."""
+        sections = self.doc.get("regions", {}).get(region, {})
+        return [f"{name}: {s['source']}; as of {s['as_of']}" for name, s in sorted(sections.items())]
+
+
+def load_prices(path: Path = PRICES_PATH) -> PriceBook:
+    try:
+        return PriceBook(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise PriceError(f"{path}: cannot read the price file: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Line:
+    """One priced (or unpriceable) part of the cluster. Hourly figures are None when not priced."""
+
+    item: str
+    detail: str
+    idle: float | None
+    busy: float | None
+    note: str = ""
+    missing: str = ""  # what has no price (the report names it)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    cluster: str
+    region: str
+    lines: tuple[Line, ...]
+    refreshed: tuple[str, ...] = ()  # instance types priced by the Price List API in this run
+
+    @property
+    def idle_hourly(self) -> float:
+        return sum(line.idle or 0.0 for line in self.lines)
+
+    @property
+    def busy_hourly(self) -> float:
+        return sum(line.busy or 0.0 for line in self.lines)
+
+    @property
+    def missing(self) -> list[str]:
+        return [line.missing for line in self.lines if line.missing]
+
+    @property
+    def idle_30_days(self) -> float:
+        return self.idle_hourly * HOURS_30_DAYS
+
+    @property
+    def busy_30_days(self) -> float:
+        return self.busy_hourly * HOURS_30_DAYS
+
+
+def instance_types(spec: ClusterSpec) -> list[str]:
+    """Every instance type the estimate needs a price for, sorted."""
+    types = {spec.head_node.instance_type}
+    types |= {cr.instance_type for q in spec.queues for cr in q.compute_resources if q.capacity_type != "capacity_block"}
+    return sorted(types)
+
+
+def estimate(spec: ClusterSpec, lock: dict | None = None, prices: PriceBook | None = None) -> Estimate:
+    """The cost lines of ``spec`` in its region (``lock`` gives image sizes for the S3 store)."""
+    book = prices or load_prices()
+    region = spec.region
+    lines = [_head(spec, book)]
+    lines += [_compute(q.name, q.capacity_type, cr, region, book) for q in spec.queues for cr in q.compute_resources]
+    lines += [_fsx(spec, book), _nat(spec, book), _s3(spec, lock, book)]
+    refreshed = tuple(sorted(t for (r, t) in book.refreshed if r == region))
+    return Estimate(spec.name, region, tuple(line for line in lines if line is not None), refreshed)
+
+
+def _no_price(what: str, region: str, hint: str) -> str:
+    return f"no price for {what} in {region} ({hint})"
+
+
+def _head(spec: ClusterSpec, book: PriceBook) -> Line:
+    itype = spec.head_node.instance_type
+    price = book.ec2(spec.region, itype)
+    if price is None:
+        return Line("head node", itype, None, None, missing=_no_price(itype, spec.region, "run --refresh"))
+    return Line("head node", itype, price, price)
+
+
+def _compute(queue: str, capacity_type: str, cr, region: str, book: PriceBook) -> Line:
+    item = f"queue {queue}/{cr.name}"
+    detail = f"{cr.instance_type} x {cr.min}..{cr.max} ({capacity_type})"
+    if capacity_type == "capacity_block":
+        return Line(item, detail, None, None, note="capacity block: billed at reservation purchase, not included")
+    price = book.ec2(region, cr.instance_type)
+    if price is None:
+        return Line(item, detail, None, None, missing=_no_price(cr.instance_type, region, "run --refresh"))
+    note = "spot: on-demand price shown as the upper bound" if capacity_type == "spot" else ""
+    return Line(item, detail, cr.min * price, cr.max * price, note=note)
+
+
+def fsx_price_key(deployment_type: str, throughput: int | None) -> str:
+    """``PERSISTENT_2/250`` (per-unit throughput tiers) or ``SCRATCH_2`` (no tier)."""
+    return deployment_type if deployment_type == "SCRATCH_2" or throughput is None else f"{deployment_type}/{throughput}"
+
+
+def _fsx(spec: ClusterSpec, book: PriceBook) -> Line:
+    fsx = spec.storage.fsx_lustre
+    new = fsx.created
+    if new is None or fsx.existing is not None:
+        return Line("FSx for Lustre", "existing file system", None, None, note="owned elsewhere, not included")
+    key = fsx_price_key(new.deployment_type, new.throughput_mb_per_tib)
+    tier = f" {new.throughput_mb_per_tib} MB/s/TiB" if "/" in key else ""
+    detail = f"{new.capacity_gib} GB {new.deployment_type}{tier}"
+    rate = book.fsx(spec.region, key)
+    if rate is None:
+        return Line("FSx for Lustre", detail, None, None,
+                    missing=_no_price(f"FSx {new.deployment_type}{tier}", spec.region, FILE_HINT))
+    hourly = new.capacity_gib * rate / book.hours_per_month
+    return Line("FSx for Lustre", detail, hourly, hourly, note=f"${rate:g} per GB-month")
+
+
+def _nat(spec: ClusterSpec, book: PriceBook) -> Line | None:
+    vpc = spec.network.vpc
+    if vpc is None:
+        return None  # an existing VPC's egress belongs to its owner
+    note = "interface endpoints: not priced" if vpc.interface_endpoints else ""
+    rates = book.nat(spec.region)
+    if rates is None:
+        return Line("NAT gateway", "1 gateway", None, None, note=note,
+                    missing=_no_price("the NAT gateway", spec.region, FILE_HINT))
+    hourly, per_gb = rates
+    hourly_total = hourly + NAT_GB_ASSUMED * per_gb / book.hours_per_month
+    extra = f"+${per_gb:g} per GB processed, {NAT_GB_ASSUMED} GB assumed"
+    return Line("NAT gateway", "1 gateway", hourly_total, hourly_total, note=f"{extra}; {note}" if note else extra)
+
+
+def _s3(spec: ClusterSpec, lock: dict | None, book: PriceBook) -> Line | None:
+    new = spec.storage.fsx_lustre.created
+    if new is None or spec.storage.fsx_lustre.existing is not None or not new.image_store_bucket:
+        return None
+    sizes = advice.image_sizes(spec, lock)
+    gib = advice.sqsh_bytes(spec, sizes) / advice.GIB
+    assumed = sum(s.assumed for s in sizes)
+    detail = f"{gib:.1f} GB of .sqsh" + (
+        f" ({assumed} of {len(sizes)} assumed {advice.DEFAULT_IMAGE_GIB} GiB)" if assumed else "")
+    rate = book.s3(spec.region)
+    if rate is None:
+        return Line("S3 image store", detail, None, None, missing=_no_price("S3 Standard", spec.region, FILE_HINT))
+    hourly = gib * rate / book.hours_per_month
+    return Line("S3 image store", detail, hourly, hourly, note=f"${rate:g} per GB-month")
+
+
+# -- the Price List API -------------------------------------------------------------------------------
+
+def ec2_filters(region: str, instance_type: str) -> list[dict[str, str]]:
+    """On-demand Linux, shared tenancy, no pre-installed software, ordinary (not reserved) capacity."""
+    terms = {"instanceType": instance_type, "regionCode": region, "operatingSystem": "Linux", "tenancy": "Shared",
+             "preInstalledSw": "NA", "capacitystatus": "Used", "licenseModel": "No License required"}
+    return [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in terms.items()]
+
+
+def on_demand_hourly(price_list: list[str]) -> float | None:
+    """The hourly USD price in a GetProducts ``PriceList`` (JSON strings), from its OnDemand terms only."""
+    prices = set()
+    for text in price_list:
+        product = json.loads(text)
+        for term in product.get("terms", {}).get("OnDemand", {}).values():
+            for dim in term.get("priceDimensions", {}).values():
+                usd = float(dim.get("pricePerUnit", {}).get("USD", "0"))
+                if dim.get("unit") == "Hrs" and usd > 0:
+                    prices.add(usd)
+    if len(prices) > 1:
+        raise PriceError(f"the Price List API gave several on-demand prices {sorted(prices)}; filters too wide")
+    return prices.pop() if prices else None
+
+
+def refresh_ec2(book: PriceBook, region: str, types: list[str], client: Any = None) -> tuple[PriceBook, list[str]]:
+    """``book`` with current on-demand prices for ``types`` in ``region``; also the types the API lacked."""
+    if client is None:
+        import boto3
+
+        client = boto3.client("pricing", region_name=PRICING_REGION)
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    refreshed = dict(book.refreshed)
+    unknown = []
+    for itype in types:
+        price_list: list[str] = []
+        kwargs: dict[str, Any] = {"ServiceCode": "AmazonEC2", "Filters": ec2_filters(region, itype),
+                                  "FormatVersion": "aws_v1", "MaxResults": 100}
+        try:
+            while True:
+                page = client.get_products(**kwargs)
+                price_list += page.get("PriceList", [])
+                if not page.get("NextToken"):
+                    break
+                kwargs["NextToken"] = page["NextToken"]
+        except (BotoCoreError, ClientError) as exc:
+            raise PriceError(f"Price List API ({PRICING_REGION}): {exc} (check AWS credentials, or drop --refresh)") from None
+        price = on_demand_hourly(price_list)
+        if price is None:
+            unknown.append(itype)
+        else:
+            refreshed[(region, itype)] = price
+    return dataclasses.replace(book, refreshed=refreshed), unknown
+
+
+# -- reports ------------------------------------------------------------------------------------------
+
+def money(value: float) -> str:
+    return f"${value:,.2f}"
+
+
+def hourly(value: float) -> str:
+    return f"${value:,.4f}/h"
+
+
+def report(est: Estimate, book: PriceBook, unknown: list[str] = ()) -> list[str]:
+    """The ``clusterkit cost`` text: one line per item, the totals, what is missing, where prices came from."""
+    lines = [f"{est.cluster} ({est.region}): list prices in USD; idle = min nodes, busy = max nodes"]
+    for line in est.lines:
+        if line.missing:
+            figure = "no price (below)"
+        elif line.idle is None:
+            figure = "-"
+        elif line.idle == line.busy:
+            figure = hourly(line.idle)
+        else:
+            figure = f"{hourly(line.idle)} .. {hourly(line.busy)}"
+        note = f"  [{line.note}]" if line.note else ""
+        lines.append(f"  {line.item:<18} {line.detail:<42} {figure}{note}")
+    lines.append(f"  {'total':<18} idle {hourly(est.idle_hourly)} = {money(est.idle_30_days)} per 30 days; "
+                 f"busy {hourly(est.busy_hourly)} = {money(est.busy_30_days)} per 30 days")
+    lines += [f"  not in the totals: {m}" for m in est.missing]
+    lines.append("  never included: EBS volumes, data transfer, CloudWatch, capacity block fees")
+    if est.refreshed:
+        lines.append(f"  from the AWS Price List API now: {', '.join(est.refreshed)}")
+    for itype in unknown:
+        lines.append(f"  the AWS Price List API has no on-demand Linux price for {itype} in {est.region}")
+    file_priced = [t for t in instance_types_of(est) if t not in est.refreshed]
+    what = ("instance prices " + ", ".join(file_priced) + " and " if file_priced else "") + "every other price"
+    lines.append(f"  from {PRICES_PATH.name} ({what}):")
+    lines += [f"    {s}" for s in book.sources(est.region)] or ["    (no section for this region)"]
+    return lines
+
+
+def instance_types_of(est: Estimate) -> list[str]:
+    found = []
+    for line in est.lines:
+        if line.item == "head node":
+            found.append(line.detail)
+        elif line.item.startswith("queue ") and "capacity_block" not in line.detail:
+            found.append(line.detail.split(" ", 1)[0])
+    return sorted(set(found))
+
+
+def one_line(est: Estimate) -> str:
+    """The estimate in one line (``make synth``)."""
+    missing = f"; {len(est.missing)} item(s) without a price" if est.missing else ""
+    return (f"cost estimate: {hourly(est.idle_hourly)} idle, {hourly(est.busy_hourly)} with all max nodes "
+            f"(30 days: {money(est.idle_30_days)} .. {money(est.busy_30_days)}; list prices{missing}; "
+            f"python -m clusterkit cost {est.cluster})")

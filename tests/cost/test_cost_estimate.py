@@ -1,0 +1,134 @@
+"""Cost estimates of the shipped specs, checked against figures worked by hand from prices.json.
+
+Real: the committed price file, the spec loader and lock, the report and the CLI. The prices are list
+prices copied from the sources the file names; they are not fetched here (see test_cost_refresh.py).
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from clusterkit import cost
+from clusterkit.cli import main
+from clusterkit.loader import load, lock_or_none
+
+HOURS_PER_MONTH = 730
+DAYS_30 = 720
+GIB = 1024 ** 3
+
+
+def _estimate(name: str) -> cost.Estimate:
+    loaded = load(name)
+    return cost.estimate(loaded.spec, lock_or_none(loaded.source.path))
+
+
+def test_demo_by_hand():
+    est = _estimate("demo")
+    # head c6i.2xlarge $0.34; NAT $0.045/h; S3: 2 images x 1.2 x 20 GiB (sizes assumed) = 48 GiB x $0.023 / 730 h
+    s3 = 48 * 0.023 / HOURS_PER_MONTH
+    idle = 0.34 + 0.045 + s3
+    busy = idle + 4 * 55.04 + 8 * 0.34  # p5.48xlarge 0..4, c6i.2xlarge 0..8
+    assert est.idle_hourly == pytest.approx(idle, rel=1e-12)
+    assert est.busy_hourly == pytest.approx(busy, rel=1e-12)
+    assert est.idle_30_days == pytest.approx(278.2888767, rel=1e-9)
+    assert est.busy_30_days == pytest.approx(160751.8888767, rel=1e-9)
+    assert est.missing == ["no price for FSx PERSISTENT_2 250 MB/s/TiB in us-east-1 "
+                           "(add it to clusterkit/data/prices.json with its source)"]
+
+
+def test_p4d_existing_by_hand():
+    est = _estimate("p4d-existing")
+    # us-west-2: head m6i.2xlarge $0.384; p4d.24xlarge $21.95764 x 2..16; existing VPC and FSx are not counted
+    assert est.idle_hourly == pytest.approx(0.384 + 2 * 21.95764, rel=1e-12)
+    assert est.busy_hourly == pytest.approx(0.384 + 16 * 21.95764, rel=1e-12)
+    assert est.busy_30_days == pytest.approx(253228.49280, rel=1e-9)
+    assert [line.item for line in est.lines] == ["head node", "queue train/p4d", "FSx for Lustre"]
+    assert est.missing == []
+
+
+def test_p5_capacity_block_by_hand():
+    est = _estimate("p5-capacity-block")
+    # us-east-2: head c6i.4xlarge $0.68, NAT $0.045; capacity block excluded; spot c6i.2xlarge 0..4 at on-demand $0.34
+    assert est.idle_hourly == pytest.approx(0.68 + 0.045, rel=1e-12)
+    assert est.busy_hourly == pytest.approx(0.68 + 0.045 + 4 * 0.34, rel=1e-12)
+    block = next(line for line in est.lines if line.item == "queue block/p5")
+    assert (block.idle, block.busy, block.note) == (None, None, "capacity block: billed at reservation purchase, not included")
+    spot = next(line for line in est.lines if line.item == "queue debug/c6i")
+    assert spot.note == "spot: on-demand price shown as the upper bound"
+    assert est.missing == [
+        "no price for FSx PERSISTENT_2 500 MB/s/TiB in us-east-2 (add it to clusterkit/data/prices.json with its source)",
+        "no price for S3 Standard in us-east-2 (add it to clusterkit/data/prices.json with its source)"]
+
+
+@pytest.mark.parametrize("fsx,capacity,rate", [
+    ("      deployment_type: SCRATCH_2\n      throughput_mb_per_tib: null\n", 1200, 0.14),
+    ("      throughput_mb_per_tib: 125\n", 2400, 0.145),
+])
+def test_fsx_capacity_times_rate(tmp_path, fsx, capacity, rate):
+    path = tmp_path / "t.yaml"
+    path.write_text("name: t\nregion: us-east-1\navailability_zone: us-east-1a\nqueues:\n  - name: cpu\n"
+                    "    compute_resources:\n      - name: c\n        instance_type: c6i.2xlarge\n        max: 2\n"
+                    f"storage:\n  fsx_lustre:\n    new:\n      capacity_gib: {capacity}\n{fsx}"
+                    "      image_store_bucket: false\n")
+    est = cost.estimate(load(str(path)).spec)
+    line = next(line for line in est.lines if line.item == "FSx for Lustre")
+    assert line.idle == line.busy == pytest.approx(capacity * rate / HOURS_PER_MONTH, rel=1e-12)
+    assert est.idle_hourly == pytest.approx(0.34 + 0.045 + capacity * rate / HOURS_PER_MONTH, rel=1e-12)
+    assert [line.item for line in est.lines] == ["head node", "queue cpu/c", "FSx for Lustre", "NAT gateway"]
+
+
+def test_unknown_region_names_every_missing_price(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text("name: t\nregion: ap-south-1\navailability_zone: ap-south-1a\nqueues:\n  - name: cpu\n"
+                    "    compute_resources:\n      - name: c\n        instance_type: c6i.2xlarge\n        max: 1\n")
+    est = cost.estimate(load(str(path)).spec)
+    assert est.idle_hourly == est.busy_hourly == 0
+    assert est.missing[:2] == ["no price for c6i.2xlarge in ap-south-1 (run --refresh)"] * 2
+
+
+def test_cli_report(capsys):
+    assert main(["cost", "demo"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "demo (us-east-1): list prices in USD; idle = min nodes, busy = max nodes"
+    assert out[1].split() == ["head", "node", "c6i.2xlarge", "$0.3400/h"]
+    assert out[2].split() == ["queue", "gpu/p5", "p5.48xlarge", "x", "0..4", "(ondemand)", "$0.0000/h", "..", "$220.1600/h"]
+    assert ("  total              idle $0.3865/h = $278.29 per 30 days; busy $223.2665/h = $160,751.89 per 30 days"
+            in out)
+    assert "  from prices.json (instance prices c6i.2xlarge, p5.48xlarge and every other price):" in out
+
+
+def test_one_line_for_make_synth():
+    assert cost.one_line(_estimate("p4d-existing")) == (
+        "cost estimate: $44.2993/h idle, $351.7062/h with all max nodes (30 days: $31,895.48 .. $253,228.49; "
+        "list prices; python -m clusterkit cost p4d-existing)")
+
+
+def test_summary_ends_with_the_estimate(tmp_path):
+    from clusterkit.summary import summarize
+
+    (tmp_path / "manifest.json").write_text(json.dumps({"artifacts": {}}))
+    assert summarize(tmp_path, "demo")[-1] == "  " + cost.one_line(_estimate("demo"))
+
+
+# -- the price file ------------------------------------------------------------------------------------
+
+def test_price_file_is_sourced_dated_and_deterministic():
+    text = cost.PRICES_PATH.read_text()
+    doc = json.loads(text)
+    assert text == json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    assert {"us-east-1", "us-west-2", "eu-west-1"} <= set(doc["regions"])
+    for region, sections in doc["regions"].items():
+        for name, section in sections.items():
+            assert section["source"] and section["as_of"], (region, name)
+
+
+def test_every_shipped_instance_type_has_a_price():
+    book = cost.load_prices()
+    for name in ("demo", "p4d-existing", "p5-capacity-block"):
+        spec = load(name).spec
+        assert [t for t in cost.instance_types(spec) if book.ec2(spec.region, t) is None] == [], name
+
+
+def test_30_days_is_720_hours():
+    assert cost.HOURS_30_DAYS == DAYS_30

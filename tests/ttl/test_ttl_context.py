@@ -1,0 +1,110 @@
+"""The TTL clock and override: context parsing, one-line errors, the Makefile wiring, the schedule name.
+
+Real: the parsing code, the spec rule shared with ``validate``, app.py run as a process (as the CDK
+CLI runs it), GNU make's dry run of the deploy recipe, a CDK stack with another synthesizer.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from clusterkit.loader import load
+from clusterkit.naming import SCHEDULE_NAME_MAX, ttl_schedule_name
+from stacks.ttl import TtlError, TtlTeardown, expiry, parse_deploy_time, with_ttl_override
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_deploy_time_parses_utc():
+    assert parse_deploy_time("2026-12-01T08:00:00Z") == datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
+    assert parse_deploy_time("2026-12-01T10:00:00+02:00") == datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
+
+
+def test_no_deploy_time_means_now_to_the_minute():
+    before = datetime.now(UTC).replace(second=0, microsecond=0)
+    got = parse_deploy_time(None)
+    assert got.second == 0 and got.microsecond == 0 and got.tzinfo is not None
+    assert before <= got <= datetime.now(UTC)
+
+
+@pytest.mark.parametrize("value,message", [
+    ("tomorrow", "-c deploy_time=tomorrow: not an ISO 8601 time (like 2026-12-01T08:00:00Z)"),
+    ("2026-12-01T08:00:00", "-c deploy_time=2026-12-01T08:00:00: give a UTC time ending in Z or +00:00"),
+])
+def test_bad_deploy_time_is_one_line(value, message):
+    with pytest.raises(TtlError) as info:
+        parse_deploy_time(value)
+    assert info.value.lines() == [message]
+
+
+def test_expiry_is_to_the_minute():
+    start = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
+    assert expiry(start, 72) == datetime(2026, 12, 4, 8, 0, tzinfo=UTC)
+    assert expiry(start, 0.2501) == datetime(2026, 12, 1, 8, 15, tzinfo=UTC)  # 15 min 0.36 s, cut to the minute
+
+
+@pytest.mark.parametrize("value,message", [
+    ("5000", "-c ttl_hours=5000: 5000.0 is outside 0.25..2160 hours (unset it to keep the cluster)"),
+    ("0.1", "-c ttl_hours=0.1: 0.1 is outside 0.25..2160 hours (unset it to keep the cluster)"),
+    ("soon", "-c ttl_hours=soon: not a number of hours (or 'none' to keep the cluster)"),
+    ("nan", "-c ttl_hours=nan: not a number of hours (or 'none' to keep the cluster)"),
+])
+def test_bad_ttl_override_uses_the_spec_rule(value, message):
+    with pytest.raises(TtlError) as info:
+        with_ttl_override(load("demo"), value)
+    assert info.value.lines() == [message]
+
+
+def test_ttl_override_values():
+    demo = load("demo")
+    assert with_ttl_override(demo, None) is demo
+    assert with_ttl_override(demo, "72") is demo  # same value: nothing to change
+    assert with_ttl_override(demo, "off").spec.lifecycle.ttl_hours is None
+    assert with_ttl_override(demo, " 6 ").spec.lifecycle.ttl_hours == 6.0
+    assert with_ttl_override(demo, 6).spec.name == "demo"
+
+
+def test_teardown_refuses_a_stack_without_a_service_role():
+    import aws_cdk as cdk
+
+    app = cdk.App()
+    stack = cdk.Stack(app, "Plain-Cluster", synthesizer=cdk.CliCredentialsStackSynthesizer())
+    with pytest.raises(ValueError, match="needs the stack deployed with a CloudFormation service role"):
+        TtlTeardown(stack, "Ttl", cluster_name="plain", hours=1, deploy_time=datetime(2026, 12, 1, tzinfo=UTC))
+
+
+def test_schedule_names_fit_and_stay_unique():
+    assert ttl_schedule_name("demo") == "ClusterKit-demo-ttl"
+    long_a, long_b = "a" * 59 + "b", "a" * 59 + "c"
+    names = {ttl_schedule_name(long_a), ttl_schedule_name(long_b)}
+    assert len(names) == 2 and all(len(n) <= SCHEDULE_NAME_MAX for n in names)
+    assert all(n.startswith("ClusterKit-aaaa") and n.endswith("-ttl") for n in names)
+
+
+def test_bad_ttl_context_fails_the_app_with_one_line():
+    """app.py as the CDK CLI runs it: exit 2, one line, no traceback."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env["CDK_CONTEXT_JSON"] = json.dumps({"cluster": "demo", "ttl_hours": "999999"})
+    result = subprocess.run([sys.executable, "app.py"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "-c ttl_hours=999999: 999999.0 is outside 0.25..2160 hours (unset it to keep the cluster)")
+
+
+def _deploy_recipe(*args: str) -> str:
+    out = subprocess.run(["make", "-n", "--no-print-directory", "deploy", *args], cwd=REPO,
+                         capture_output=True, text=True, timeout=60).stdout
+    return out[out.index("deploy --all"):]
+
+
+def test_make_deploy_passes_the_clock_and_the_override():
+    recipe = _deploy_recipe("CLUSTER=demo", "TTL=48")
+    assert "-c cluster=demo -c deploy_time=$(date -u +%Y-%m-%dT%H:%M:00Z)" in recipe
+    assert "-c ttl_hours=48" in recipe
+    assert "ttl_hours" not in _deploy_recipe("CLUSTER=demo")

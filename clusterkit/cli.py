@@ -89,6 +89,28 @@ def _summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cost(args: argparse.Namespace) -> int:
+    from . import cost
+    from .loader import load, lock_or_none
+
+    loaded = load(args.name)
+    book, unknown = cost.load_prices(), []
+    if args.refresh:
+        book, unknown = cost.refresh_ec2(book, loaded.spec.region, cost.instance_types(loaded.spec))
+    estimate = cost.estimate(loaded.spec, lock_or_none(loaded.source.path), book)
+    print("\n".join(cost.report(estimate, book, unknown)))
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from .loader import load
+    from .status import cloudformation_client, status_lines
+
+    spec = load(args.name, check_lock=False).spec
+    print("\n".join(status_lines(spec, cloudformation_client(spec.region))))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m clusterkit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -123,7 +145,46 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("reference", help="print the spec reference (markdown)")
     p.set_defaults(run=_reference)
+
+    p = sub.add_parser("cost", help="hourly and 30-day cost estimate from list prices (clusterkit/data/prices.json)")
+    p.add_argument("name", metavar="NAME|PATH")
+    p.add_argument("--refresh", action="store_true",
+                   help="price the instance types with the AWS Price List API now (needs AWS credentials)")
+    p.set_defaults(run=_cost)
+
+    p = sub.add_parser("status", help="deployed stacks, TTL expiry, head node and SSM command (needs AWS credentials)")
+    p.add_argument("name", metavar="NAME|PATH")
+    p.set_defaults(run=_status)
+
+    p = sub.add_parser(
+        "diff", help="review: semantic diff of specs, rendered configs and image locks against a git ref",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Compare every cluster's spec, committed rendered ParallelCluster config and image lock at\n"
+                    "GIT_REF with the working tree: changed values by path, ParallelCluster's update impact\n"
+                    "(most disruptive first), image digest changes and the cost delta. Always exits 0 when\n"
+                    "the diff could be made (it is a report); 2 on a bad ref or outside a git work tree.")
+    p.add_argument("names", nargs="*", metavar="NAME", help="clusters to compare (default: all)")
+    p.add_argument("--base", metavar="GIT_REF",
+                   help="what to compare against (default: the merge base of HEAD and origin/main, else of HEAD "
+                        "and main, else HEAD, so a branch shows only its own changes)")
+    p.add_argument("--format", choices=("text", "markdown"), default="text",
+                   help="markdown: a pull-request comment (default: text)")
+    p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                   help="ANSI colour in text output (auto: on a TTY unless NO_COLOR is set)")
+    p.add_argument("--repo", metavar="DIR", help="git work tree holding cluster_configs/ (default: this checkout)")
+    p.set_defaults(run=_diff)
     return parser
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .diff import REPO, build_report
+    from .diff_render import render, use_color
+
+    report = build_report(Path(args.repo) if args.repo else REPO, args.base, args.names)
+    sys.stdout.write(render(report, args.format, use_color(args.color, sys.stdout)))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

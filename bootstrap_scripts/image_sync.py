@@ -262,16 +262,11 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def write_manifest(store: str, manifest: dict) -> None:
-    """Replace manifest.json atomically: temp file + fsync + rename + fsync(dir).
-
-    A reader (or a crash at any instant) sees either the old or the new complete file, never a mix.
-    """
-    doc = {"manifest_version": MANIFEST_VERSION, "images": manifest.get("images", {})}
-    if manifest.get("rejected"):
-        doc["rejected"] = manifest["rejected"]
+def write_json_atomic(directory: str, name: str, doc: dict) -> str:
+    """<directory>/<name> via a dot temp file in the same directory (same filesystem: atomic rename)."""
     data = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode("utf-8")
-    tmp = os.path.join(store, f".{MANIFEST_NAME}.tmp-{os.getpid()}")
+    final = os.path.join(directory, name)
+    tmp = os.path.join(directory, f".{name}.tmp-{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
@@ -281,8 +276,20 @@ def write_manifest(store: str, manifest: dict) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp, manifest_path(store))
-    fsync_dir(store)
+    os.replace(tmp, final)
+    fsync_dir(directory)
+    return final
+
+
+def write_manifest(store: str, manifest: dict) -> None:
+    """Replace manifest.json atomically: temp file + fsync + rename + fsync(dir).
+
+    A reader (or a crash at any instant) sees either the old or the new complete file, never a mix.
+    """
+    doc = {"manifest_version": MANIFEST_VERSION, "images": manifest.get("images", {})}
+    if manifest.get("rejected"):
+        doc["rejected"] = manifest["rejected"]
+    write_json_atomic(store, MANIFEST_NAME, doc)
 
 
 # -------------------------------------------------------------------------------- enroot configuration
@@ -1403,25 +1410,6 @@ def image_versions(img: LockedImage, manifest: dict) -> Tuple[Dict[str, str], st
     if entry and entry.get("digest") == img.digest and isinstance(entry.get("versions"), dict):
         return dict(entry["versions"]), "recorded"
     return dict(img.expect), "expected"
-
-
-def write_json_atomic(directory: str, name: str, doc: dict) -> str:
-    """<directory>/<name> via a dot temp file in the same directory (same filesystem: atomic rename)."""
-    data = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode("utf-8")
-    final = os.path.join(directory, name)
-    tmp = os.path.join(directory, f".{name}.tmp-{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fchmod(fd, 0o644)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, final)
-    fsync_dir(directory)
-    return final
 
 
 def clean_fingerprint_debris(nodes: str, host: str) -> None:

@@ -24,7 +24,7 @@ IDS = {"HeadNodeSubnetId": "subnet-0aaaaaaaaaaaaaaa1", "ComputeSubnetId": "subne
 
 
 def _stack(cfn, name, outputs):
-    template = {"Resources": {"Handle": {"Type": "AWS::CloudFormation::WaitConditionHandle"}},
+    template = {"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},  # any resource moto can create
                 "Outputs": {k: {"Value": v} for k, v in outputs.items()}}
     cfn.create_stack(StackName=name, TemplateBody=json.dumps(template))
 

@@ -23,7 +23,14 @@ CK_ROOT="${CK_ROOT:-}"
 CK_SCRIPT_NAME="head_node.sh"
 readonly SHARED_BASE="${CK_ROOT}/opt/parallelcluster/shared"
 readonly BUNDLE_LINK="${SHARED_BASE}/clusterkit"
-readonly BUNDLE_FILES=(enroot.sh image_sync.py compat.py compat_rules.json compute_node_start.sh compute_node_configured.sh images.lock)
+# image_sync.py and the modules it imports from its own directory (one job each).
+readonly BUNDLE_FILES=(
+    enroot.sh image_sync.py compat.py compat_rules.json compute_node_start.sh compute_node_configured.sh
+    images.lock
+    compat_loader.py console.py disk_preflight.py image_import.py image_lock.py image_store.py
+    image_versions.py node_drift.py node_facts.py node_fingerprint.py squashfs_check.py store_status.py
+    store_sync.py store_verify.py sync_config.py
+)
 readonly SYNC_UNIT="clusterkit-image-sync.service"
 readonly SYNC_LOG="/var/log/clusterkit/image-sync.log"
 BOOT_TMP=""

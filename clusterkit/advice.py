@@ -37,7 +37,7 @@ OS_RESERVE_GIB = rules.MIN_HEAD_ROOT_GIB  # what the ParallelCluster AMI itself 
 FSX_TIERS = {"PERSISTENT_2": rules.FSX_THROUGHPUT["PERSISTENT_2"], "PERSISTENT_1": rules.FSX_THROUGHPUT["PERSISTENT_1"]}
 FSX_CAPACITY_STEP_GIB = 2400
 
-# Disk factors relative to the lock's compressed_size. The same numbers as bootstrap_scripts/image_sync.py
+# Disk factors relative to the lock's compressed_size. The same numbers as bootstrap_scripts/disk_preflight.py
 # (TEMP_FACTOR, CACHE_FACTOR, STORE_FACTOR_*), which cannot import clusterkit; tests/advice keeps them equal.
 TEMP_FACTOR = 3.0  # ENROOT_TEMP_PATH holds the unpacked root filesystem of the image being imported
 CACHE_FACTOR = 1.0  # ENROOT_CACHE_PATH keeps every downloaded layer
@@ -66,7 +66,7 @@ def image_sizes(spec: ClusterSpec, lock: dict | None) -> list[ImageSize]:
 
 
 def data_uncompressed(squash_options: str) -> bool:
-    """True when mksquashfs stores data blocks uncompressed (the same test as image_sync.py)."""
+    """True when mksquashfs stores data blocks uncompressed (the same test as disk_preflight.py)."""
     return any(o in ("-noD", "-noData", "-no-compression") for o in shlex.split(squash_options))
 
 

@@ -19,7 +19,13 @@ SCRIPTS = REPO / "bootstrap_scripts"
 LAUNCHER = "head_node_launcher.sh"  # stable: HeadNode OnNodeConfigured cannot change after creation
 COMPUTE_START = "compute_node_start.sh"
 COMPUTE_CONFIGURED = "compute_node_configured.sh"
-BUNDLE_FILES = ("enroot.sh", "head_node.sh", "image_sync.py", "compat.py", COMPUTE_START, COMPUTE_CONFIGURED)
+# image_sync.py imports these from its own directory (one job each; the zip's root is that directory).
+IMAGE_SYNC_MODULES = ("compat_loader.py", "console.py", "disk_preflight.py", "image_import.py",
+                      "image_lock.py", "image_store.py", "image_versions.py", "node_drift.py",
+                      "node_facts.py", "node_fingerprint.py", "squashfs_check.py", "store_status.py",
+                      "store_sync.py", "store_verify.py", "sync_config.py")
+BUNDLE_FILES = ("enroot.sh", "head_node.sh", "image_sync.py", *IMAGE_SYNC_MODULES, "compat.py", COMPUTE_START,
+                COMPUTE_CONFIGURED)
 # Data files copied to the zip root: image_sync.py on the nodes reads them next to itself.
 BUNDLE_DATA = {"compat_rules.json": REPO / "clusterkit" / "data" / "compat_rules.json"}
 _EPOCH = (2020, 1, 1, 0, 0, 0)

@@ -215,8 +215,9 @@ def test_shipped_specs():
 # -- one set of numbers --------------------------------------------------------------------------------
 
 def test_disk_factors_are_image_syncs():
-    """advice.py mirrors image_sync.py's preflight factors (that script cannot import clusterkit)."""
-    tree = ast.parse((REPO / "bootstrap_scripts/image_sync.py").read_text())
+    """advice.py mirrors image_sync's preflight factors (bootstrap_scripts/disk_preflight.py; the nodes
+    cannot import clusterkit)."""
+    tree = ast.parse((REPO / "bootstrap_scripts/disk_preflight.py").read_text())
     found = {node.targets[0].id: ast.literal_eval(node.value) for node in tree.body
              if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
              and node.targets[0].id in ("TEMP_FACTOR", "CACHE_FACTOR", "STORE_FACTOR_COMPRESSED",
@@ -225,19 +226,20 @@ def test_disk_factors_are_image_syncs():
 
 
 @pytest.fixture(scope="module")
-def image_sync():
-    """bootstrap_scripts/image_sync.py loaded as a module (it is a stdlib-only script, not a package)."""
+def disk_preflight():
+    """bootstrap_scripts/disk_preflight.py, imported the way image_sync.py imports it: image_sync.py (a
+    stdlib-only script, not a package) is loaded by path and puts its directory on sys.path."""
     spec = importlib.util.spec_from_file_location("ck_advice_image_sync", REPO / "bootstrap_scripts/image_sync.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the file executes
     try:
         spec.loader.exec_module(module)
-        yield module
+        yield importlib.import_module("disk_preflight")
     finally:
         sys.modules.pop(spec.name, None)
 
 
 @pytest.mark.parametrize("options", ["-comp zstd -Xcompression-level 3 -b 1M", "-comp lzo -noD", "-noI -noData",
                                      "-no-compression", "-comp lz4"])
-def test_uncompressed_test_is_image_syncs(image_sync, options):
-    assert advice.data_uncompressed(options) == image_sync.data_uncompressed(options)
+def test_uncompressed_test_is_image_syncs(disk_preflight, options):
+    assert advice.data_uncompressed(options) == disk_preflight.data_uncompressed(options)

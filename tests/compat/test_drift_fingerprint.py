@@ -20,6 +20,8 @@ import time
 
 import pytest
 
+from clusterkit.bundle import IMAGE_SYNC_MODULES
+
 STACK_13 = {"cuda": "13.0.2", "nccl": "2.30.4", "aws_ofi_nccl": "1.19.0", "efa_installer": "1.48.0",
             "libfabric": "2.4.0amzn2.0"}
 
@@ -160,7 +162,8 @@ def test_compat_files_missing_next_to_the_script_is_a_clear_usage_error(node, tm
     synced(node)
     lonely = tmp_path / "bundle"
     lonely.mkdir()
-    shutil.copy(node.cmd()[1], lonely / "image_sync.py")
+    for name in ("image_sync.py", *IMAGE_SYNC_MODULES):  # the bundle's image_sync, without compat.py
+        shutil.copy(os.path.join(os.path.dirname(node.cmd()[1]), name), lonely / name)
     proc = node.run("fingerprint", "--store", str(node.store), "--lock", str(node.lock))
     assert proc.returncode == 0, "from the repository checkout the rules are found in clusterkit/data"
     proc = subprocess.run([sys.executable, str(lonely / "image_sync.py"), "fingerprint", "--store",

@@ -41,6 +41,42 @@ def image_sync():
     return load_module()
 
 
+def sibling(name: str):
+    """A module image_sync.py imports from its own directory: importable once image_sync.py is loaded
+    (loaded by path, it puts its directory on sys.path)."""
+    return importlib.import_module(name)
+
+
+@pytest.fixture(scope="session")
+def image_store(image_sync):
+    return sibling("image_store")
+
+
+@pytest.fixture(scope="session")
+def image_lock(image_sync):
+    return sibling("image_lock")
+
+
+@pytest.fixture(scope="session")
+def image_versions(image_sync):
+    return sibling("image_versions")
+
+
+@pytest.fixture(scope="session")
+def squashfs_check(image_sync):
+    return sibling("squashfs_check")
+
+
+@pytest.fixture(scope="session")
+def sync_config(image_sync):
+    return sibling("sync_config")
+
+
+@pytest.fixture(scope="session")
+def disk_preflight(image_sync):
+    return sibling("disk_preflight")
+
+
 def digest_for(name: str, generation: int = 0) -> str:
     return "sha256:" + hashlib.sha256(f"{name}/{generation}".encode()).hexdigest()
 

@@ -103,16 +103,17 @@ WRITER = textwrap.dedent("""
     mod = importlib.util.module_from_spec(spec)
     sys.modules["image_sync"] = mod
     spec.loader.exec_module(mod)
+    import image_store  # next to image_sync.py, which put its directory on sys.path
     store, n = sys.argv[2], 0
     pad = "x" * 200000          # big enough that a write takes several syscalls
     while True:
         n += 1
-        mod.write_manifest(store, {"images": {"gen": {"n": n, "pad": pad}}})
+        image_store.write_manifest(store, {"images": {"gen": {"n": n, "pad": pad}}})
         print(n, flush=True)
 """)
 
 
-def test_kill_9_during_manifest_writes_never_leaves_a_half_written_manifest(sandbox, image_sync):
+def test_kill_9_during_manifest_writes_never_leaves_a_half_written_manifest(sandbox, image_store):
     sandbox.store.mkdir()
     for round_ in range(16):
         writer = subprocess.Popen([sys.executable, "-c", WRITER, str(SCRIPT), str(sandbox.store)],
@@ -126,5 +127,5 @@ def test_kill_9_during_manifest_writes_never_leaves_a_half_written_manifest(sand
         assert doc["manifest_version"] == 1 and doc["images"]["gen"]["n"] >= 1
         assert len(doc["images"]["gen"]["pad"]) == 200000
     # leftover temp files of killed writers are not manifests and are cleaned under the lock
-    image_sync.clean_debris(str(sandbox.store))
+    image_store.clean_debris(str(sandbox.store))
     assert [p.name for p in sandbox.store.iterdir()] == ["manifest.json"]

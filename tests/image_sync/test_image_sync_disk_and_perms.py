@@ -32,7 +32,7 @@ def small_tmpfs(tmp_path):
 
 
 def test_preflight_fails_early_when_enroot_temp_is_too_small(sandbox, small_tmpfs, image_sync,
-                                                             monkeypatch, capsys):
+                                                             disk_preflight, monkeypatch, capsys):
     sandbox.write_lock([sandbox.image("small", compressed_size=1_000_000),
                         sandbox.image("huge", compressed_size=10_000_000)])
     if small_tmpfs is not None:
@@ -43,7 +43,7 @@ def test_preflight_fails_early_when_enroot_temp_is_too_small(sandbox, small_tmpf
     else:  # fallback only where mount is not permitted: fake the free space in-process
         free = 20 * 2**20
         real = shutil.disk_usage
-        monkeypatch.setattr(image_sync.shutil, "disk_usage",
+        monkeypatch.setattr(disk_preflight.shutil, "disk_usage",
                             lambda p: real(p)._replace(free=free) if "enroot-tmp" in str(p) else real(p))
         monkeypatch.setattr(os, "environ", dict(sandbox.env))
         rc = image_sync.main(["sync", "--lock", str(sandbox.lock), "--store", str(sandbox.store)])
@@ -58,42 +58,43 @@ def test_preflight_fails_early_when_enroot_temp_is_too_small(sandbox, small_tmpf
     assert sandbox.imports() == [], "nothing may be imported after a failed preflight"
 
 
-def test_preflight_store_factor_depends_on_data_compression(sandbox, image_sync, monkeypatch):
-    img = image_sync.LockedImage(name="a", digest="sha256:" + "a" * 64, enroot_uri="docker://x@sha256:"
+def test_preflight_store_factor_depends_on_data_compression(sandbox, image_lock, sync_config, disk_preflight,
+                                                             monkeypatch):
+    img = image_lock.LockedImage(name="a", digest="sha256:" + "a" * 64, enroot_uri="docker://x@sha256:"
                                  + "a" * 64, source="x", compressed_size=100_000_000)
     store = str(sandbox.root)
     real = shutil.disk_usage
-    monkeypatch.setattr(image_sync.shutil, "disk_usage", lambda p: real(p)._replace(free=250_000_000))
+    monkeypatch.setattr(disk_preflight.shutil, "disk_usage", lambda p: real(p)._replace(free=250_000_000))
     env = {"ENROOT_TEMP_PATH": str(sandbox.root), "ENROOT_CACHE_PATH": str(sandbox.root)}
 
     def problems(opts: str) -> list:
-        cfg = image_sync.SyncConfig(store=store, retries=0, backoff=0, verify_all=False, env=env,
-                                    squash_options=opts)
-        return image_sync.preflight(cfg, [img])
+        cfg = sync_config.SyncConfig(store=store, retries=0, backoff=0, verify_all=False, env=env,
+                                     squash_options=opts)
+        return disk_preflight.preflight(cfg, [img])
 
     # all three on one filesystem: temp 300 MB + cache 100 MB + store 120 or 300 MB > 250 MB either way
     assert "needs 520000000 bytes" in problems("-comp zstd")[0]
     assert "needs 700000000 bytes" in problems("-comp lzo -noD")[0]
-    monkeypatch.setattr(image_sync.shutil, "disk_usage", lambda p: real(p)._replace(free=600_000_000))
+    monkeypatch.setattr(disk_preflight.shutil, "disk_usage", lambda p: real(p)._replace(free=600_000_000))
     assert problems("-comp zstd") == []
     assert problems("-noI -noD -noF -noX -no-duplicates") != []
 
 
-def test_enroot_settings_follow_env_then_enroot_conf_then_enroot_defaults(image_sync, tmp_path):
+def test_enroot_settings_follow_env_then_enroot_conf_then_enroot_defaults(sync_config, tmp_path):
     conf = tmp_path / "enroot.conf"
     conf.write_text("# comment\nENROOT_TEMP_PATH   ${SCRATCH:-/var/tmp}/enroot/tmp\n"
                     "ENROOT_SQUASH_OPTIONS\t-comp zstd -Xcompression-level 3 -b 1M\n")
     env = {"CK_ENROOT_CONF": str(conf), "HOME": "/root"}
-    assert image_sync.enroot_setting("ENROOT_TEMP_PATH", env) == "/var/tmp/enroot/tmp"
-    assert image_sync.enroot_setting("ENROOT_TEMP_PATH", dict(env, SCRATCH="/scratch")) == \
+    assert sync_config.enroot_setting("ENROOT_TEMP_PATH", env) == "/var/tmp/enroot/tmp"
+    assert sync_config.enroot_setting("ENROOT_TEMP_PATH", dict(env, SCRATCH="/scratch")) == \
         "/scratch/enroot/tmp"
-    assert image_sync.enroot_setting("ENROOT_TEMP_PATH", dict(env, ENROOT_TEMP_PATH="/x")) == "/x"
-    assert image_sync.enroot_setting("ENROOT_SQUASH_OPTIONS", env) == "-comp zstd -Xcompression-level 3 -b 1M"
+    assert sync_config.enroot_setting("ENROOT_TEMP_PATH", dict(env, ENROOT_TEMP_PATH="/x")) == "/x"
+    assert sync_config.enroot_setting("ENROOT_SQUASH_OPTIONS", env) == "-comp zstd -Xcompression-level 3 -b 1M"
     bare = {"CK_ENROOT_CONF": str(tmp_path / "missing"), "HOME": "/root"}
-    assert image_sync.enroot_setting("ENROOT_TEMP_PATH", bare) == "/tmp"
-    assert image_sync.enroot_setting("ENROOT_TEMP_PATH", dict(bare, TMPDIR="/t")) == "/t"
-    assert image_sync.enroot_setting("ENROOT_CACHE_PATH", bare) == "/root/.cache/enroot"
-    assert image_sync.enroot_setting("ENROOT_SQUASH_OPTIONS", bare) == "-comp lzo -noD"
+    assert sync_config.enroot_setting("ENROOT_TEMP_PATH", bare) == "/tmp"
+    assert sync_config.enroot_setting("ENROOT_TEMP_PATH", dict(bare, TMPDIR="/t")) == "/t"
+    assert sync_config.enroot_setting("ENROOT_CACHE_PATH", bare) == "/root/.cache/enroot"
+    assert sync_config.enroot_setting("ENROOT_SQUASH_OPTIONS", bare) == "-comp lzo -noD"
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("runuser"), reason="needs root and runuser")
@@ -123,8 +124,9 @@ def test_store_is_readable_by_an_unprivileged_user_even_with_umask_077(sandbox):
         shutil.copy(sandbox.lock, lock)
         os.chmod(lock, 0o644)
         script = parent / "image_sync.py"  # the checkout may sit in a 0700 dir (mktemp -d clones)
-        shutil.copy(sandbox.cmd()[1], script)
-        os.chmod(script, 0o644)
+        for module in Path(sandbox.cmd()[1]).parent.glob("*.py"):  # with the modules it imports
+            shutil.copy(module, parent / module.name)
+            os.chmod(parent / module.name, 0o644)
         verify = as_nobody("python3", str(script), "verify", "--store", str(sandbox.store),
                            "--lock", str(lock))
         assert verify.returncode == 0, verify.stderr

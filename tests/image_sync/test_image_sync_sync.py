@@ -92,7 +92,7 @@ def test_two_concurrent_syncs_import_each_image_once(sandbox):
     assert any("imported by a concurrent sync" in o for o, _ in outs)
 
 
-def test_truncated_sqsh_is_detected_by_size_and_reimported(sandbox, image_sync):
+def test_truncated_sqsh_is_detected_by_size_and_reimported(sandbox, squashfs_check):
     sandbox.write_lock([sandbox.image("app", compressed_size=2_000_000),
                         sandbox.image("other")])
     sandbox.set_spec({"test/app": {"big_mb": 1}})
@@ -103,7 +103,7 @@ def test_truncated_sqsh_is_detected_by_size_and_reimported(sandbox, image_sync):
         fh.truncate(full // 2)
     # `unsquashfs -s` alone accepts this file (it reads the superblock only); the bytes_used check
     # is what catches it when a file is checked.
-    ok, detail = image_sync.check_squashfs(str(final))
+    ok, detail = squashfs_check.check_squashfs(str(final))
     assert not ok and detail.startswith("truncated: file has"), detail
     proc = sandbox.sync()
     assert proc.returncode == 0, proc.stderr
@@ -229,6 +229,21 @@ def test_missing_enroot_is_a_usage_error(sandbox):
     env = dict(sandbox.env, PATH="/usr/bin:/bin")
     proc = sandbox.run("sync", "--lock", str(sandbox.lock), "--store", str(sandbox.store), env=env)
     assert proc.returncode == 2 and "enroot not found on PATH" in proc.stderr
+
+
+def test_a_module_missing_next_to_the_script_is_one_usage_line(sandbox, tmp_path):
+    """image_sync.py imports its modules from its own directory (the bundle): a copy lacking one says
+    which file in one line instead of a traceback."""
+    lonely = tmp_path / "bundle"
+    lonely.mkdir()
+    for path in os.scandir(os.path.dirname(sandbox.cmd()[1])):
+        if path.name.endswith(".py") and path.name != "image_store.py":
+            shutil.copy(path.path, lonely / path.name)
+    proc = subprocess.run([sandbox.cmd()[0], str(lonely / "image_sync.py"), "status", "--store",
+                           str(sandbox.store)], env=sandbox.env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr == (f"image_sync: {lonely}/image_store.py not found: the ClusterKit bundle in {lonely} "
+                           f"is incomplete (rebuild and redeploy it with the CDK app)\n")
 
 
 def find_python39() -> str | None:

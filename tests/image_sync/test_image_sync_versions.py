@@ -117,16 +117,16 @@ def test_mismatch_of_a_new_digest_keeps_the_previous_good_image_live(sandbox):
     assert man["images"]["app"]["file"] == good and "app" in man["rejected"]
 
 
-def test_read_versions_follows_absolute_symlink_chains(tmp_path, image_sync):
+def test_read_versions_follows_absolute_symlink_chains(tmp_path, image_versions):
     sqsh = squash(tmp_path, {
         "/usr/local/cuda-12.4/version.json": json.dumps({"cuda": {"version": "12.4.1"}}),
         "/usr/local/cuda-12.8/version.json": json.dumps({"cuda": {"version": "12.8.0"}}),
     }, {"/etc/alternatives/cuda": "/usr/local/cuda-12.4", "/usr/local/cuda": "/etc/alternatives/cuda"})
     # the linked toolkit wins over a newer one that is merely installed
-    assert image_sync.read_versions(sqsh) == {"cuda": "12.4.1"}
+    assert image_versions.read_versions(sqsh) == {"cuda": "12.4.1"}
 
 
-def test_read_versions_fallbacks(tmp_path, image_sync):
+def test_read_versions_fallbacks(tmp_path, image_versions):
     sqsh = squash(tmp_path, {
         "/usr/local/cuda-11.0/version.txt": "CUDA Version 11.0.228\n",
         "/usr/local/cuda-10.2/version.txt": "CUDA Version 10.2.89\n",
@@ -136,39 +136,39 @@ def test_read_versions_fallbacks(tmp_path, image_sync):
         "/opt/conda/lib/python3.11/site-packages/torch/version.py": "__version__ = '2.3.1+cu121'\n",
         "/opt/aws-ofi-nccl/lib/libnccl-net.so": b"\x7fELF...Initializing aws-ofi-nccl 1.9.1-aws\0...",
     }, {"/usr/local/cuda": "cuda"})  # a self-loop must not hang
-    assert image_sync.read_versions(sqsh) == {
+    assert image_versions.read_versions(sqsh) == {
         "cuda": "11.0.228", "nccl": "2.18.5", "pytorch": "2.3.1+cu121", "aws_ofi_nccl": "1.9.1"}
 
 
-def test_read_versions_pip_only_nccl_and_empty_image(tmp_path, image_sync):
+def test_read_versions_pip_only_nccl_and_empty_image(tmp_path, image_versions):
     sqsh = squash(tmp_path, {
         "/usr/lib/python3/dist-packages/nvidia_nccl_cu12-2.21.5.dist-info/METADATA": "Name: x\n",
     }, name="pip")
-    assert image_sync.read_versions(sqsh) == {"nccl": "2.21.5"}
-    assert image_sync.read_versions(squash(tmp_path, {"/etc/hostname": "x\n"}, name="empty")) == {}
+    assert image_versions.read_versions(sqsh) == {"nccl": "2.21.5"}
+    assert image_versions.read_versions(squash(tmp_path, {"/etc/hostname": "x\n"}, name="empty")) == {}
 
 
-def test_names_with_spaces_and_arrows_do_not_confuse_the_listing(tmp_path, image_sync):
+def test_names_with_spaces_and_arrows_do_not_confuse_the_listing(tmp_path, image_versions):
     sqsh = squash(tmp_path, {"/a b/x -> y": "1", "/usr/local/cuda-12.6/version.json":
                              json.dumps({"cuda": {"version": "12.6.3"}})},
                   {"/l n": "/t a", "/usr/local/cuda": "cuda-12.6"})
-    entries = image_sync.list_image(sqsh)
+    entries = image_versions.list_image(sqsh)
     assert entries["/a b/x -> y"].kind == "f"
-    assert entries["/l n"] == image_sync.Entry("l", 4, "/t a")
-    assert image_sync.resolve(entries, "/usr/local/cuda/version.json") == "/usr/local/cuda-12.6/version.json"
-    assert image_sync.read_versions(sqsh) == {"cuda": "12.6.3"}
+    assert entries["/l n"] == image_versions.Entry("l", 4, "/t a")
+    assert image_versions.resolve(entries, "/usr/local/cuda/version.json") == "/usr/local/cuda-12.6/version.json"
+    assert image_versions.read_versions(sqsh) == {"cuda": "12.6.3"}
 
 
-def test_parse_efa_installed_packages_deb_and_rpm(image_sync):
+def test_parse_efa_installed_packages_deb_and_rpm(image_versions):
     deb = ("# EFA installer version: 1.38.0\n# Debug packages installed: no\n# Packages installed:\n"
            "ibacm_50.0-1_amd64 libfabric-aws-bin_1.22.0amzn4.0_amd64 libfabric1-aws_1.22.0amzn4.0_amd64 "
            "libnccl-ofi-ngc-v3_1.13.0-1_amd64 efa-profile_1.7_all\n")
-    assert image_sync.parse_efa_packages(deb) == {
+    assert image_versions.parse_efa_packages(deb) == {
         "efa_installer": "1.38.0", "libfabric": "1.22.0amzn4.0", "aws_ofi_nccl": "1.13.0"}
     rpm = ("# EFA installer version: 1.47.0\n# Debug packages installed: no\n# Packages installed:\n"
            "libfabric-aws-devel-2.4.0amzn1.0-1.amzn2023.x86_64 libfabric-aws-2.4.0amzn1.0-1.amzn2023.x86_64"
            " libnccl-ofi-1.18.0-1.amzn2023.x86_64 openmpi40-aws-4.1.7-1.amzn2023.x86_64\n")
-    assert image_sync.parse_efa_packages(rpm) == {
+    assert image_versions.parse_efa_packages(rpm) == {
         "efa_installer": "1.47.0", "libfabric": "2.4.0amzn1.0", "aws_ofi_nccl": "1.18.0"}
 
 
@@ -177,10 +177,10 @@ def test_parse_efa_installed_packages_deb_and_rpm(image_sync):
     ("12.8", "12.4.1", False), ("2.25.1", "2.25.1-1", True), ("1.22.0", "1.22.0amzn4.0", True),
     ("2.6", "2.6.0a0+ecf3bae40a.nv25.01", True), ("1.13", "1.130.0", False), ("", "1.0", False),
 ])
-def test_version_prefix_match(image_sync, expect, found, ok):
-    assert image_sync.version_matches(expect, found) is ok
+def test_version_prefix_match(image_versions, expect, found, ok):
+    assert image_versions.version_matches(expect, found) is ok
 
 
-def test_unknown_expect_key_is_reported(image_sync):
-    assert image_sync.expect_problems({"cudnn": "9"}, {"cuda": "12.8"}) == [
+def test_unknown_expect_key_is_reported(image_versions):
+    assert image_versions.expect_problems({"cudnn": "9"}, {"cuda": "12.8"}) == [
         "cannot check expect cudnn (known: aws_ofi_nccl, cuda, efa_installer, libfabric, nccl, pytorch)"]

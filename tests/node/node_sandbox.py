@@ -127,10 +127,19 @@ sys.exit(rc)
 '''
 
 
+# The real modules image_sync.py imports from its own directory (shipped next to it in the bundle).
+IMAGE_SYNC_MODULES = ("compat_loader.py", "console.py", "disk_preflight.py", "image_import.py", "image_lock.py",
+                      "image_store.py", "image_versions.py", "node_drift.py", "node_facts.py",
+                      "node_fingerprint.py", "squashfs_check.py", "store_status.py", "store_sync.py",
+                      "store_verify.py", "sync_config.py")
+
+
 def bundle_zip(dest: Path, *, drop: tuple[str, ...] = (), image_sync: str = IMAGE_SYNC_STANDIN) -> Path:
-    """The bundle zip as the contract describes it (files at its root), with the stand-in image_sync."""
+    """The bundle zip as the contract describes it (files at its root), with the stand-in image_sync
+    (the real image_sync modules ride along: a test passing the real image_sync.py needs them)."""
     files = {name: (SCRIPTS / name).read_bytes()
-             for name in ("enroot.sh", "compat.py", "compute_node_start.sh", "compute_node_configured.sh")}
+             for name in ("enroot.sh", "compat.py", "compute_node_start.sh", "compute_node_configured.sh",
+                          *IMAGE_SYNC_MODULES)}
     files["compat_rules.json"] = (SCRIPTS.parent / "clusterkit/data/compat_rules.json").read_bytes()
     files["image_sync.py"] = image_sync.encode()
     files["images.lock"] = (json.dumps(IMAGES_LOCK, indent=2, sort_keys=True) + "\n").encode()

@@ -45,7 +45,10 @@ def test_fresh_run_writes_exactly_the_expected_files(sandbox: Sandbox) -> None:
         "var/log/clusterkit/bootstrap.log",
         *(f"opt/parallelcluster/shared/{bundle_dir}/{f}" for f in
           ("enroot.sh", "image_sync.py", "compat.py", "compat_rules.json", "compute_node_start.sh",
-           "compute_node_configured.sh", "images.lock")),
+           "compute_node_configured.sh", "images.lock", "compat_loader.py", "console.py", "disk_preflight.py",
+           "image_import.py", "image_lock.py", "image_store.py", "image_versions.py", "node_drift.py",
+           "node_facts.py", "node_fingerprint.py", "squashfs_check.py", "store_status.py", "store_sync.py",
+           "store_verify.py", "sync_config.py")),
     }
     modes = {p: after[p].mode for p in new_files if not p.startswith("opt/parallelcluster")}
     assert modes == {p: (0o755 if "hooks.d" in p else 0o644) for p in modes}
@@ -219,6 +222,17 @@ def test_bundle_lacking_a_file_fails_and_stays_inactive(sandbox: Sandbox, tmp_pa
     r = sandbox.run("head_node.sh", *HEAD_ARGS)
     assert r.returncode == 1 and "lacks images.lock" in r.stderr
     assert sorted(p.name for p in (sandbox.root / "opt/parallelcluster/shared").iterdir()) == []
+
+
+def test_head_checks_for_every_file_the_bundle_ships() -> None:
+    """head_node.sh's BUNDLE_FILES (checked before a bundle goes live) is what clusterkit/bundle.py zips,
+    less head_node.sh and node.args (the launcher checks and uses those), so a module image_sync.py
+    imports can never be missing on the nodes."""
+    from clusterkit.bundle import BUNDLE_DATA, BUNDLE_FILES, SCRIPTS
+
+    m = re.search(r"^readonly BUNDLE_FILES=\(([^)]*)\)", (SCRIPTS / "head_node.sh").read_text(), re.M)
+    assert m, "readonly BUNDLE_FILES=(...) not found in head_node.sh"
+    assert sorted(m.group(1).split()) == sorted({*BUNDLE_FILES, *BUNDLE_DATA, "images.lock"} - {"head_node.sh"})
 
 
 def test_download_failure_names_the_bundle(sandbox: Sandbox) -> None:

@@ -1,0 +1,54 @@
+"""What the operator sees: timestamped progress lines, tables, one-line usage errors and exit codes.
+
+Every image_sync command writes through these, so the journal (``journalctl -u clusterkit-image-sync``)
+and a terminal show the same "<UTC time> image_sync: ..." lines, and every command exits with the same
+codes: 0 fine, 1 an image or a node check failed, 2 the operator must fix something first.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import sys
+from typing import Dict, List
+
+PROG = "image_sync"
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def now_utc() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def log(msg: str) -> None:
+    """Timestamped progress line on stdout (the systemd journal keeps it)."""
+    print(f"{now_utc()} {PROG}: {msg}", flush=True)
+
+
+def warn(msg: str) -> None:
+    print(f"{now_utc()} {PROG}: warning: {msg}", file=sys.stderr, flush=True)
+
+
+def error(msg: str) -> None:
+    print(f"{now_utc()} {PROG}: error: {msg}", file=sys.stderr, flush=True)
+
+
+class UsageError(Exception):
+    """A problem the operator must fix before anything can run (exit 2); one line per problem."""
+
+    def __init__(self, lines: List[str]):
+        super().__init__("\n".join(lines))
+        self.lines = lines
+
+
+def mb(n: int) -> float:
+    return n / 1e6
+
+
+def format_versions(versions: Dict[str, str]) -> str:
+    return " ".join(f"{k}={versions[k]}" for k in sorted(versions)) or "-"
+
+
+def print_table(headers: List[str], rows: List[List[str]]) -> None:
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    for row in [headers] + rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    sys.stdout.flush()

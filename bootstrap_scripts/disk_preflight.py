@@ -1,0 +1,79 @@
+"""Disk preflight: refuse to start imports that would fill a filesystem halfway through.
+
+A root volume filled by enroot's unpacked layers breaks the head node for everyone, and an import that
+fails after an hour wastes the hour; both are cheaper to refuse up front with a message that names the
+setting to change. clusterkit/advice.py repeats the factors below for its sizing advice (the nodes
+cannot import clusterkit; tests/advice checks that both say the same).
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+from typing import Dict, List, Tuple
+
+from console import mb
+from image_lock import LockedImage
+from sync_config import SyncConfig, enroot_setting
+
+# Disk preflight factors, relative to the lock's compressed_size (sum of the gzip/zstd layer blobs):
+# - ENROOT_TEMP_PATH holds the unpacked root filesystem while enroot converts the layers; container
+#   layers compress about 2.5-3.5x with gzip, so 3x is a realistic upper bound (ADT #427/#127: root
+#   volumes filled up exactly here). Imports run one at a time, so the largest image sets the need.
+# - ENROOT_CACHE_PATH keeps the downloaded layer blobs (1x each, persistent), so they add up.
+# - The store receives the .sqsh: with compressed data (zstd, lz4, lzo without -noD) it is about the
+#   size of the layers, 1.2x leaves headroom; with -noD (enroot's default) data blocks are stored
+#   uncompressed, so the .sqsh is about the unpacked size: 3x.
+TEMP_FACTOR = 3.0
+CACHE_FACTOR = 1.0
+STORE_FACTOR_COMPRESSED = 1.2
+STORE_FACTOR_UNCOMPRESSED_DATA = 3.0
+
+
+def data_uncompressed(squash_options: str) -> bool:
+    """True when mksquashfs will store data blocks uncompressed (the .sqsh is ~ the unpacked size)."""
+    opts = shlex.split(squash_options)
+    return any(o in ("-noD", "-noData", "-no-compression") for o in opts)
+
+
+def preflight(cfg: SyncConfig, todo: List[LockedImage]) -> List[str]:
+    """Fail before importing if a filesystem cannot hold what the imports will write there."""
+    if not todo:
+        return []
+    needs: List[Tuple[str, str, int, str]] = []  # (path, setting, bytes, why)
+    largest = max(todo, key=lambda im: im.compressed_size)
+    needs.append((enroot_setting("ENROOT_TEMP_PATH", cfg.env), "ENROOT_TEMP_PATH",
+                  int(TEMP_FACTOR * largest.compressed_size),
+                  f"{TEMP_FACTOR:g}x the largest compressed image, {largest.name}: the unpacked "
+                  f"root filesystem lives there during import"))
+    total = sum(im.compressed_size for im in todo)
+    needs.append((enroot_setting("ENROOT_CACHE_PATH", cfg.env), "ENROOT_CACHE_PATH",
+                  int(CACHE_FACTOR * total), "the downloaded layers are cached there"))
+    factor = STORE_FACTOR_UNCOMPRESSED_DATA if data_uncompressed(cfg.squash_options) \
+        else STORE_FACTOR_COMPRESSED
+    needs.append((cfg.store, "--store", int(factor * total),
+                  f"{factor:g}x the compressed layers for the .sqsh files "
+                  f"(ENROOT_SQUASH_OPTIONS '{cfg.squash_options}')"))
+    by_dev: Dict[int, List[Tuple[str, str, int, str]]] = {}
+    probe: Dict[int, str] = {}
+    for path, setting, need, why in needs:
+        existing = path
+        while not os.path.exists(existing):
+            parent = os.path.dirname(existing.rstrip("/")) or "/"
+            if parent == existing:
+                break
+            existing = parent
+        dev = os.stat(existing).st_dev
+        by_dev.setdefault(dev, []).append((path, setting, need, why))
+        probe.setdefault(dev, existing)
+    problems = []
+    for dev, items in by_dev.items():
+        need = sum(i[2] for i in items)
+        free = shutil.disk_usage(probe[dev]).free
+        if need > free:
+            what = "; ".join(f"{p} ({s}) {n} bytes: {w}" for p, s, n, w in items)
+            problems.append(
+                f"preflight: not enough disk space on the filesystem of {items[0][0]}: needs {need} "
+                f"bytes ({mb(need):.1f} MB), {free} bytes ({mb(free):.1f} MB) available [{what}] "
+                f"(free space, or point {items[0][1]} at a larger local disk)")
+    return problems

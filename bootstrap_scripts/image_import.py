@@ -1,0 +1,143 @@
+"""Bring one image into the store: ``enroot import`` with retries and backoff (or adopt a complete
+file an interrupted run left unrecorded), check it, read its versions, publish it, record it.
+
+Why: the import writes to ``<name>/.<hex>.sqsh.partial-<pid>`` and only a file that passed the
+squashfs check is renamed to its final name; an image whose versions contradict ``expect`` is kept
+but recorded as rejected and never gets the stable name.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Dict, Tuple
+
+from console import format_versions, log, mb, now_utc, warn
+from image_lock import LockedImage
+from image_store import drop_stable_name, ensure_dir, fsync_dir, point_stable_name, write_manifest
+from image_versions import expect_problems, read_versions
+from squashfs_check import check_squashfs
+from sync_config import SyncConfig
+
+
+@dataclass
+class Result:
+    img: LockedImage
+    status: str  # present | imported | failed | rejected
+    size: int = 0
+    detail: str = ""
+
+
+def manifest_entry(cfg: SyncConfig, img: LockedImage, size: int, compressor: str,
+                   versions: Dict[str, str], status: str, reason: str = "") -> dict:
+    entry = {
+        "digest": img.digest,
+        "file": img.rel_file,
+        "size": size,
+        "compression": compressor,
+        "squash_options": cfg.squash_options,
+        "enroot_version": cfg.enroot_version,
+        "synced_at": now_utc(),
+        "source": img.source,
+        "versions": versions,
+        "status": status,
+    }
+    if reason:
+        entry["reason"] = reason
+    return entry
+
+
+def run_import(cfg: SyncConfig, img: LockedImage, tmp: str) -> Tuple[bool, str]:
+    """One ``enroot import`` attempt into tmp; (ok, last lines of output)."""
+    cmd = ["enroot", "import", "-o", tmp, img.enroot_uri]
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=cfg.env)
+    except OSError as exc:
+        return False, f"cannot run enroot: {exc}"
+    tail = " | ".join(proc.stdout.decode("utf-8", "replace").strip().splitlines()[-5:])
+    if proc.returncode != 0:
+        return False, f"enroot import exited {proc.returncode}: {tail}"
+    if not os.path.isfile(tmp):
+        return False, f"enroot import exited 0 but wrote no {tmp}: {tail}"
+    return True, tail
+
+
+def import_image(cfg: SyncConfig, manifest: dict, img: LockedImage, adopt: bool) -> Result:
+    """Import (or adopt an unrecorded final file), check, read versions, publish, record."""
+    store = cfg.store
+    ensure_dir(os.path.join(store, img.name))
+    final = os.path.join(store, img.rel_file)
+    tmp = os.path.join(store, img.name, f".{img.hex}.sqsh.partial-{os.getpid()}")
+    started = time.monotonic()
+    source = final if adopt else tmp
+    compressor = ""
+    if adopt:
+        ok, detail = check_squashfs(final)
+        if ok:
+            compressor = detail
+            log(f"{img.name}: adopting {final} (complete file left unrecorded by an interrupted run)")
+        else:
+            log(f"{img.name}: {final} is unusable ({detail}); importing again")
+            adopt, source = False, tmp
+    if not adopt:
+        attempts = cfg.retries + 1
+        last = ""
+        for attempt in range(1, attempts + 1):
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+            log(f"{img.name}: importing {img.enroot_uri} (attempt {attempt}/{attempts})")
+            ok, last = run_import(cfg, img, tmp)
+            if ok:
+                ok, detail = check_squashfs(tmp)
+                if ok:
+                    compressor = detail
+                    break
+                last = f"imported file failed the squashfs check: {detail}"
+            warn(f"{img.name}: attempt {attempt}/{attempts} failed: {last}")
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+            if attempt < attempts:
+                delay = cfg.backoff * (2 ** (attempt - 1))
+                log(f"{img.name}: retrying in {delay:g} s")
+                time.sleep(delay)
+        else:
+            return Result(img, "failed", detail=f"{attempts} attempts failed; last: {last}")
+        os.chmod(tmp, 0o644)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    try:
+        versions = read_versions(source)
+    except RuntimeError as exc:
+        if not adopt and os.path.lexists(tmp):
+            os.unlink(tmp)
+        return Result(img, "failed", detail=f"cannot read versions: {exc}")
+    size = os.stat(source).st_size
+    if not adopt:
+        os.replace(tmp, final)
+        fsync_dir(os.path.dirname(final))
+    else:
+        os.chmod(final, 0o644)
+    problems = expect_problems(img.expect, versions)
+    if problems:
+        reason = "; ".join(problems)
+        drop_stable_name(store, img)
+        if manifest["images"].get(img.name, {}).get("digest") == img.digest:
+            del manifest["images"][img.name]
+        manifest.setdefault("rejected", {})[img.name] = manifest_entry(
+            cfg, img, size, compressor, versions, "rejected", reason)
+        write_manifest(store, manifest)
+        return Result(img, "rejected", size, reason)
+    point_stable_name(store, img)
+    manifest["images"][img.name] = manifest_entry(cfg, img, size, compressor, versions, "ok")
+    manifest.get("rejected", {}).pop(img.name, None)
+    write_manifest(store, manifest)
+    elapsed = time.monotonic() - started
+    rate = mb(size) / elapsed if elapsed > 0 else 0.0
+    verb = "adopted" if adopt else "imported"
+    log(f"{img.name}: {verb} {mb(size):.1f} MB in {elapsed:.1f} s ({rate:.1f} MB/s) "
+        f"versions {format_versions(versions)}")
+    return Result(img, "imported", size, f"{elapsed:.1f} s, {rate:.1f} MB/s")

@@ -1,0 +1,104 @@
+"""The image lock (cluster_configs/<name>.images.lock) as image_sync reads it on the nodes.
+
+The lock is written by ``python -m clusterkit lock``; the nodes cannot import clusterkit, so this reads
+only the fields image_sync needs and reports every problem at once (exit 2) rather than the first.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List
+
+from console import UsageError
+from image_store import MANIFEST_NAME
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+DIGEST_RE = re.compile(r"^sha256:([0-9a-f]{64})$")
+
+
+@dataclass(frozen=True)
+class LockedImage:
+    """One entry of cluster_configs/<name>.images.lock (only the fields image_sync needs)."""
+
+    name: str
+    digest: str
+    enroot_uri: str
+    source: str
+    compressed_size: int
+    expect: Dict[str, str] = field(default_factory=dict)
+
+    @property
+    def hex(self) -> str:
+        return self.digest.split(":", 1)[1]
+
+    @property
+    def short(self) -> str:
+        return self.hex[:12]
+
+    @property
+    def rel_file(self) -> str:
+        return f"{self.name}/{self.hex}.sqsh"
+
+
+def load_lock(path: str) -> List[LockedImage]:
+    """Parse and validate the lock; every problem is reported at once (UsageError)."""
+    hint = "regenerate it with `python -m clusterkit lock NAME`"
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise UsageError([f"{path}: cannot read image lock: {exc.strerror} (is --lock right?)"])
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError([f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg} ({hint})"])
+    problems: List[str] = []
+    if not isinstance(doc, dict) or not isinstance(doc.get("images"), list):
+        raise UsageError([f"{path}: images: missing or not a list ({hint})"])
+    images: List[LockedImage] = []
+    seen = set()
+    for i, raw in enumerate(doc["images"]):
+        where = f"{path}: images[{i}]"
+        if not isinstance(raw, dict):
+            problems.append(f"{where}: not an object ({hint})")
+            continue
+        name, digest, uri = raw.get("name"), raw.get("digest"), raw.get("enroot_uri")
+        size, expect = raw.get("compressed_size"), raw.get("expect", {})
+        ok = True
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            problems.append(f"{where}.name: {name!r} is not a store name (letters, digits, . _ -; "
+                            f"no leading dot)")
+            ok = False
+        elif name.endswith(".sqsh") or name == MANIFEST_NAME or name.startswith(MANIFEST_NAME + "."):
+            # <name>/ and <name>.sqsh must not collide with another image's link or the manifest
+            problems.append(f"{where}.name: {name!r} collides with store entries (drop the .sqsh "
+                            f"suffix; {MANIFEST_NAME} is reserved)")
+            ok = False
+        elif name in seen:
+            problems.append(f"{where}.name: duplicate image name {name!r}")
+            ok = False
+        if not isinstance(digest, str) or not DIGEST_RE.match(digest):
+            problems.append(f"{where}.digest: {digest!r} is not sha256:<64 hex> ({hint})")
+            ok = False
+        if not isinstance(uri, str) or not uri.startswith("docker://"):
+            problems.append(f"{where}.enroot_uri: {uri!r} is not a docker:// URI ({hint})")
+            ok = False
+        elif isinstance(digest, str) and not uri.endswith("@" + digest):
+            problems.append(f"{where}.enroot_uri: {uri!r} does not pin digest {digest} ({hint})")
+            ok = False
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            problems.append(f"{where}.compressed_size: {size!r} is not a byte count ({hint})")
+            ok = False
+        if not isinstance(expect, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in expect.items()):
+            problems.append(f"{where}.expect: must map version names to strings, got {expect!r}")
+            ok = False
+        if ok:
+            seen.add(name)
+            images.append(LockedImage(name=name, digest=digest, enroot_uri=uri,
+                                      source=str(raw.get("source", "")), compressed_size=size,
+                                      expect=dict(expect)))
+    if problems:
+        raise UsageError(problems)
+    return sorted(images, key=lambda im: im.name)

@@ -1,0 +1,171 @@
+"""``image_sync.py drift``: group the node fingerprints per queue and show what differs (head node).
+
+Nodes of one queue should run identical software; when they do not (an AMI or bootstrap change rolled
+out to some nodes only), the table shows which fields differ and which nodes run what. Each node's
+driver is also checked against the images the store serves now: a node that booted before a new image
+arrived was never checked against it.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import re
+import sys
+from typing import Dict, List, Optional, Tuple
+
+from compat_loader import load_rules
+from console import EXIT_FAILED, EXIT_OK, UsageError, print_table, warn
+from image_store import read_manifest_bytes
+from node_fingerprint import FINGERPRINT_VERSION, NODES_DIR
+
+# Software that must be identical on all nodes of a queue (same AMI, same bootstrap). Instance type and
+# compute resource may differ inside one queue by design, so they describe a node without counting.
+DRIFT_FIELDS = ("ami_id", "kernel", "nvidia_driver", "cuda_driver_api", "efa_installer", "libfabric",
+                "enroot", "pyxis", "slurm", "manifest_sha256")
+NODE_FIELDS = ("hostname", "queue", "compute_resource", "instance_type", "instance_id", "recorded_at")
+
+
+def natural_key(name: str) -> List[object]:
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
+
+
+def read_fingerprints(nodes: str, max_age_hours: Optional[float]) -> Tuple[List[dict], List[str]]:
+    """Every <host>.json in .nodes (dot files are temp files); (fingerprints, skipped with reason)."""
+    found: List[dict] = []
+    skipped: List[str] = []
+    try:
+        names = sorted(os.listdir(nodes), key=natural_key)
+    except FileNotFoundError:
+        return found, skipped
+    now = _dt.datetime.now(_dt.timezone.utc)
+    for name in names:
+        if name.startswith(".") or not name.endswith(".json"):
+            continue
+        path = os.path.join(nodes, name)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                doc = json.load(fh)
+        except (OSError, ValueError) as exc:
+            skipped.append(f"{path}: unreadable ({exc})")
+            continue
+        if not isinstance(doc, dict) or doc.get("fingerprint_version") != FINGERPRINT_VERSION:
+            skipped.append(f"{path}: not a version {FINGERPRINT_VERSION} fingerprint")
+            continue
+        doc.setdefault("hostname", name[:-len(".json")])
+        if max_age_hours is not None:
+            try:
+                at = _dt.datetime.strptime(str(doc.get("recorded_at")), "%Y-%m-%dT%H:%M:%SZ")
+            except ValueError:
+                skipped.append(f"{path}: recorded_at {doc.get('recorded_at')!r} is not a UTC timestamp")
+                continue
+            age = (now - at.replace(tzinfo=_dt.timezone.utc)).total_seconds() / 3600
+            if age > max_age_hours:
+                skipped.append(f"{path}: recorded {age:.1f} h ago (older than --max-age-hours "
+                               f"{max_age_hours:g})")
+                continue
+        found.append(doc)
+    return found, skipped
+
+
+def group_queue(fps: List[dict]) -> List[dict]:
+    """Nodes with identical DRIFT_FIELDS form one group; biggest group first, labelled A, B, ..."""
+    groups: Dict[Tuple, List[dict]] = {}
+    for fp in fps:
+        groups.setdefault(tuple(str(fp.get(k)) for k in DRIFT_FIELDS), []).append(fp)
+    ordered = sorted(groups.values(), key=lambda g: (-len(g), natural_key(g[0]["hostname"])))
+    out = []
+    for i, members in enumerate(ordered):
+        label = chr(ord("A") + i) if i < 26 else f"G{i + 1}"
+        times = sorted(str(m.get("recorded_at")) for m in members)
+        out.append({"label": label,
+                    "nodes": sorted((m["hostname"] for m in members), key=natural_key),
+                    "fingerprint": {k: members[0].get(k) for k in DRIFT_FIELDS},
+                    "recorded": [times[0], times[-1]]})
+    return out
+
+
+def current_incompatibilities(store: str, fps: List[dict], rules_path: Optional[str]
+                              ) -> Tuple[List[dict], str]:
+    """Each node's driver against the images the store serves NOW: a node that booted before a new
+    image arrived was never checked against it."""
+    try:
+        compat, rules = load_rules(rules_path)
+        _sha, manifest = read_manifest_bytes(store)
+    except (UsageError, ValueError) as exc:
+        text = "; ".join(exc.lines) if isinstance(exc, UsageError) else str(exc)
+        return [], f"cannot check drivers against the current images: {text}"
+    found = []
+    for fp in fps:
+        driver = fp.get("nvidia_driver")
+        if not driver:
+            continue
+        for name in sorted(manifest["images"]):
+            versions = manifest["images"][name].get("versions") or {}
+            for f in compat.check(rules, name, versions, driver):
+                if f.kind == "driver_for_cuda" and f.level == "error":
+                    found.append({"node": fp["hostname"], "image": name, "rule": f.rule,
+                                  "message": f.message})
+    return found, ""
+
+
+def short_nodes(nodes: List[str], limit: int = 4) -> str:
+    shown = ", ".join(nodes[:limit])
+    return shown + (f" (+{len(nodes) - limit} more)" if len(nodes) > limit else "")
+
+
+def cmd_drift(args: argparse.Namespace) -> int:
+    """Head node: do the nodes of each queue run the same software? (exit 1 when they do not)"""
+    store = os.path.abspath(args.store)
+    if not os.path.isdir(store):
+        raise UsageError([f"store {store} is not a directory (is FSx mounted at "
+                          f"{os.path.dirname(store)}?)"])
+    nodes_dir = os.path.join(store, NODES_DIR)
+    fps, skipped = read_fingerprints(nodes_dir, args.max_age_hours)
+    by_queue: Dict[str, List[dict]] = {}
+    for fp in fps:
+        by_queue.setdefault(fp.get("queue") or "(unknown)", []).append(fp)
+    report = {"queues": {}, "skipped": skipped, "nodes": len(fps)}
+    for queue in sorted(by_queue):
+        groups = group_queue(by_queue[queue])
+        differing = [k for k in DRIFT_FIELDS
+                     if len({str(g["fingerprint"].get(k)) for g in groups}) > 1]
+        report["queues"][queue] = {"drift": len(groups) > 1, "differing_fields": differing,
+                                   "groups": groups, "nodes": len(by_queue[queue])}
+    incompatible, no_check = current_incompatibilities(store, fps, args.rules) if fps else ([], "")
+    report["incompatible"] = incompatible
+    report["drift"] = any(q["drift"] for q in report["queues"].values())
+    bad = report["drift"] or bool(incompatible)
+    if args.format == "json":
+        print(json.dumps(report, indent=2, sort_keys=True))
+        sys.stdout.flush()
+        return EXIT_FAILED if bad else EXIT_OK
+    for line in skipped:
+        warn(f"drift: skipped {line}")
+    if no_check:
+        warn(f"drift: {no_check}")
+    if not fps:
+        print(f"no node fingerprints in {nodes_dir} (compute nodes write them at OnNodeConfigured)")
+        return EXIT_OK
+    for queue, q in report["queues"].items():
+        groups = q["groups"]
+        if not q["drift"]:
+            print(f"queue {queue}: {q['nodes']} node(s), one fingerprint: no drift")
+            continue
+        print(f"queue {queue}: {q['nodes']} nodes, {len(groups)} different fingerprints: DRIFT")
+        headers = ["  FIELD"] + [f"{g['label']} ({len(g['nodes'])} node{'s' if len(g['nodes']) > 1 else ''})"
+                               for g in groups]
+        rows = [[k] + ["-" if g["fingerprint"].get(k) is None else str(g["fingerprint"][k])
+                       for g in groups] for k in q["differing_fields"]]
+        rows.append(["nodes"] + [short_nodes(g["nodes"]) for g in groups])
+        rows.append(["recorded"] + [g["recorded"][0] if g["recorded"][0] == g["recorded"][1]
+                                    else f"{g['recorded'][0]}..{g['recorded'][1]}" for g in groups])
+        print_table(headers, [["  " + r[0]] + r[1:] for r in rows])
+    for item in incompatible:
+        print(f"node {item['node']}: {item['message']} [{item['rule']}]")
+    drifting = [q for q, v in report["queues"].items() if v["drift"]]
+    print(f"{len(fps)} node(s) in {len(report['queues'])} queue(s): "
+          f"{'drift in ' + ', '.join(drifting) if drifting else 'no drift'}"
+          f"{f'; {len(incompatible)} node/image pair(s) the node driver cannot run' if incompatible else ''}")
+    return EXIT_FAILED if bad else EXIT_OK

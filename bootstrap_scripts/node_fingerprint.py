@@ -1,0 +1,126 @@
+"""``image_sync.py fingerprint``: a compute node records what it runs and refuses what it cannot run.
+
+Why: each compute node records a fingerprint of its software (driver, EFA, enroot, pyxis, Slurm, AMI,
+the manifest it saw) in <store>/.nodes/<hostname>.json and refuses to boot when its NVIDIA driver
+cannot run a locked image's CUDA, per compat_rules.json evaluated by compat.py (both ship next to
+image_sync.py): a replaced node at boot beats a crashed job at hour ten.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import socket
+from typing import Dict, Tuple
+
+from compat_loader import load_rules
+from console import EXIT_FAILED, EXIT_OK, UsageError, error, log, now_utc, warn
+from image_lock import LockedImage, load_lock
+from image_store import ensure_dir, pid_alive, read_manifest_bytes, write_json_atomic
+from image_versions import parse_efa_packages
+from node_facts import (EFA_PACKAGES, find_tool, imds_facts, libfabric_version, node_identity,
+                        nvidia_facts, pyxis_version, read_host_text, tool_version)
+
+NODES_DIR = ".nodes"
+FINGERPRINT_VERSION = 1
+HOSTNAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+FINGERPRINT_TMP_RE = re.compile(r"^\.(?P<host>.+)\.json\.tmp-(?P<pid>\d+)$")
+
+
+def image_versions(img: LockedImage, manifest: dict) -> Tuple[Dict[str, str], str]:
+    """Recorded versions when the store holds this digest, else what the lock expects."""
+    entry = manifest["images"].get(img.name)
+    if entry and entry.get("digest") == img.digest and isinstance(entry.get("versions"), dict):
+        return dict(entry["versions"]), "recorded"
+    return dict(img.expect), "expected"
+
+
+def clean_fingerprint_debris(nodes: str, host: str) -> None:
+    """This host's temp files left by a crashed earlier run (no other writer uses this host's name)."""
+    for f in os.listdir(nodes):
+        m = FINGERPRINT_TMP_RE.match(f)
+        if m and m.group("host") == host and not pid_alive(int(m.group("pid"))):
+            os.unlink(os.path.join(nodes, f))
+
+
+def cmd_fingerprint(args: argparse.Namespace) -> int:
+    """Compute node, OnNodeConfigured: record what this node runs, refuse what it cannot run."""
+    compat, rules = load_rules(args.rules)
+    images = load_lock(args.lock)
+    env = dict(os.environ)
+    store = os.path.abspath(args.store)
+    if not os.path.isdir(store):
+        error(f"fingerprint: image store {store} is not a directory (is FSx mounted?)")
+        return EXIT_FAILED
+    host = args.node_name or socket.gethostname().split(".")[0]
+    if not HOSTNAME_RE.match(host):
+        raise UsageError([f"node name {host!r} cannot name a fingerprint file (letters, digits, . _ -)"])
+    try:
+        manifest_sha, manifest = read_manifest_bytes(store)
+    except ValueError as exc:
+        error(f"fingerprint: {exc} (the head node's image sync rewrites it)")
+        return EXIT_FAILED
+    queue, resource = node_identity(host)
+    driver, cuda_api, no_driver = nvidia_facts(env)
+    imds, no_imds = imds_facts(env)
+    efa = parse_efa_packages(read_host_text(env, EFA_PACKAGES))
+    enroot_exe = find_tool("enroot", env, "/usr/bin/enroot")
+    sinfo = find_tool("sinfo", env, "/opt/slurm/bin/sinfo")
+    doc = {
+        "fingerprint_version": FINGERPRINT_VERSION,
+        "hostname": host,
+        "queue": queue,
+        "compute_resource": resource,
+        "recorded_at": now_utc(),
+        "instance_type": imds["instance_type"],
+        "instance_id": imds["instance_id"],
+        "ami_id": imds["ami_id"],
+        "kernel": os.uname().release,
+        "nvidia_driver": driver,
+        "cuda_driver_api": cuda_api,
+        "efa_installer": efa.get("efa_installer"),
+        "libfabric": libfabric_version(env, efa.get("libfabric")),
+        "enroot": tool_version(env, [enroot_exe, "version"], r"^\s*(\d\S*)") if enroot_exe else None,
+        "pyxis": pyxis_version(env),
+        "slurm": tool_version(env, [sinfo, "--version"], r"^slurm\S*\s+(\S+)") if sinfo else None,
+        "manifest_sha256": manifest_sha,
+        "rules_as_of": rules.as_of,
+    }
+    findings = []
+    gpu_images = []
+    for img in images:
+        versions, origin = image_versions(img, manifest)
+        if versions.get("cuda"):
+            gpu_images.append(img.name)
+        for f in compat.check(rules, img.name, versions, driver):
+            findings.append((f, origin))
+    doc["findings"] = [dict(f.as_dict(), versions=origin) for f, origin in findings]
+    nodes = os.path.join(store, NODES_DIR)
+    ensure_dir(nodes)
+    clean_fingerprint_debris(nodes, host)
+    path = write_json_atomic(nodes, f"{host}.json", doc)
+    shown = {k: doc[k] for k in ("queue", "instance_type", "nvidia_driver", "cuda_driver_api",
+                                 "efa_installer", "libfabric", "enroot", "pyxis", "slurm")}
+    log(f"fingerprint: wrote {path}: " + " ".join(f"{k}={v if v is not None else '-'}"
+                                                  for k, v in shown.items()))
+    if no_imds:
+        log(f"fingerprint: instance type and AMI unknown: {no_imds}")
+    if driver is None and gpu_images:
+        warn(f"fingerprint: no NVIDIA driver answers ({no_driver}): CUDA images "
+             f"{', '.join(gpu_images)} cannot use GPUs on this node")
+    fatal = []
+    for f, origin in findings:
+        if f.kind == "driver_for_cuda" and f.level == "error":
+            fatal.append(f)
+            error(f"fingerprint: {f.text()}")
+        elif f.level == "error":
+            # Image-level: every node would fail the same way, so replacing this one cannot help.
+            warn(f"fingerprint: {f.text()} (versions {origin}; an image problem, not this node's: fix "
+                 f"the image)")
+        else:
+            warn(f"fingerprint: {f.text()} (versions {origin})")
+    if fatal:
+        error(f"fingerprint: this node cannot run {len(fatal)} locked image(s); failing its bootstrap so "
+              f"ParallelCluster replaces it (use an AMI with a newer NVIDIA driver, or images built for "
+              f"an older CUDA)")
+    return EXIT_FAILED if fatal else EXIT_OK

@@ -1,0 +1,72 @@
+"""``image_sync.py status``: present / missing / in progress / rejected per image, as a table.
+
+Read-only and lock-free, so it can run while a sync imports: an import in progress is recognised by
+its partial file and a live pid.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Optional
+
+from console import EXIT_FAILED, EXIT_OK, error, format_versions, mb, print_table
+from image_lock import load_lock
+from image_store import file_size, partials, pid_alive, read_manifest
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    store = os.path.abspath(args.store)
+    if not os.path.isdir(store):
+        error(f"store {store} is not a directory (is FSx mounted? has sync run?)")
+        return EXIT_FAILED
+    try:
+        manifest = read_manifest(store)
+    except ValueError as exc:
+        error(str(exc))
+        return EXIT_FAILED
+    live = {}
+    for path, hx, pid in partials(store):
+        if pid_alive(pid):
+            live[(os.path.basename(os.path.dirname(path)), hx)] = (pid, file_size(path) or 0)
+    rows = []
+
+    def row(name: str, digest: str, state: str, size: int, entry: Optional[dict], detail: str) -> None:
+        rows.append([name, digest.split(":")[-1][:12], state, f"{mb(size):.1f}",
+                     (entry or {}).get("synced_at", "-"),
+                     format_versions((entry or {}).get("versions", {})), detail])
+
+    if args.lock:
+        images = load_lock(args.lock)
+        for img in images:
+            entry = manifest["images"].get(img.name)
+            rej = manifest["rejected"].get(img.name)
+            size = file_size(os.path.join(store, img.rel_file))
+            if (img.name, img.hex) in live:
+                pid, sofar = live[(img.name, img.hex)]
+                row(img.name, img.digest, "in progress", sofar, None, f"pid {pid}")
+            elif entry and entry.get("digest") == img.digest and size == entry.get("size"):
+                row(img.name, img.digest, "present", size, entry, "")
+            elif entry and entry.get("digest") == img.digest:
+                row(img.name, img.digest, "corrupt", size or 0, entry,
+                    f"file size {size} != manifest {entry.get('size')}")
+            elif rej and rej.get("digest") == img.digest:
+                row(img.name, img.digest, "rejected", rej.get("size", 0), rej, rej.get("reason", ""))
+            else:
+                other = f"store has {entry['digest'].split(':')[-1][:12]}" if entry else ""
+                row(img.name, img.digest, "missing", 0, None, other)
+    else:
+        names = sorted(set(manifest["images"]) | set(manifest["rejected"]) | {n for n, _ in live})
+        for name in names:
+            entry = manifest["images"].get(name)
+            rej = manifest["rejected"].get(name)
+            for (n, hx), (pid, sofar) in sorted(live.items()):
+                if n == name:
+                    row(name, hx, "in progress", sofar, None, f"pid {pid}")
+            if entry:
+                size = file_size(os.path.join(store, entry["file"]))
+                state = "present" if size == entry.get("size") else "corrupt"
+                row(name, entry["digest"], state, size or 0, entry, "")
+            if rej:
+                row(name, rej["digest"], "rejected", rej.get("size", 0), rej, rej.get("reason", ""))
+    print_table(["NAME", "DIGEST", "STATE", "SIZE_MB", "SYNCED_AT", "VERSIONS", "DETAIL"], rows)
+    return EXIT_OK

@@ -1,0 +1,77 @@
+"""``image_sync.py verify``: a compute node's check that the store is usable (never imports or writes).
+
+A node whose FSx is not mounted or whose unsquashfs cannot decompress the store's images fails here,
+at boot, instead of failing every container job later; missing images are only warned about (the head
+node may still be importing them).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+from typing import Dict, List, Tuple
+
+from console import EXIT_FAILED, EXIT_OK, error, format_versions, log, mb, warn
+from image_lock import LockedImage, load_lock
+from image_store import file_size, manifest_path, read_manifest
+from squashfs_check import read_superblock, unsquashfs_can_read
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Compute-node check: never imports, never writes to the store."""
+    images = load_lock(args.lock)
+    store = os.path.abspath(args.store)
+    if not os.path.isdir(store):
+        error(f"verify: image store {store} is not a directory (is FSx mounted at "
+              f"{os.path.dirname(store)}?)")
+        return EXIT_FAILED
+    if not os.path.isfile(manifest_path(store)):
+        error(f"verify: {manifest_path(store)} does not exist (has the head node's image sync run?)")
+        return EXIT_FAILED
+    try:
+        manifest = read_manifest(store)
+    except ValueError as exc:
+        error(f"verify: {exc} (the head node's image sync rewrites it)")
+        return EXIT_FAILED
+    present: List[Tuple[LockedImage, str]] = []
+    for img in images:
+        entry = manifest["images"].get(img.name)
+        path = os.path.join(store, img.rel_file)
+        size = file_size(path)
+        if entry and entry.get("digest") == img.digest and size is not None and size == entry.get("size"):
+            log(f"verify: {img.name}: present {img.short} ({mb(size):.1f} MB) "
+                f"{format_versions(entry.get('versions', {}))}")
+            present.append((img, path))
+        elif manifest["rejected"].get(img.name, {}).get("digest") == img.digest:
+            warn(f"verify: {img.name}: {img.short} was rejected by the head node's sync "
+                 f"({manifest['rejected'][img.name].get('reason', '')}); jobs using {img.name}.sqsh "
+                 f"will fail")
+        else:
+            warn(f"verify: {img.name}: {img.short} missing from {store} (the head node may still be "
+                 f"importing it; jobs using {img.name}.sqsh will fail until it is present)")
+    if present:
+        if shutil.which("unsquashfs") is None:
+            error("verify: unsquashfs not found (install squashfs-tools: enroot needs it to create "
+                  "containers from .sqsh files)")
+            return EXIT_FAILED
+        by_comp: Dict[str, Tuple[LockedImage, str]] = {}
+        for img, path in present:
+            try:
+                comp = read_superblock(path).compressor
+            except (OSError, ValueError) as exc:
+                warn(f"verify: {img.name}: {exc}")
+                continue
+            by_comp.setdefault(comp, (img, path))
+        for comp, (img, path) in sorted(by_comp.items()):
+            ok, detail = unsquashfs_can_read(path)
+            if not ok:
+                error(f"verify: this node's unsquashfs cannot read {comp}-compressed images "
+                      f"({path}; unsquashfs says '{detail}'): install a squashfs-tools with {comp} "
+                      f"support or sync with other ENROOT_SQUASH_OPTIONS")
+                return EXIT_FAILED
+            if detail:
+                warn(f"verify: {img.name}: unsquashfs could not list {path}: {detail}")
+            else:
+                log(f"verify: unsquashfs reads {comp} images ({img.name})")
+    log(f"verify: {len(present)}/{len(images)} locked images present in {store}")
+    return EXIT_OK

@@ -527,11 +527,14 @@ ck_setup_local_enroot() {
 # Pyxis plugstack (head node only: /opt/slurm is NFS-shared to compute nodes)
 # ---------------------------------------------------------------------------------------------------
 
+# use_enroot_load is written only when turned on: pyxis rejects options it does not know, and with a
+# `required` line one unknown option stops every job, so the default line sticks to long-standing options.
 ck_render_pyxis_conf() {
-    local so="$1"
+    local so="$1" extra=""
+    [[ "${PYXIS_USE_ENROOT_LOAD}" == "1" ]] && extra=" use_enroot_load=1"
     printf '%s\n' "# Managed by ClusterKit head_node.sh (PYXIS_* Args). Installed atomically from outside this directory (aws-parallelcluster#6459)."
-    printf 'required %s runtime_path=/run/pyxis container_scope=%s sbatch_support=%s execute_entrypoint=%s use_enroot_load=%s\n' \
-        "${so}" "${PYXIS_CONTAINER_SCOPE}" "${PYXIS_SBATCH_SUPPORT}" "${PYXIS_EXECUTE_ENTRYPOINT}" "${PYXIS_USE_ENROOT_LOAD}"
+    printf 'required %s runtime_path=/run/pyxis container_scope=%s sbatch_support=%s execute_entrypoint=%s%s\n' \
+        "${so}" "${PYXIS_CONTAINER_SCOPE}" "${PYXIS_SBATCH_SUPPORT}" "${PYXIS_EXECUTE_ENTRYPOINT}" "${extra}"
 }
 
 # ck_install_plugstack SLURM_ETC PLUGIN_SO: plugstack.conf including plugstack.conf.d/*, and pyxis.conf

@@ -66,7 +66,7 @@ def test_fresh_run_content_essentials(sandbox: Sandbox) -> None:
     assert sandbox.read(PLUGSTACK).splitlines()[-1] == "include /opt/slurm/etc/plugstack.conf.d/*"
     pyxis_lines = [line for line in sandbox.read(PYXIS_CONF).splitlines() if not line.startswith("#")]
     assert pyxis_lines == ["required /usr/local/lib/slurm/spank_pyxis.so runtime_path=/run/pyxis "
-                           "container_scope=global sbatch_support=1 execute_entrypoint=0 use_enroot_load=0"]
+                           "container_scope=global sbatch_support=1 execute_entrypoint=0"]
     conf = sandbox.read("etc/enroot/enroot.conf")
     for line in ("ENROOT_RUNTIME_PATH /scratch/enroot/runtime/user-$(id -u)",
                  "ENROOT_DATA_PATH /scratch/enroot/data/user-$(id -u)",

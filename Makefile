@@ -12,19 +12,30 @@ DEB_PACKAGES := slurmctld slurmd slurm-client munge libslurm-dev squashfs-tools 
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(shell node -p "process.versions.node.split('.')[0]" 2>/dev/null)
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 
-.PHONY: help synth test render render-check lock validate deploy diff destroy-cluster destroy-all pcluster-venv system-packages clean
+.PHONY: help python-venv synth test render render-check lock validate deploy diff destroy-cluster destroy-all pcluster-venv system-packages clean
 
 help:
 	@echo "make synth                 synthesize the default cluster (demo) offline and summarize it"
 	@echo "make test                  install test dependencies, then run the whole test suite"
-	@echo "make render                rewrite cluster_configs/rendered/*.yaml from the specs"
+	@echo "make render                rewrite cluster_configs/rendered/*.yaml (and the README spec reference)"
+	@echo "make render-check          exit 1 when a rendered file is stale"
 	@echo "make lock CLUSTER=x        resolve image digests into cluster_configs/x.images.lock"
-	@echo "make validate [--pcluster] check every spec (add PCLUSTER=1 for ParallelCluster's validators)"
+	@echo "make validate [PCLUSTER=1] check every spec (PCLUSTER=1 adds ParallelCluster's own validators)"
 	@echo "make deploy CLUSTER=x      cdk deploy all three stacks (needs AWS credentials)"
 	@echo "       [TTL=hours|none]    override lifecycle.ttl_hours; the TTL counts from this deploy"
+	@echo "make diff CLUSTER=x        cdk diff against the deployed stacks"
 	@echo "make destroy-cluster CLUSTER=x   delete only the cluster stack (network + storage stay)"
+	@echo "make destroy-all CLUSTER=x       delete all three stacks (FSx and buckets are retained by default)"
 
-$(VENV)/.stamp-runtime: requirements.txt
+# Debian ships venv's ensurepip in a separate package: install it when root, else say how.
+python-venv:
+	@if ! $(PYTHON) -c 'import ensurepip, venv' 2>/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing python3-venv"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null; \
+	  else echo "$(PYTHON) cannot create virtual environments; run: sudo apt-get install -y python3-venv"; exit 1; fi; \
+	fi
+
+$(VENV)/.stamp-runtime: requirements.txt | python-venv
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -r requirements.txt
@@ -34,7 +45,7 @@ $(VENV)/.stamp-dev: $(VENV)/.stamp-runtime requirements-dev.txt
 	$(VENV)/bin/pip install -q -r requirements-dev.txt
 	touch $@
 
-$(PCVENV)/.stamp: requirements-pcluster.txt
+$(PCVENV)/.stamp: requirements-pcluster.txt | python-venv
 	$(PYTHON) -m venv $(PCVENV)
 	$(PCVENV)/bin/pip install -q --upgrade pip
 	$(PCVENV)/bin/pip install -q --no-deps -r requirements-pcluster.txt

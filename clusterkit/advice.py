@@ -87,7 +87,7 @@ def max_nodes(spec: ClusterSpec) -> int:
 def fsx_throughput_mb_s(fsx: NewFsx, per_unit: int | None = None, capacity_gib: int | None = None) -> float:
     """Baseline throughput in MB/s: capacity (TiB) x per-unit throughput (SCRATCH_2: 200 MB/s/TiB)."""
     capacity = fsx.capacity_gib if capacity_gib is None else capacity_gib
-    unit = per_unit or fsx.throughput_mb_per_tib or SCRATCH_2_MB_PER_TIB
+    unit = per_unit or fsx.throughput or SCRATCH_2_MB_PER_TIB
     if fsx.deployment_type == "SCRATCH_2" and per_unit is None:
         unit = SCRATCH_2_MB_PER_TIB
     return capacity / 1024 * unit

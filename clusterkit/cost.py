@@ -168,9 +168,9 @@ def _fsx(spec: ClusterSpec, book: PriceBook) -> Line:
     new = fsx.created
     if new is None or fsx.existing is not None:
         return Line("FSx for Lustre", "existing file system", None, None, note="owned elsewhere, not included")
-    key = fsx_price_key(new.deployment_type, new.throughput_mb_per_tib)
-    tier = f" {new.throughput_mb_per_tib} MB/s/TiB" if "/" in key else ""
-    detail = f"{new.capacity_gib} GB {new.deployment_type}{tier}"
+    key = fsx_price_key(new.deployment_type, new.throughput)
+    tier = f" {new.throughput} MB/s/TiB" if "/" in key else ""
+    detail = f"{new.capacity_gib} GiB {new.deployment_type}{tier}"
     rate = book.fsx(spec.region, key)
     if rate is None:
         return Line("FSx for Lustre", detail, None, None,
@@ -201,7 +201,7 @@ def _s3(spec: ClusterSpec, lock: dict | None, book: PriceBook) -> Line | None:
     sizes = advice.image_sizes(spec, lock)
     gib = advice.sqsh_bytes(spec, sizes) / advice.GIB
     assumed = sum(s.assumed for s in sizes)
-    detail = f"{gib:.1f} GB of .sqsh" + (
+    detail = f"{gib:.1f} GiB of .sqsh" + (
         f" ({assumed} of {len(sizes)} assumed {advice.DEFAULT_IMAGE_GIB} GiB)" if assumed else "")
     rate = book.s3(spec.region)
     if rate is None:

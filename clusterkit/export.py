@@ -40,13 +40,15 @@ def stable_bundle_key(name: str) -> str:
 
 def stack_outputs(cfn: Any, stack_name: str, wanted: tuple[str, ...]) -> dict[str, str]:
     """The named outputs of one deployed stack; a clear error naming what is missing."""
-    from botocore.exceptions import ClientError
+    from botocore.exceptions import BotoCoreError, ClientError
 
     try:
         stacks = cfn.describe_stacks(StackName=stack_name)["Stacks"]
     except ClientError as exc:
         raise ClusterKitError(f"stack {stack_name}: {exc.response['Error'].get('Message', exc)} "
                               f"(deploy it first: make deploy)") from None
+    except BotoCoreError as exc:  # no credentials, no network, bad region
+        raise ClusterKitError(f"stack {stack_name}: {exc} (check AWS credentials and region)") from None
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
     missing = [k for k in wanted if k not in outputs]
     if missing:
@@ -71,13 +73,18 @@ def resolve_refs(loaded: Loaded, cfn: Any, bucket: str) -> Refs:
 def upload(s3: Any, bucket: str, name: str, artifacts: NodeArtifacts) -> list[str]:
     """Content-addressed objects first, the stable bundle key last, so a node never sees a bundle
     whose scripts are not there yet."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    objects = [(artifact_prefix(name) + a.key, a.data) for a in artifacts.all()]
+    objects.append((stable_bundle_key(name), artifacts.bundle.data))
     written = []
-    for artifact in artifacts.all():
-        key = artifact_prefix(name) + artifact.key
-        s3.put_object(Bucket=bucket, Key=key, Body=artifact.data, ServerSideEncryption="AES256")
+    for key, data in objects:
+        try:
+            s3.put_object(Bucket=bucket, Key=key, Body=data, ServerSideEncryption="AES256")
+        except (BotoCoreError, ClientError) as exc:
+            done = f"; uploaded before the failure: {', '.join(written)}" if written else ""
+            raise ClusterKitError(f"s3://{bucket}/{key}: upload failed: {exc}{done} (rerun export --upload)") from None
         written.append(f"s3://{bucket}/{key}")
-    s3.put_object(Bucket=bucket, Key=stable_bundle_key(name), Body=artifacts.bundle.data, ServerSideEncryption="AES256")
-    written.append(f"s3://{bucket}/{stable_bundle_key(name)}")
     return written
 
 

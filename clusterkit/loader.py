@@ -75,7 +75,7 @@ def _lock_problems(spec: ClusterSpec, source: LoadedSpec) -> list[Problem]:
     try:
         lock = images.load_lock(path) if path.exists() else None
     except images.LockError as exc:  # its lines already carry the path, position and the `make lock` hint
-        return [Problem(display(path), 0, 0, "", line) for line in exc.lines()]
+        return [_positioned(line) for line in exc.lines()]
     found = images.lock_problems(lock, spec.name, image_specs(spec), platform(spec))
     return [source.marks.problem("containers.images", text) for text in found]
 
@@ -89,6 +89,17 @@ def lock_or_none(spec_path: Path) -> dict | None:
         return None
 
 
+def _positioned(line: str) -> Problem:
+    """A lock error line (``path:line:col: message``) as a Problem, without repeating the path."""
+    head, sep, message = line.partition(": ")
+    parts = head.rsplit(":", 2)
+    if sep and len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+        return Problem(parts[0], int(parts[1]), int(parts[2]), "", message)
+    if sep and not parts[-1].isdigit():
+        return Problem(head, 0, 0, "", message)
+    return Problem("", 0, 0, "", line)
+
+
 def load(name_or_path: str, *, check_lock: bool = True) -> Loaded:
     """Load one spec; raise ``SpecError`` with every error found (warnings ride along on success)."""
     path = resolve(name_or_path)
@@ -98,6 +109,9 @@ def load(name_or_path: str, *, check_lock: bool = True) -> Loaded:
     except FileNotFoundError:
         known = ", ".join(p.stem for p in all_spec_paths()) or "none"
         raise SpecError([Problem(shown, 0, 0, "", "no such spec file", f"known clusters: {known}")]) from None
+    except UnicodeDecodeError as exc:
+        raise SpecError([Problem(shown, 0, 0, "", f"not UTF-8 text (byte {exc.start}: {exc.reason})",
+                                 "a spec is plain UTF-8 YAML")]) from None
     except OSError as exc:
         raise SpecError([Problem(shown, 0, 0, "", f"cannot read: {exc.strerror}")]) from None
     spec, marks, problems = parse_spec(text, shown)

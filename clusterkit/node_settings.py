@@ -26,7 +26,7 @@ def common_settings(spec: ClusterSpec) -> list[str]:
         f"CK_CLUSTER={spec.name}",
         f"CK_OS={spec.os}",
         f"CK_REGION={spec.region}",
-        f"CK_STORE={spec.storage.fsx_lustre.image_store}",
+        f"CK_STORE={spec.storage.fsx_lustre.store}",
         f"ENROOT_SQUASH_OPTIONS={e.squash_options}",
         f"ENROOT_MOUNT_HOME={_flag(e.mount_home)}",
         f"ENROOT_ROOTFS_WRITABLE={_flag(e.rootfs_writable)}",

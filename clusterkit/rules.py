@@ -29,7 +29,8 @@ FSX_THROUGHPUT = {"PERSISTENT_2": (125, 250, 500, 1000), "PERSISTENT_1": (50, 10
 
 CLUSTER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,59}$")
 QUEUE_NAME = re.compile(r"^[a-z][a-z0-9-]{0,24}$")
-RESOURCE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,24}$")
+RESOURCE_NAME = QUEUE_NAME  # ParallelCluster's NameValidator applies the same rule to both
+RESERVED_NAMES = {"default"}
 IMAGE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 SQUASH_OPTIONS = re.compile(r"^-[A-Za-z0-9 ._-]*$")
 IDS = {
@@ -203,16 +204,19 @@ def _storage(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
         if not allowed and new.throughput_mb_per_tib is not None:
             yield m.problem(f"{nb}.throughput_mb_per_tib", f"{new.deployment_type} has no per-unit throughput setting",
                             "set it to null")
-        elif allowed and new.throughput_mb_per_tib not in allowed:
+        elif allowed and new.throughput not in allowed:
             yield m.problem(f"{nb}.throughput_mb_per_tib",
-                            f"{new.throughput_mb_per_tib} is not allowed for {new.deployment_type}",
+                            f"{new.throughput} is not allowed for {new.deployment_type}",
                             f"one of {', '.join(map(str, allowed))}")
         if new.kms_key_arn is not None and not IDS["kms"].match(new.kms_key_arn):
             yield m.problem(f"{nb}.kms_key_arn", "not a KMS key ARN", "arn:aws:kms:<region>:<account>:key/<uuid>")
+        elif new.kms_key_arn is not None and not new.deployment_type.startswith("PERSISTENT"):
+            yield m.problem(f"{nb}.kms_key_arn", f"{new.deployment_type} cannot use a customer-managed KMS key",
+                            "scratch file systems are encrypted with an AWS-managed key; use PERSISTENT_2")
     if not re.fullmatch(r"/[A-Za-z0-9._/-]*", fsx.mount_dir) or fsx.mount_dir.rstrip("/") in ("", "/home", "/opt/slurm"):
         yield m.problem(f"{base}.mount_dir", f"'{fsx.mount_dir}' is not a usable mount point", "an absolute path like /fsx")
-    elif not fsx.image_store.startswith(fsx.mount_dir.rstrip("/") + "/"):
-        yield m.problem(f"{base}.image_store", f"'{fsx.image_store}' is not inside mount_dir {fsx.mount_dir}",
+    elif not fsx.store.startswith(fsx.mount_dir.rstrip("/") + "/"):
+        yield m.problem(f"{base}.image_store", f"'{fsx.store}' is not inside mount_dir {fsx.mount_dir}",
                         f"e.g. {fsx.mount_dir.rstrip('/')}/containers")
 
 
@@ -232,12 +236,17 @@ def _queues(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
         path = sorted(arches)[-1]
         shown = ", ".join(f"{p.split('.instance_type')[0]}={a}" for p, a in sorted(arches.items()))
         yield m.problem(path, "compute resources mix CPU architectures", f"one image platform per cluster: {shown}")
+    head = catalog.instance_type(spec.head_node.instance_type)
+    if head is not None and arches and head.arch not in arches.values():
+        compute = sorted(set(arches.values()))[0]
+        yield m.problem("head_node.instance_type", f"{spec.head_node.instance_type} is {head.arch}, the compute "
+                        f"nodes are {compute}", "ParallelCluster needs one architecture for head and compute nodes")
 
 
 def _queue(spec: ClusterSpec, m: Marks, qp: str, queue: Queue, arches: dict[str, str]) -> Iterator[Problem]:
-    if not QUEUE_NAME.match(queue.name):
+    if not QUEUE_NAME.match(queue.name) or queue.name in RESERVED_NAMES:
         yield m.problem(f"{qp}.name", f"'{queue.name}' is not a valid queue name",
-                        "lowercase letter first; lowercase letters, digits, hyphens; at most 25")
+                        "lowercase letter first; lowercase letters, digits, hyphens; at most 25; not 'default'")
     if not queue.compute_resources:
         yield m.problem(f"{qp}.compute_resources", "a queue needs at least one compute resource")
     yield from _duplicates(m, [(f"{qp}.compute_resources[{j}].name", cr.name)
@@ -248,9 +257,9 @@ def _queue(spec: ClusterSpec, m: Marks, qp: str, queue: Queue, arches: dict[str,
                         "the reservation already fixes placement; remove placement_group")
     for j, cr in enumerate(queue.compute_resources):
         cp = f"{qp}.compute_resources[{j}]"
-        if not RESOURCE_NAME.match(cr.name):
+        if not RESOURCE_NAME.match(cr.name) or cr.name in RESERVED_NAMES:
             yield m.problem(f"{cp}.name", f"'{cr.name}' is not a valid compute resource name",
-                            "letter first; letters, digits, hyphens; at most 25")
+                            "lowercase letter first; lowercase letters, digits, hyphens; at most 25; not 'default'")
         yield from _instance(m, f"{cp}.instance_type", cr.instance_type)
         facts = catalog.instance_type(cr.instance_type)
         if facts is not None:

@@ -19,6 +19,7 @@ CapacityType = Literal["ondemand", "spot", "capacity_block"]
 FsxDeploymentType = Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"]
 
 DEFAULT_SQUASH_OPTIONS = "-comp zstd -Xcompression-level 3 -b 1M"
+DEFAULT_THROUGHPUT = {"PERSISTENT_2": 250, "PERSISTENT_1": 200}  # MB/s/TiB; SCRATCH_2 has no setting
 
 
 @dataclass(frozen=True)
@@ -62,11 +63,20 @@ class HeadNode:
 class NewFsx:
     capacity_gib: int = doc("storage capacity: 1200, or a multiple of 2400", 1200)
     deployment_type: FsxDeploymentType = doc("PERSISTENT_2 (default) or SCRATCH_2 for cheap ephemeral use", "PERSISTENT_2")
-    throughput_mb_per_tib: int | None = doc("per-unit storage throughput (PERSISTENT_2: 125, 250, 500, 1000)", 250)
+    throughput_mb_per_tib: int | None = doc(
+        "per-unit storage throughput: PERSISTENT_2 125, 250, 500, 1000 (default 250); PERSISTENT_1 50, 100, 200 "
+        "(default 200); none for SCRATCH_2", None)
     compression: Literal["LZ4", "NONE"] = doc("data compression on the file system", "LZ4")
     kms_key_arn: str | None = doc("customer-managed KMS key; AWS-managed encryption when unset", None)
     image_store_bucket: bool = doc("create an S3 bucket linked to the image store (data repository association)", True)
     retain_on_delete: bool = doc("keep the file system and bucket when the storage stack is deleted", True)
+
+    @property
+    def throughput(self) -> int | None:
+        """The per-unit throughput in effect: the spec's, else the deployment type's default."""
+        if self.throughput_mb_per_tib is not None:
+            return self.throughput_mb_per_tib
+        return DEFAULT_THROUGHPUT.get(self.deployment_type)
 
 
 @dataclass(frozen=True)
@@ -79,7 +89,12 @@ class FsxLustre:
     new: NewFsx | None = doc("create a file system (the default when neither new nor existing is given)", None)
     existing: ExistingFsx | None = doc("mount an existing file system", None)
     mount_dir: str = doc("where every node mounts the file system", "/fsx")
-    image_store: str = doc("directory of the .sqsh image store, inside mount_dir", "/fsx/containers")
+    image_store: str | None = doc("directory of the .sqsh image store, inside mount_dir (default <mount_dir>/containers)", None)
+
+    @property
+    def store(self) -> str:
+        """The image store directory in effect."""
+        return self.image_store or f"{self.mount_dir.rstrip('/')}/containers"
 
     @property
     def created(self) -> NewFsx | None:
@@ -95,7 +110,7 @@ class Storage:
 
 @dataclass(frozen=True)
 class ComputeResource:
-    name: str = doc("compute resource name (letters, digits, hyphens)")
+    name: str = doc("compute resource name (lowercase letters, digits, hyphens)")
     instance_type: str = doc("EC2 instance type")
     max: int = doc("maximum number of nodes")
     min: int = doc("nodes kept running (static)", 0)

@@ -91,6 +91,11 @@ class Reader:
             line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
             self.problems.append(Problem(self.marks.file, line, col, "", f"not valid YAML: {exc.problem}"))
             return None
+        except yaml.YAMLError as exc:  # e.g. ReaderError: a NUL byte or other unprintable character
+            line, col = _reader_position(text, exc)
+            self.problems.append(Problem(self.marks.file, line, col, "", f"not valid YAML: {_reader_reason(exc)}",
+                                         "a spec is plain UTF-8 text"))
+            return None
         if root is None:
             self.problems.append(Problem(self.marks.file, 1, 1, "", "the file is empty",
                                          "see cluster_configs/demo.yaml for a complete spec"))
@@ -194,7 +199,12 @@ class Reader:
     def _read_scalar(self, node: yaml.Node, want: type, path: str) -> Any:
         if not isinstance(node, yaml.ScalarNode):
             return self._bad(node, path, _NAMES.get(want, want.__name__))
-        value = self._constructor.construct_object(node)
+        try:
+            value = self._constructor.construct_object(node)
+        except yaml.constructor.ConstructorError as exc:
+            self.problems.append(self.marks.problem(path, f"cannot read value: {exc.problem}",
+                                                    "write a plain value without a YAML tag"))
+            return None
         if want is float and isinstance(value, int) and not isinstance(value, bool):
             return float(value)
         if want is str and isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -202,6 +212,19 @@ class Reader:
         if type(value) is not want:
             return self._bad(node, path, _NAMES.get(want, want.__name__))
         return value
+
+
+def _reader_position(text: str, exc: yaml.YAMLError) -> tuple[int, int]:
+    offset = getattr(exc, "position", 0) or 0
+    before = text[:offset]
+    return before.count("\n") + 1, offset - (before.rfind("\n") + 1) + 1
+
+
+def _reader_reason(exc: yaml.YAMLError) -> str:
+    character = getattr(exc, "character", None)
+    if isinstance(character, int):
+        character = f"\\x{character:02x}"
+    return f"unacceptable character {character}" if character is not None else str(exc).splitlines()[0]
 
 
 _NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}

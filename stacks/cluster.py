@@ -9,7 +9,6 @@ that deletes it (``stacks/ttl.py``) and says when in the ``ExpiresAt`` output.
 """
 from __future__ import annotations
 
-import tempfile
 from datetime import datetime
 from pathlib import Path
 
@@ -50,9 +49,9 @@ class ClusterStack(cdk.Stack):
             string_value=assets[artifacts.bundle.name].s3_object_url,
             description=f"Current ClusterKit bootstrap bundle of cluster {spec.name} (read by the head node launcher)")
 
-        head_policy = self._node_policy("HeadNodePolicy", f"{spec.name}-head-node", bucket,
+        head_policy = self._node_policy("HeadNodePolicy", f"{spec.name}-{spec.region}-head-node", bucket,
                                         [artifacts.launcher, artifacts.bundle], parameter)
-        compute_policy = self._node_policy("ComputeNodePolicy", f"{spec.name}-compute-node", bucket,
+        compute_policy = self._node_policy("ComputeNodePolicy", f"{spec.name}-{spec.region}-compute-node", bucket,
                                            [artifacts.compute_start, artifacts.compute_configured], None)
 
         provider = cdk.CfnStack(self, "ParallelClusterProvider",
@@ -91,7 +90,9 @@ class ClusterStack(cdk.Stack):
 
     def _asset(self, artifact: Artifact) -> s3_assets.Asset:
         """An S3 asset keyed by our own sha256, so the rendered config can name the key without CDK."""
-        staging = Path(tempfile.mkdtemp(prefix="clusterkit-asset-")) / artifact.name
+        # Staged inside the cloud assembly (gitignored, rewritten each synth), not a leaked temp dir.
+        staging = Path(cdk.Stage.of(self).outdir) / ".clusterkit-staging" / artifact.sha256 / artifact.name
+        staging.parent.mkdir(parents=True, exist_ok=True)
         staging.write_bytes(artifact.data)
         return s3_assets.Asset(self, f"Asset-{artifact.name}", path=str(staging),
                                asset_hash=artifact.sha256, asset_hash_type=cdk.AssetHashType.CUSTOM)

@@ -4,7 +4,10 @@ The file system lives in the compute subnet with the network stack's FSx securit
 ``image_store_bucket`` is on, an S3 bucket is linked to the image store directory by a data
 repository association (DRA) with automatic import and export, so the ``.sqsh`` files survive the
 file system: a later file system linked to the same bucket lists them at once (metadata imported on
-creation, contents loaded from S3 on first read).
+creation, contents loaded from S3 on first read). Export covers everything under the linked directory,
+so image_sync keeps only published content there (``<name>/<hex>.sqsh``, the ``<name>.sqsh`` symlinks,
+``manifest.json``); its lock, import temp files and node fingerprints live in the unlinked sibling
+``.<store name>.clusterkit/`` (``/fsx/.containers.clusterkit``) and never reach S3.
 
 Existing FSx: nothing is created but a no-op placeholder (a template needs one resource); the file
 system id comes from the spec. The stack outlives clusters and never refers to the cluster stack.
@@ -38,7 +41,7 @@ S3_LOGS_BY_POLICY = "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"
 
 def image_store_path(fsx_cfg: FsxLustre) -> str:
     """The image store as a path inside the file system: ``/fsx/containers`` under ``/fsx`` -> ``/containers``."""
-    relative = PurePosixPath(fsx_cfg.image_store).relative_to(PurePosixPath(fsx_cfg.mount_dir))
+    relative = PurePosixPath(fsx_cfg.store).relative_to(PurePosixPath(fsx_cfg.mount_dir))
     return f"/{relative}"
 
 
@@ -97,7 +100,7 @@ class StorageStack(cdk.Stack):
                              f"({new.deployment_type} is always encrypted with FSx-owned keys)")
         config = fsx.CfnFileSystem.LustreConfigurationProperty(
             deployment_type=new.deployment_type,
-            per_unit_storage_throughput=new.throughput_mb_per_tib if persistent else None,
+            per_unit_storage_throughput=new.throughput if persistent else None,
             data_compression_type=new.compression,
             weekly_maintenance_start_time=MAINTENANCE_WINDOW,
             # AUTOMATIC scales metadata IOPS with capacity and allows raising them later in place.

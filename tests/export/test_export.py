@@ -75,6 +75,21 @@ def test_missing_stack_is_a_one_line_error(deployed):
         export(load("demo"), bucket="team-artifacts", do_upload=False, session=deployed)
 
 
+def test_no_credentials_is_a_one_line_error(monkeypatch):
+    """Real botocore credential resolution with nothing to find (no moto): an error line, no traceback."""
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    with pytest.raises(ClusterKitError, match=r"^stack Demo-Network: Unable to locate credentials.*\(check AWS credentials"):
+        export(load("demo"), bucket="b", do_upload=False)
+
+
+def test_missing_bucket_is_a_one_line_error(deployed):
+    with pytest.raises(ClusterKitError, match=r"^s3://no-such-bucket/clusterkit/demo/.*upload failed"):
+        export(load("demo"), bucket="no-such-bucket", do_upload=True, session=deployed)
+
+
 def test_existing_fsx_needs_no_storage_stack():
     with mock_aws():
         session = boto3.session.Session(region_name="us-west-2")

@@ -1,5 +1,8 @@
 """Mistakes our spec validation stops before render are mistakes ParallelCluster would reject too.
 
+The list also holds mistakes that once passed our rules and only ParallelCluster caught (uppercase or
+reserved names, a head node of another architecture): each is now caught by both.
+
 For each mutation of the demo spec: (1) clusterkit's loader rejects it with a positioned message; (2) the
 same spec, parsed WITHOUT our rules and rendered anyway, is rejected by ParallelCluster 3.16.1's own
 schema or validate() (real PC code; moto stands in for AWS, see test_pcluster_rendered.py). So our
@@ -28,6 +31,12 @@ MUTATIONS = [
      "instance_type: c6i.2xlarge\n        min: 0\n        max: 8\n        efa: true", "does not support EFA", "EfaValidator"),
     ("cluster name", "name: demo\n", "name: 2fast\n", "not a valid ParallelCluster cluster name", "ClusterNameValidator"),
     ("queue name", "  - name: gpu\n", "  - name: GPU_Queue\n", "is not a valid queue name", "NameValidator"),
+    ("uppercase compute resource", "      - name: p5\n", "      - name: P5\n",
+     "is not a valid compute resource name", "NameValidator"),
+    ("reserved queue name", "  - name: cpu\n", "  - name: default\n", "is not a valid queue name", "NameValidator"),
+    ("head node of another architecture", "head_node:\n  instance_type: c6i.2xlarge\n",
+     "head_node:\n  instance_type: c7g.2xlarge\n", "the compute nodes are x86_64",
+     "InstanceArchitectureCompatibilityValidator"),
     ("capacity block without reservation", "    capacity_type: ondemand\n", "    capacity_type: capacity_block\n",
      "capacity_block needs capacity_reservation_id", None),
 ]

@@ -70,8 +70,8 @@ CASES = [
      ["13:21: storage.fsx_lustre.new.capacity_gib: 2000 GiB is not a valid Lustre capacity (1200 or a multiple of 2400, e.g. 2400)"]),
     ("fsx throughput", _extra("storage:\n  fsx_lustre:\n    new:\n      throughput_mb_per_tib: 200\n"),
      ["13:30: storage.fsx_lustre.new.throughput_mb_per_tib: 200 is not allowed for PERSISTENT_2 (one of 125, 250, 500, 1000)"]),
-    ("scratch with throughput", _extra("storage:\n  fsx_lustre:\n    new:\n      deployment_type: SCRATCH_2\n"),
-     ["13:7: storage.fsx_lustre.new.throughput_mb_per_tib: SCRATCH_2 has no per-unit throughput setting (set it to null)"]),
+    ("scratch with throughput", _extra("storage:\n  fsx_lustre:\n    new:\n      deployment_type: SCRATCH_2\n      throughput_mb_per_tib: 200\n"),
+     ["14:30: storage.fsx_lustre.new.throughput_mb_per_tib: SCRATCH_2 has no per-unit throughput setting (set it to null)"]),
     ("bad fsx id", _extra("storage:\n  fsx_lustre:\n    existing:\n      file_system_id: fs-123\n"),
      ["13:23: storage.fsx_lustre.existing.file_system_id: 'fs-123' is not an FSx id (fs- followed by 17 lowercase hex characters)"]),
     ("duplicate queue", BASE + "  - name: gpu\n    compute_resources:\n      - name: c\n        instance_type: c6i.xlarge\n        max: 1\n",
@@ -95,6 +95,15 @@ CASES = [
      ["12:13: containers.images[0].name: 'My Image' is not a valid image name (lowercase letters, digits, '.', '_', '-'; it becomes <store>/<name>.sqsh)"]),
     ("image name collides with store files", _extra(IMAGE.format(name="manifest.json", uri="ubuntu:22.04")),
      ["12:13: containers.images[0].name: 'manifest.json' collides with the image store's own files (drop the .sqsh/.json/.lock ending)"]),
+    ("uppercase compute resource", _with("      - name: p5\n", "      - name: P5\n"),
+     ["7:15: queues[0].compute_resources[0].name: 'P5' is not a valid compute resource name (lowercase letter first; lowercase letters, digits, hyphens; at most 25; not 'default')"]),
+    ("reserved queue name", _with("  - name: gpu\n", "  - name: default\n"),
+     ["5:11: queues[0].name: 'default' is not a valid queue name (lowercase letter first; lowercase letters, digits, hyphens; at most 25; not 'default')"]),
+    ("head node architecture", _extra("head_node:\n  instance_type: c7g.2xlarge\n"),
+     ["11:18: head_node.instance_type: c7g.2xlarge is arm64, the compute nodes are x86_64 (ParallelCluster needs one architecture for head and compute nodes)"]),
+    ("kms on scratch", _extra("storage:\n  fsx_lustre:\n    new:\n      deployment_type: SCRATCH_2\n"
+                              "      kms_key_arn: arn:aws:kms:us-east-1:123456789012:key/12345678-1234-1234-1234-123456789012\n"),
+     ["14:20: storage.fsx_lustre.new.kms_key_arn: SCRATCH_2 cannot use a customer-managed KMS key (scratch file systems are encrypted with an AWS-managed key; use PERSISTENT_2)"]),
     ("subnet too small", _extra("network:\n  new:\n    compute_subnet_mask: 26\n").replace("max: 2", "max: 4"),
      ["12:26: network.new.compute_subnet_mask: compute subnet has 59 usable addresses but max nodes need 129 (EFA takes one address per interface; use a /24 or fewer max nodes)"]),
     ("new and existing network", _extra("network:\n  new: {}\n  existing:\n    vpc_id: vpc-12345678\n    head_node_subnet_id: subnet-12345678\n    compute_subnet_id: subnet-12345678\n"),
@@ -145,6 +154,31 @@ def test_all_problems_reported_at_once(tmp_path):
     text = _with("max: 2", "max: 0").replace("region: us-east-1", "region: mars-1") + "head_node:\n  root_volume_gib: 8\n"
     paths = [line.split(": ")[1] for line in _errors(tmp_path, text)]
     assert paths == ["region", "queues[0].compute_resources[0].max", "head_node.root_volume_gib"]
+
+
+def test_defaults_follow_their_neighbours(tmp_path):
+    """SCRATCH_2 alone needs no throughput; a new mount_dir moves the default image store with it."""
+    path = tmp_path / "t.yaml"
+    path.write_text(_extra("storage:\n  fsx_lustre:\n    mount_dir: /lustre\n    new:\n      deployment_type: SCRATCH_2\n"))
+    fsx = load(str(path), check_lock=False).spec.storage.fsx_lustre
+    assert fsx.store == "/lustre/containers" and fsx.created.throughput is None
+    assert load("demo").spec.storage.fsx_lustre.created.throughput == 250
+
+
+@pytest.mark.parametrize("data,expected", [
+    (b"name: \xff\n", "t.yaml: not UTF-8 text (byte 6: invalid start byte) (a spec is plain UTF-8 YAML)"),
+    (b"\x00\x01", "t.yaml:1:1: not valid YAML: unacceptable character \\x00 (a spec is plain UTF-8 text)"),
+    (b"name: !foo x\nregion: us-east-1\navailability_zone: us-east-1a\nqueues: []\n",
+     "t.yaml:1:7: name: cannot read value: could not determine a constructor for the tag '!foo' (write a plain value without a YAML tag)"),
+])
+def test_unreadable_files_are_one_line_errors(tmp_path, capsys, data, expected):
+    from clusterkit.cli import main
+
+    path = tmp_path / "t.yaml"
+    path.write_bytes(data)
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and expected in err.replace(str(tmp_path) + "/", "")
 
 
 def test_cli_exit_code_and_no_traceback(tmp_path, capsys):

@@ -8,7 +8,8 @@
 #    really load pyxis);
 #  - the image store on FSx is reachable (image_sync.py verify; it never imports);
 #  - this node's NVIDIA driver can run the CUDA of every locked image (compat_rules.json), and
-#    records the node's software fingerprint in <store>/.nodes/<hostname>.json for
+#    records the node's software fingerprint next to the store (/fsx/containers ->
+#    /fsx/.containers.clusterkit/nodes/<hostname>.json, outside what FSx exports to S3) for
 #    `image_sync.py drift` on the head node (image_sync.py fingerprint).
 # Its only write outside the node is that fingerprint file; it never compiles and never downloads.
 #

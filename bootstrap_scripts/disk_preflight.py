@@ -23,7 +23,9 @@ from sync_config import SyncConfig, enroot_setting
 # - ENROOT_CACHE_PATH keeps the downloaded layer blobs (1x each, persistent), so they add up.
 # - The store receives the .sqsh: with compressed data (zstd, lz4, lzo without -noD) it is about the
 #   size of the layers, 1.2x leaves headroom; with -noD (enroot's default) data blocks are stored
-#   uncompressed, so the .sqsh is about the unpacked size: 3x.
+#   uncompressed, so the .sqsh is about the unpacked size: 3x. enroot writes it as a partial file in the
+#   staging directory next to the store, which ensure_staging guarantees is on the store's file system
+#   (then one rename): counting it against --store's file system, once, is exact.
 TEMP_FACTOR = 3.0
 CACHE_FACTOR = 1.0
 STORE_FACTOR_COMPRESSED = 1.2

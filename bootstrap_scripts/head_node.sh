@@ -148,7 +148,9 @@ activate_bundle() {
 }
 
 # ensure_store: the image store must be on the FSx mount (mounted before OnNodeConfigured), never on
-# the root volume where large imports would fill the disk.
+# the root volume where large imports would fill the disk. Its staging sibling (/fsx/containers ->
+# /fsx/.containers.clusterkit: lock, import temp files, node fingerprints; outside what FSx exports to
+# S3) is created by image_sync.py, which owns that layout (bootstrap_scripts/image_store.py).
 ensure_store() {
     local p="${CK_STORE}"
     while [[ -n "${p}" ]]; do

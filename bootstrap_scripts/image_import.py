@@ -1,9 +1,11 @@
 """Bring one image into the store: ``enroot import`` with retries and backoff (or adopt a complete
 file an interrupted run left unrecorded), check it, read its versions, publish it, record it.
 
-Why: the import writes to ``<name>/.<hex>.sqsh.partial-<pid>`` and only a file that passed the
-squashfs check is renamed to its final name; an image whose versions contradict ``expect`` is kept
-but recorded as rejected and never gets the stable name.
+Why: the import writes to ``<staging>/partial/<name>.<hex>.sqsh.partial-<pid>``, outside the store
+that FSx exports to S3, and only a file that passed the squashfs check is renamed to its final name
+(same file system: one atomic rename, exported once); ``<store>/<name>/`` is created only then, so a
+failed import leaves nothing in the store. An image whose versions contradict ``expect`` is kept but
+recorded as rejected and never gets the stable name.
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from typing import Dict, Tuple
 
 from console import format_versions, log, mb, now_utc, warn
 from image_lock import LockedImage
-from image_store import drop_stable_name, ensure_dir, fsync_dir, point_stable_name, write_manifest
+from image_store import (drop_stable_name, ensure_dir, fsync_dir, partial_path, point_stable_name,
+                         write_manifest)
 from image_versions import expect_problems, read_versions
 from squashfs_check import check_squashfs
 from sync_config import SyncConfig
@@ -66,9 +69,8 @@ def run_import(cfg: SyncConfig, img: LockedImage, tmp: str) -> Tuple[bool, str]:
 def import_image(cfg: SyncConfig, manifest: dict, img: LockedImage, adopt: bool) -> Result:
     """Import (or adopt an unrecorded final file), check, read versions, publish, record."""
     store = cfg.store
-    ensure_dir(os.path.join(store, img.name))
     final = os.path.join(store, img.rel_file)
-    tmp = os.path.join(store, img.name, f".{img.hex}.sqsh.partial-{os.getpid()}")
+    tmp = partial_path(store, img)
     started = time.monotonic()
     source = final if adopt else tmp
     compressor = ""
@@ -117,8 +119,10 @@ def import_image(cfg: SyncConfig, manifest: dict, img: LockedImage, adopt: bool)
         return Result(img, "failed", detail=f"cannot read versions: {exc}")
     size = os.stat(source).st_size
     if not adopt:
+        ensure_dir(os.path.dirname(final))
         os.replace(tmp, final)
         fsync_dir(os.path.dirname(final))
+        fsync_dir(os.path.dirname(tmp))
     else:
         os.chmod(final, 0o644)
     problems = expect_problems(img.expect, versions)

@@ -1,17 +1,36 @@
 """The image store on FSx: its layout, the manifest, the sync lock, stable names and crash debris.
 
-Layout (the contract every other part of ClusterKit reads)::
+Layout (the contract every other part of ClusterKit reads). The store directory holds published content
+only, because an FSx data repository association exports everything under it to S3::
 
   <store>/<name>/<digest-hex>.sqsh        mode 0644, written once, never modified in place
   <store>/<name>.sqsh -> <name>/<hex>.sqsh relative symlink: the stable name jobs use
   <store>/manifest.json                    what is in the store; replaced atomically, never half-written
-  <store>/.sync.lock                       flock: one importer at a time
-  <store>/<name>/.<hex>.sqsh.partial-<pid> import in progress (or debris of a crashed run)
-  <store>/.nodes/<hostname>.json           what each compute node runs (``fingerprint``, read by ``drift``)
 
-Why: every write goes to a dot temp name in the same directory (same filesystem, so the final
-``rename`` is atomic); a crash leaves only dot-files that the next sync removes while holding the lock.
-Nothing half-written is ever visible under a final name.
+Staging and housekeeping live in a sibling directory on the same file system, outside the linked path
+(``/fsx/containers`` -> ``/fsx/.containers.clusterkit``; every directory mode 0755)::
+
+  <staging>/sync.lock                                flock: one importer at a time
+  <staging>/partial/<name>.<hex>.sqsh.partial-<pid>  import in progress (or debris of a crashed run)
+  <staging>/tmp/store.manifest.json.tmp-<pid>        manifest being written (renamed over manifest.json)
+  <staging>/tmp/link.<name>.sqsh.tmp-<pid>           stable-name symlink being swapped in
+  <staging>/tmp/node.<host>.json.tmp-<pid>           fingerprint being written (renamed into nodes/)
+  <staging>/nodes/<hostname>.json                    mode 0644: what each compute node runs
+                                                     (``fingerprint`` writes it, ``drift`` reads it)
+  <staging>/manifest.json.corrupt-<time>             an unparsable manifest, moved aside by ``sync``
+
+Why: every write goes to a temp name in the staging directory and is renamed to its final name; the
+store is strictly inside the FSx mount dir (spec rules), so its parent and the staging directory are on
+the same file system and ``rename`` is atomic (``ensure_staging`` refuses otherwise). A crash leaves only
+staging debris that the next sync removes while holding the lock; nothing half-written is ever visible
+under a final name, and S3 receives each ``.sqsh`` once (as a new file at its final name), never the
+multi-GB temp file, the lock or the fingerprints.
+
+Migration from the previous layout (lock, temp files and ``.nodes/`` inside the store): ``sync`` takes
+the old ``<store>/.sync.lock`` too (waiting for a sync of the previous version still running) and removes
+it, moves ``<store>/.nodes/<host>.json`` into ``<staging>/nodes/`` (a newer one already there wins) and
+removes the old temp files and partials; ``drift`` reads ``<store>/.nodes/`` as well, for fingerprints a
+node of the previous version writes after that.
 """
 from __future__ import annotations
 
@@ -32,10 +51,76 @@ if TYPE_CHECKING:  # only for annotations: image_lock imports this module
 
 MANIFEST_VERSION = 1
 MANIFEST_NAME = "manifest.json"
-LOCK_NAME = ".sync.lock"
-PARTIAL_RE = re.compile(r"^\.([0-9a-f]{64})\.sqsh\.partial-(\d+)$")
-LINK_TMP_RE = re.compile(r"^\..+\.sqsh\.link-\d+$")
-MANIFEST_TMP_RE = re.compile(r"^\.manifest\.json\.tmp-\d+$")
+STAGING_SUFFIX = ".clusterkit"
+LOCK_NAME = "sync.lock"
+PARTIAL_DIR, TMP_DIR, NODES_DIR = "partial", "tmp", "nodes"
+PARTIAL_RE = re.compile(r"^(?P<name>.+)\.(?P<hex>[0-9a-f]{64})\.sqsh\.partial-(?P<pid>\d+)$")
+LINK_TMP_RE = re.compile(r"^link\..+\.sqsh\.tmp-\d+$")
+MANIFEST_TMP_RE = re.compile(r"^store\.manifest\.json\.tmp-\d+$")
+FINGERPRINT_TMP_RE = re.compile(r"^node\.(?P<host>.+)\.json\.tmp-(?P<pid>\d+)$")
+# The previous layout kept these inside the store (migrated by migrate_legacy, read by drift).
+LEGACY_LOCK_NAME = ".sync.lock"
+LEGACY_NODES_DIR = ".nodes"
+LEGACY_PARTIAL_RE = re.compile(r"^\.([0-9a-f]{64})\.sqsh\.partial-(\d+)$")
+LEGACY_TMP_RE = re.compile(r"^\.(.+\.sqsh\.link-\d+|manifest\.json\.tmp-\d+)$")
+LEGACY_FINGERPRINT_TMP_RE = re.compile(r"^\..+\.json\.tmp-\d+$")
+# A fingerprint write takes milliseconds: an older temp file of the previous layout is debris (its
+# writer ran on a compute node, so pid_alive on the head node cannot tell).
+LEGACY_TMP_STALE_SECONDS = 600
+
+
+# --- layout ------------------------------------------------------------------------------------------
+
+def staging_dir(store: str) -> str:
+    """<parent(store)>/.<basename(store)>.clusterkit: next to the store, outside the linked path."""
+    parent, base = os.path.split(os.path.abspath(store))
+    return os.path.join(parent, f".{base}{STAGING_SUFFIX}")
+
+
+def partial_dir(store: str) -> str:
+    return os.path.join(staging_dir(store), PARTIAL_DIR)
+
+
+def tmp_dir(store: str) -> str:
+    return os.path.join(staging_dir(store), TMP_DIR)
+
+
+def nodes_dir(store: str) -> str:
+    return os.path.join(staging_dir(store), NODES_DIR)
+
+
+def lock_path(store: str) -> str:
+    return os.path.join(staging_dir(store), LOCK_NAME)
+
+
+def partial_path(store: str, img: LockedImage) -> str:
+    return os.path.join(partial_dir(store), f"{img.name}.{img.hex}.sqsh.partial-{os.getpid()}")
+
+
+def legacy_nodes_dir(store: str) -> str:
+    return os.path.join(store, LEGACY_NODES_DIR)
+
+
+def ensure_staging(store: str, *subdirs: str) -> str:
+    """Create the staging directory (and the given subdirectories), mode 0755; refuse a staging
+    directory on another file system than the store (rename would fail, and the disk preflight counts
+    the partial files on the store's file system): the store must not be a mount point itself."""
+    staging = staging_dir(store)
+    dev = os.stat(store).st_dev
+    other = None
+    if os.stat(os.path.dirname(staging)).st_dev != dev:
+        other = os.path.dirname(staging)
+    else:
+        ensure_dir(staging)
+        if os.stat(staging).st_dev != dev:  # a mount point of its own
+            other = staging
+    if other:
+        raise UsageError([f"{store}: the store is a mount point or on another file system than "
+                          f"{other}, where {staging} holds the lock and import temp files (use a "
+                          f"directory inside the mount, e.g. {os.path.join(store, 'containers')})"])
+    for sub in subdirs:
+        ensure_dir(os.path.join(staging, sub))
+    return staging
 
 
 def manifest_path(store: str) -> str:
@@ -75,11 +160,13 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def write_json_atomic(directory: str, name: str, doc: dict) -> str:
-    """<directory>/<name> via a dot temp file in the same directory (same filesystem: atomic rename)."""
+def write_json_atomic(final: str, tmp: str, doc: dict) -> str:
+    """Write doc to tmp (0644, fsync), rename it to final, fsync both directories.
+
+    tmp is in the staging tmp/ dir and final in the store (or nodes/): the same file system, so
+    os.replace is one atomic rename(2) across directories; readers see the old or the new file, whole.
+    """
     data = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode("utf-8")
-    final = os.path.join(directory, name)
-    tmp = os.path.join(directory, f".{name}.tmp-{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
@@ -90,19 +177,23 @@ def write_json_atomic(directory: str, name: str, doc: dict) -> str:
     finally:
         os.close(fd)
     os.replace(tmp, final)
-    fsync_dir(directory)
+    fsync_dir(os.path.dirname(final))
+    if os.path.dirname(tmp) != os.path.dirname(final):
+        fsync_dir(os.path.dirname(tmp))
     return final
 
 
 def write_manifest(store: str, manifest: dict) -> None:
-    """Replace manifest.json atomically: temp file + fsync + rename + fsync(dir).
+    """Replace manifest.json atomically: staging temp file + fsync + rename + fsync(dirs).
 
     A reader (or a crash at any instant) sees either the old or the new complete file, never a mix.
     """
     doc = {"manifest_version": MANIFEST_VERSION, "images": manifest.get("images", {})}
     if manifest.get("rejected"):
         doc["rejected"] = manifest["rejected"]
-    write_json_atomic(store, MANIFEST_NAME, doc)
+    ensure_staging(store, TMP_DIR)
+    write_json_atomic(manifest_path(store),
+                      os.path.join(tmp_dir(store), f"store.{MANIFEST_NAME}.tmp-{os.getpid()}"), doc)
 
 
 def read_manifest_bytes(store: str) -> Tuple[Optional[str], dict]:
@@ -133,9 +224,18 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def partials(store: str) -> List[Tuple[str, str, int]]:
-    """(path, hex, pid) of every import temp file in the store."""
+def partials(store: str) -> List[Tuple[str, str, str, int]]:
+    """(path, name, hex, pid) of every import temp file: in the staging partial/ dir, and in the
+    store's image dirs where the previous layout put them."""
     found = []
+    try:
+        for f in sorted(os.listdir(partial_dir(store))):
+            m = PARTIAL_RE.match(f)
+            if m:
+                found.append((os.path.join(partial_dir(store), f), m.group("name"), m.group("hex"),
+                              int(m.group("pid"))))
+    except OSError:
+        pass
     try:
         names = sorted(os.listdir(store))
     except OSError:
@@ -145,34 +245,44 @@ def partials(store: str) -> List[Tuple[str, str, int]]:
         if name.startswith(".") or not os.path.isdir(d) or os.path.islink(d):
             continue
         for f in sorted(os.listdir(d)):
-            m = PARTIAL_RE.match(f)
+            m = LEGACY_PARTIAL_RE.match(f)
             if m:
-                found.append((os.path.join(d, f), m.group(1), int(m.group(2))))
+                found.append((os.path.join(d, f), name, m.group(1), int(m.group(2))))
     return found
 
 
 def clean_debris(store: str) -> None:
     """Remove temp files of crashed runs. Called only while holding the sync lock: no other importer
-    can be running, so every partial is debris (whatever its pid)."""
-    for path, _hex, pid in partials(store):
+    can be running, so every partial, manifest and link temp file is debris (whatever its pid).
+    Fingerprint temp files are not: compute nodes write them without the lock."""
+    for path, _name, _hex, pid in partials(store):
         state = "live pid" if pid_alive(pid) else "dead pid"
         log(f"removing stale temp file {path} ({state} {pid}, left by an interrupted sync)")
         os.unlink(path)
-    for f in os.listdir(store):
-        if LINK_TMP_RE.match(f) or MANIFEST_TMP_RE.match(f):
-            log(f"removing stale temp file {os.path.join(store, f)}")
-            os.unlink(os.path.join(store, f))
+    for d, pattern in ((tmp_dir(store), MANIFEST_TMP_RE), (tmp_dir(store), LINK_TMP_RE),
+                       (store, LEGACY_TMP_RE)):
+        try:
+            names = sorted(os.listdir(d))
+        except FileNotFoundError:
+            continue
+        for f in names:
+            if pattern.match(f):
+                log(f"removing stale temp file {os.path.join(d, f)}")
+                os.unlink(os.path.join(d, f))
 
 
 def point_stable_name(store: str, img: LockedImage) -> None:
-    """<store>/<name>.sqsh -> <name>/<hex>.sqsh, swapped atomically (symlink to a temp name + rename)."""
+    """<store>/<name>.sqsh -> <name>/<hex>.sqsh, swapped atomically (symlink at a staging temp name,
+    renamed into the store: the store never holds the temp link)."""
     link = os.path.join(store, f"{img.name}.sqsh")
-    tmp = os.path.join(store, f".{img.name}.sqsh.link-{os.getpid()}")
+    ensure_staging(store, TMP_DIR)
+    tmp = os.path.join(tmp_dir(store), f"link.{img.name}.sqsh.tmp-{os.getpid()}")
     if os.path.lexists(tmp):
         os.unlink(tmp)
     os.symlink(img.rel_file, tmp)
     os.replace(tmp, link)
     fsync_dir(store)
+    fsync_dir(tmp_dir(store))
 
 
 def stable_name_ok(store: str, img: LockedImage) -> bool:
@@ -206,23 +316,83 @@ def file_size(path: str) -> Optional[int]:
 
 
 @contextlib.contextmanager
-def sync_lock(store: str) -> Iterator[None]:
-    """Hold <store>/.sync.lock: one importer at a time; a second sync waits here, then plans again.
+def flock_file(path: str, create: bool = True) -> Iterator[bool]:
+    """Hold an exclusive flock on path (waiting, with a log line, while another process holds it);
+    yields False without locking when create is off and the file does not exist.
 
     flock dies with its process (kill -9 included), so a crashed sync never blocks the next one.
     """
-    lock_fd = os.open(os.path.join(store, LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
+    except FileNotFoundError:
+        if create:
+            raise
+        yield False
+        return
     try:
         try:
-            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             if exc.errno not in (errno.EAGAIN, errno.EACCES):
                 raise
-            log(f"waiting for {os.path.join(store, LOCK_NAME)} (another sync is running)")
-            fcntl.flock(lock_fd, fcntl.LOCK_EX)
-        yield
+            log(f"waiting for {path} (another sync is running)")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield True
     finally:
-        os.close(lock_fd)
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def sync_lock(store: str) -> Iterator[None]:
+    """Hold <staging>/sync.lock: one importer at a time; a second sync waits here, then plans again."""
+    ensure_staging(store, PARTIAL_DIR, TMP_DIR)
+    with flock_file(lock_path(store)):
+        yield
+
+
+def legacy_present(store: str) -> bool:
+    """Does the store still hold the previous layout's lock or fingerprints? (two stats: O(1))"""
+    return os.path.lexists(os.path.join(store, LEGACY_LOCK_NAME)) or \
+        os.path.isdir(legacy_nodes_dir(store))
+
+
+def migrate_legacy(store: str) -> None:
+    """Move the previous layout's housekeeping out of the store (under the sync lock).
+
+    The old lock is taken before it is removed, so a sync of the previous version still running
+    finishes first. Its partials and temp files go with ``clean_debris``.
+    """
+    old_lock = os.path.join(store, LEGACY_LOCK_NAME)
+    with flock_file(old_lock, create=False) as held:
+        if held:
+            os.unlink(old_lock)
+            log(f"removed {old_lock} (the lock now lives in {lock_path(store)})")
+    old_nodes = legacy_nodes_dir(store)
+    try:
+        names = sorted(os.listdir(old_nodes))
+    except FileNotFoundError:
+        return
+    ensure_staging(store, NODES_DIR)
+    moved = 0
+    for f in names:
+        path = os.path.join(old_nodes, f)
+        if not f.startswith(".") and f.endswith(".json") and os.path.isfile(path):
+            if os.path.lexists(os.path.join(nodes_dir(store), f)):
+                os.unlink(path)  # the node wrote a newer one in the new layout
+            else:
+                os.replace(path, os.path.join(nodes_dir(store), f))
+                moved += 1
+        elif LEGACY_FINGERPRINT_TMP_RE.match(f) and \
+                time.time() - os.lstat(path).st_mtime > LEGACY_TMP_STALE_SECONDS:
+            os.unlink(path)
+    fsync_dir(nodes_dir(store))
+    try:
+        os.rmdir(old_nodes)
+    except OSError as exc:  # something else is in there: leave it, drift still reads the directory
+        log(f"kept {old_nodes} ({exc.strerror}); drift keeps reading it")
+    else:
+        log(f"moved {moved} node fingerprint(s) from {old_nodes} to {nodes_dir(store)}")
+    fsync_dir(store)
 
 
 def ensure_store(store: str) -> None:
@@ -242,7 +412,7 @@ def load_manifest_for_sync(store: str) -> dict:
     try:
         return read_manifest(store)
     except ValueError as exc:
-        aside = f"{manifest_path(store)}.corrupt-{int(time.time())}"
+        aside = os.path.join(ensure_staging(store), f"{MANIFEST_NAME}.corrupt-{int(time.time())}")
         error(f"{exc}; moving it to {aside} and rebuilding the manifest")
         os.replace(manifest_path(store), aside)
         return {"manifest_version": MANIFEST_VERSION, "images": {}, "rejected": {}}

@@ -15,7 +15,8 @@ script puts its own directory on sys.path so they import the same way when it is
 
   console.py           log/warn/error lines, tables, usage errors, exit codes
   image_lock.py        the image lock as the nodes read it (every problem at once)
-  image_store.py       store layout, manifest (atomic writes), sync lock, stable names, crash debris
+  image_store.py       store layout (published content only; staging next to it), manifest (atomic
+                       writes), sync lock, stable names, crash debris, migration of the old layout
   sync_config.py       sync options; enroot settings resolved as enroot does (env, enroot.conf, defaults)
   disk_preflight.py    refuse imports that would fill a filesystem
   squashfs_check.py    unsquashfs + superblock checks of a .sqsh
@@ -87,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--store", required=True)
     v.add_argument("--lock", required=True)
     f = sub.add_parser("fingerprint",
-                       help="compute node: record this node's software in <store>/.nodes/<host>.json; "
+                       help="compute node: record this node's software next to the store (/fsx/containers: "
+                            "/fsx/.containers.clusterkit/nodes/<host>.json); "
                             "exit 1 if its NVIDIA driver cannot run a locked image")
     f.add_argument("--store", required=True)
     f.add_argument("--lock", required=True)

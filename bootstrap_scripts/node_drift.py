@@ -17,8 +17,8 @@ from typing import Dict, List, Optional, Tuple
 
 from compat_loader import load_rules
 from console import EXIT_FAILED, EXIT_OK, UsageError, print_table, warn
-from image_store import read_manifest_bytes
-from node_fingerprint import FINGERPRINT_VERSION, NODES_DIR
+from image_store import legacy_nodes_dir, nodes_dir, read_manifest_bytes
+from node_fingerprint import FINGERPRINT_VERSION
 
 # Software that must be identical on all nodes of a queue (same AMI, same bootstrap). Instance type and
 # compute resource may differ inside one queue by design, so they describe a node without counting.
@@ -31,19 +31,29 @@ def natural_key(name: str) -> List[object]:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
 
 
-def read_fingerprints(nodes: str, max_age_hours: Optional[float]) -> Tuple[List[dict], List[str]]:
-    """Every <host>.json in .nodes (dot files are temp files); (fingerprints, skipped with reason)."""
+def fingerprint_files(dirs: List[str]) -> Dict[str, str]:
+    """<host>.json -> path, from the first of dirs holding it (dot files are temp files)."""
+    files: Dict[str, str] = {}
+    for d in dirs:
+        try:
+            names = os.listdir(d)
+        except FileNotFoundError:
+            continue
+        for name in names:
+            if not name.startswith(".") and name.endswith(".json"):
+                files.setdefault(name, os.path.join(d, name))
+    return files
+
+
+def read_fingerprints(dirs: List[str], max_age_hours: Optional[float]) -> Tuple[List[dict], List[str]]:
+    """Every <host>.json in dirs (a host in several: the first dir wins); (fingerprints, skipped with
+    reason)."""
     found: List[dict] = []
     skipped: List[str] = []
-    try:
-        names = sorted(os.listdir(nodes), key=natural_key)
-    except FileNotFoundError:
-        return found, skipped
+    files = fingerprint_files(dirs)
     now = _dt.datetime.now(_dt.timezone.utc)
-    for name in names:
-        if name.startswith(".") or not name.endswith(".json"):
-            continue
-        path = os.path.join(nodes, name)
+    for name in sorted(files, key=natural_key):
+        path = files[name]
         try:
             with open(path, encoding="utf-8") as fh:
                 doc = json.load(fh)
@@ -121,8 +131,9 @@ def cmd_drift(args: argparse.Namespace) -> int:
     if not os.path.isdir(store):
         raise UsageError([f"store {store} is not a directory (is FSx mounted at "
                           f"{os.path.dirname(store)}?)"])
-    nodes_dir = os.path.join(store, NODES_DIR)
-    fps, skipped = read_fingerprints(nodes_dir, args.max_age_hours)
+    # The previous layout's <store>/.nodes too: a node still running the previous bundle may write there
+    # after the head node's sync moved the directory's content (image_store.migrate_legacy).
+    fps, skipped = read_fingerprints([nodes_dir(store), legacy_nodes_dir(store)], args.max_age_hours)
     by_queue: Dict[str, List[dict]] = {}
     for fp in fps:
         by_queue.setdefault(fp.get("queue") or "(unknown)", []).append(fp)
@@ -146,7 +157,7 @@ def cmd_drift(args: argparse.Namespace) -> int:
     if no_check:
         warn(f"drift: {no_check}")
     if not fps:
-        print(f"no node fingerprints in {nodes_dir} (compute nodes write them at OnNodeConfigured)")
+        print(f"no node fingerprints in {nodes_dir(store)} (compute nodes write them at OnNodeConfigured)")
         return EXIT_OK
     for queue, q in report["queues"].items():
         groups = q["groups"]

@@ -1,9 +1,10 @@
 """``image_sync.py fingerprint``: a compute node records what it runs and refuses what it cannot run.
 
 Why: each compute node records a fingerprint of its software (driver, EFA, enroot, pyxis, Slurm, AMI,
-the manifest it saw) in <store>/.nodes/<hostname>.json and refuses to boot when its NVIDIA driver
-cannot run a locked image's CUDA, per compat_rules.json evaluated by compat.py (both ship next to
-image_sync.py): a replaced node at boot beats a crashed job at hour ten.
+the manifest it saw) in <staging>/nodes/<hostname>.json (next to the store, outside the path FSx
+exports to S3; see image_store) and refuses to boot when its NVIDIA driver cannot run a locked image's
+CUDA, per compat_rules.json evaluated by compat.py (both ship next to image_sync.py): a replaced node
+at boot beats a crashed job at hour ten.
 """
 from __future__ import annotations
 
@@ -16,15 +17,14 @@ from typing import Dict, Tuple
 from compat_loader import load_rules
 from console import EXIT_FAILED, EXIT_OK, UsageError, error, log, now_utc, warn
 from image_lock import LockedImage, load_lock
-from image_store import ensure_dir, pid_alive, read_manifest_bytes, write_json_atomic
+from image_store import (FINGERPRINT_TMP_RE, NODES_DIR, TMP_DIR, ensure_staging, nodes_dir, pid_alive,
+                         read_manifest_bytes, tmp_dir, write_json_atomic)
 from image_versions import parse_efa_packages
 from node_facts import (EFA_PACKAGES, find_tool, imds_facts, libfabric_version, node_identity,
                         nvidia_facts, pyxis_version, read_host_text, tool_version)
 
-NODES_DIR = ".nodes"
 FINGERPRINT_VERSION = 1
 HOSTNAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
-FINGERPRINT_TMP_RE = re.compile(r"^\.(?P<host>.+)\.json\.tmp-(?P<pid>\d+)$")
 
 
 def image_versions(img: LockedImage, manifest: dict) -> Tuple[Dict[str, str], str]:
@@ -35,12 +35,12 @@ def image_versions(img: LockedImage, manifest: dict) -> Tuple[Dict[str, str], st
     return dict(img.expect), "expected"
 
 
-def clean_fingerprint_debris(nodes: str, host: str) -> None:
+def clean_fingerprint_debris(tmp: str, host: str) -> None:
     """This host's temp files left by a crashed earlier run (no other writer uses this host's name)."""
-    for f in os.listdir(nodes):
+    for f in os.listdir(tmp):
         m = FINGERPRINT_TMP_RE.match(f)
         if m and m.group("host") == host and not pid_alive(int(m.group("pid"))):
-            os.unlink(os.path.join(nodes, f))
+            os.unlink(os.path.join(tmp, f))
 
 
 def cmd_fingerprint(args: argparse.Namespace) -> int:
@@ -95,10 +95,10 @@ def cmd_fingerprint(args: argparse.Namespace) -> int:
         for f in compat.check(rules, img.name, versions, driver):
             findings.append((f, origin))
     doc["findings"] = [dict(f.as_dict(), versions=origin) for f, origin in findings]
-    nodes = os.path.join(store, NODES_DIR)
-    ensure_dir(nodes)
-    clean_fingerprint_debris(nodes, host)
-    path = write_json_atomic(nodes, f"{host}.json", doc)
+    ensure_staging(store, NODES_DIR, TMP_DIR)
+    clean_fingerprint_debris(tmp_dir(store), host)
+    path = write_json_atomic(os.path.join(nodes_dir(store), f"{host}.json"),
+                             os.path.join(tmp_dir(store), f"node.{host}.json.tmp-{os.getpid()}"), doc)
     shown = {k: doc[k] for k in ("queue", "instance_type", "nvidia_driver", "cuda_driver_api",
                                  "efa_installer", "libfabric", "enroot", "pyxis", "slurm")}
     log(f"fingerprint: wrote {path}: " + " ".join(f"{k}={v if v is not None else '-'}"

@@ -1,7 +1,7 @@
 """``image_sync.py status``: present / missing / in progress / rejected per image, as a table.
 
 Read-only and lock-free, so it can run while a sync imports: an import in progress is recognised by
-its partial file and a live pid.
+its partial file (in the staging directory next to the store) and a live pid.
 """
 from __future__ import annotations
 
@@ -25,9 +25,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         error(str(exc))
         return EXIT_FAILED
     live = {}
-    for path, hx, pid in partials(store):
+    for path, name, hx, pid in partials(store):
         if pid_alive(pid):
-            live[(os.path.basename(os.path.dirname(path)), hx)] = (pid, file_size(path) or 0)
+            live[(name, hx)] = (pid, file_size(path) or 0)
     rows = []
 
     def row(name: str, digest: str, state: str, size: int, entry: Optional[dict], detail: str) -> None:

@@ -5,7 +5,8 @@ so a re-run on every node update costs milliseconds even with tens of GB in the 
 whose size differs from the manifest (truncated or replaced) is re-imported; ``--verify-all``
 additionally runs ``unsquashfs -s`` and a superblock/size check on every present image (slower, reads
 metadata only). Only images that need work take the lock, and they are planned again under it (another
-sync may have finished them meanwhile).
+sync may have finished them meanwhile). A store still holding the previous layout's lock or node
+fingerprints takes the lock once to move them out (image_store.migrate_legacy).
 """
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ from disk_preflight import preflight
 from image_import import Result, import_image
 from image_lock import LockedImage, load_lock
 from image_store import (MANIFEST_VERSION, clean_debris, drop_stable_name, ensure_store, file_size,
-                         load_manifest_for_sync, point_stable_name, read_manifest, stable_name_ok,
-                         sync_lock, write_manifest)
+                         legacy_present, load_manifest_for_sync, migrate_legacy, point_stable_name,
+                         read_manifest, stable_name_ok, sync_lock, write_manifest)
 from image_versions import expect_problems
 from squashfs_check import check_squashfs
 from sync_config import SyncConfig, enroot_setting, enroot_version
@@ -92,8 +93,9 @@ def cmd_sync(args: argparse.Namespace) -> int:
                                        plan.reason)
         else:
             pending.append(img)
-    if pending:
+    if pending or legacy_present(store):
         with sync_lock(store):
+            migrate_legacy(store)
             clean_debris(store)
             manifest = load_manifest_for_sync(store)  # another sync may have finished meanwhile
             work: List[Tuple[LockedImage, Plan]] = []

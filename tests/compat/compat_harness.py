@@ -52,7 +52,7 @@ class Node(harness.Sandbox):
         return self.run("drift", "--store", str(self.store), "--rules", str(RULES), *extra)
 
     def fingerprint_doc(self, node: str = "gpu-st-p5-1") -> dict:
-        return json.loads((self.store / ".nodes" / f"{node}.json").read_text())
+        return json.loads((self.staging / "nodes" / f"{node}.json").read_text())
 
     def manifest_sha256(self) -> str:
         return hashlib.sha256((self.store / "manifest.json").read_bytes()).hexdigest()
@@ -92,8 +92,9 @@ def make_node(tmp_path: Path) -> Node:
                 log=tmp_path / "enroot.log", env=env)
 
 
-def write_fingerprint(store: Path, host: str, **fields) -> Path:
-    """A fingerprint file shaped exactly like image_sync.py fingerprint writes it."""
+def write_fingerprint(store: Path, host: str, legacy: bool = False, **fields) -> Path:
+    """A fingerprint file shaped exactly like image_sync.py fingerprint writes it, where it writes it
+    (the staging dir next to the store; legacy: <store>/.nodes, where the previous version wrote it)."""
     doc = {
         "ami_id": "ami-0aaaaaaaaaaaaaaaa", "compute_resource": "p5", "cuda_driver_api": "12.8",
         "efa_installer": "1.38.0", "enroot": "3.5.0", "findings": [], "fingerprint_version": 1,
@@ -103,7 +104,8 @@ def write_fingerprint(store: Path, host: str, **fields) -> Path:
         "recorded_at": "2026-11-30T08:00:00Z", "rules_as_of": "2026-11-30", "slurm": "24.05.8",
     }
     doc.update(fields)
-    nodes = store / ".nodes"
+    store.mkdir(parents=True, exist_ok=True)
+    nodes = store / ".nodes" if legacy else harness.staging_of(store) / "nodes"
     nodes.mkdir(parents=True, exist_ok=True)
     path = nodes / f"{host}.json"
     path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")

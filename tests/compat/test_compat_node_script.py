@@ -82,7 +82,7 @@ def test_driver_that_cannot_run_a_locked_image_fails_the_bootstrap(compute):
             "pytorch (CUDA 13.0.2 needs >= 580)") in r.stderr
     log = compute.read("var/log/clusterkit/bootstrap.log")
     assert "ERROR node fingerprint check failed" in log
-    doc = json.loads(compute.read(f"fsx/containers/.nodes/{HOST}.json"))
+    doc = json.loads(compute.read(f"fsx/.containers.clusterkit/nodes/{HOST}.json"))
     assert doc["nvidia_driver"] == "570.86.15" and doc["findings"][0]["rule"] == "cuda-driver-floor"
 
 
@@ -90,9 +90,12 @@ def test_capable_node_records_its_fingerprint_and_boots(compute):
     r = run(compute, "580.95.05")
     assert r.returncode == 0, r.stderr
     assert "done: node ready for container jobs" in r.stdout
-    assert "image_sync fingerprint: " in r.stdout and f"/.nodes/{HOST}.json: queue=" in r.stdout
-    nodes = compute.root / "fsx/containers/.nodes"
+    assert "image_sync fingerprint: " in r.stdout
+    assert f"/fsx/.containers.clusterkit/nodes/{HOST}.json: queue=" in r.stdout
+    nodes = compute.root / "fsx/.containers.clusterkit/nodes"
     assert sorted(p.name for p in nodes.iterdir()) == [f"{HOST}.json"]
+    assert [p.name for p in (compute.root / "fsx/containers").iterdir()] == ["manifest.json"], \
+        "the compute node writes nothing under the store FSx exports to S3"
     doc = json.loads((nodes / f"{HOST}.json").read_text())
     assert doc["nvidia_driver"] == "580.95.05" and doc["enroot"] == "3.5.0" and doc["findings"] == []
     assert not r.command_names & (set(FORBIDDEN) | {"aws"}), "no downloads from compute nodes"

@@ -49,8 +49,10 @@ def test_records_the_node_software(node):
     assert doc["manifest_sha256"] == node.manifest_sha256()
     assert doc["instance_type"] is None and doc["ami_id"] is None  # IMDS disabled in this test
     assert doc["fingerprint_version"] == 1 and doc["rules_as_of"] and doc["findings"] == []
-    assert sorted(os.listdir(node.store / ".nodes")) == ["gpu-st-p5-12.json"], "no temp file left"
-    assert oct((node.store / ".nodes" / "gpu-st-p5-12.json").stat().st_mode & 0o777) == "0o644"
+    assert sorted(os.listdir(node.staging / "nodes")) == ["gpu-st-p5-12.json"]
+    assert os.listdir(node.staging / "tmp") == [], "no temp file left"
+    assert oct((node.staging / "nodes" / "gpu-st-p5-12.json").stat().st_mode & 0o777) == "0o644"
+    assert node.unpublished() == [], "nothing of the node's under the store FSx exports to S3"
     assert "fingerprint: wrote" in proc.stdout and "nvidia_driver=580.95.05" in proc.stdout
 
 
@@ -143,13 +145,14 @@ def test_hyphenated_queue_and_resource_names(node):
 
 def test_stale_temp_files_of_this_node_are_removed(node):
     synced(node)
-    nodes = node.store / ".nodes"
-    nodes.mkdir()
+    tmp = node.staging / "tmp"  # made by the sync, like the head node's
     dead = 2 ** 22 + 12345  # above pid_max's default: never a live process
-    (nodes / f".gpu-st-p5-1.json.tmp-{dead}").write_text("{")
-    (nodes / f".gpu-st-p5-2.json.tmp-{dead}").write_text("{")
+    (tmp / f"node.gpu-st-p5-1.json.tmp-{dead}").write_text("{")
+    (tmp / f"node.gpu-st-p5-2.json.tmp-{dead}").write_text("{")
+    (tmp / f"store.manifest.json.tmp-{dead}").write_text("{")  # the head node's, cleaned under its lock
     assert node.fingerprint().returncode == 0
-    assert sorted(os.listdir(nodes)) == [f".gpu-st-p5-2.json.tmp-{dead}", "gpu-st-p5-1.json"]
+    assert sorted(os.listdir(tmp)) == [f"node.gpu-st-p5-2.json.tmp-{dead}", f"store.manifest.json.tmp-{dead}"]
+    assert sorted(os.listdir(node.staging / "nodes")) == ["gpu-st-p5-1.json"]
 
 
 def test_store_not_mounted(node):
@@ -268,7 +271,7 @@ def test_fingerprint_json_is_deterministic_apart_from_time(node):
     second = node.fingerprint_doc()
     first.pop("recorded_at"), second.pop("recorded_at")
     assert first == second
-    text = (node.store / ".nodes" / "gpu-st-p5-1.json").read_text()
+    text = (node.staging / "nodes" / "gpu-st-p5-1.json").read_text()
     assert text == json.dumps(json.loads(text), indent=2, sort_keys=True) + "\n"
 
 

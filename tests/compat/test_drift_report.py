@@ -98,13 +98,27 @@ def test_nodes_outside_the_pc_naming_are_grouped_as_unknown(node):
 
 def test_unreadable_and_temp_files(node):
     write_fingerprint(node.store, "gpu-st-p5-1")
-    (node.store / ".nodes" / "gpu-st-p5-2.json").write_text("{not json")
-    (node.store / ".nodes" / ".gpu-st-p5-3.json.tmp-4242").write_text("{")
-    (node.store / ".nodes" / "notes.txt").write_text("hello")
+    (node.staging / "nodes" / "gpu-st-p5-2.json").write_text("{not json")
+    (node.staging / "nodes" / ".gpu-st-p5-3.json.tmp-4242").write_text("{")
+    (node.staging / "nodes" / "notes.txt").write_text("hello")
     proc = node.drift()
     assert proc.returncode == 0
     assert "warning: drift: skipped" in proc.stderr and "gpu-st-p5-2.json: unreadable" in proc.stderr
     assert "gpu-st-p5-3" not in proc.stderr + proc.stdout
+
+
+def test_fingerprints_of_the_previous_layout_are_read_too(node):
+    """<store>/.nodes (previous layout): read until the head node's next sync moves them; a host with
+    a fingerprint in both places is counted once, from the new place."""
+    write_fingerprint(node.store, "gpu-st-p5-1")
+    write_fingerprint(node.store, "gpu-st-p5-2", legacy=True)
+    write_fingerprint(node.store, "gpu-st-p5-1", legacy=True, nvidia_driver="535.54.03")
+    proc = node.drift("--format", "json")
+    assert proc.returncode == 0, proc.stdout
+    report = json.loads(proc.stdout)
+    assert report["nodes"] == 2
+    assert report["queues"]["gpu"]["groups"][0]["nodes"] == ["gpu-st-p5-1", "gpu-st-p5-2"]
+    assert report["queues"]["gpu"]["groups"][0]["fingerprint"]["nvidia_driver"] == "570.86.15"
 
 
 def test_max_age_ignores_nodes_long_gone(node):

@@ -11,6 +11,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -152,6 +153,48 @@ class Sandbox:
 
     def manifest(self) -> dict:
         return json.loads((self.store / "manifest.json").read_text())
+
+    @property
+    def staging(self) -> Path:
+        """Where image_sync keeps its lock, temp files and fingerprints: next to the store."""
+        return staging_of(self.store)
+
+    def unpublished(self) -> list[str]:
+        """Everything under the store that is not published content (see unpublished_in)."""
+        return unpublished_in(self.store)
+
+
+def staging_of(store: Path) -> Path:
+    return store.parent / f".{store.name}.clusterkit"
+
+
+HEX_SQSH = re.compile(r"^[0-9a-f]{64}\.sqsh$")
+
+
+def unpublished_in(store: Path) -> list[str]:
+    """Walk the store: it may hold only manifest.json, <name>.sqsh symlinks to <name>/<hex>.sqsh and
+    <name>/ directories of regular <hex>.sqsh files (what FSx may export to S3). Returns the rest."""
+    bad = []
+    for root, dirs, files in os.walk(store):
+        here = Path(root)
+        for name in sorted(dirs + files):
+            path = here / name
+            rel = path.relative_to(store).as_posix()
+            if here == store:
+                if name == "manifest.json" and path.is_file() and not path.is_symlink():
+                    continue
+                if name.endswith(".sqsh") and path.is_symlink():
+                    target = os.readlink(path)
+                    stem = name[:-len(".sqsh")]
+                    if target.startswith(f"{stem}/") and HEX_SQSH.match(target[len(stem) + 1:]):
+                        continue
+                if not name.startswith(".") and path.is_dir() and not path.is_symlink():
+                    continue
+            elif here.parent == store and HEX_SQSH.match(name) and path.is_file() \
+                    and not path.is_symlink():
+                continue
+            bad.append(rel)
+    return bad
 
 
 @pytest.fixture

@@ -35,8 +35,10 @@ def test_kill_9_mid_import_leaves_nothing_under_final_names_and_next_run_recover
     sandbox.set_spec({"test/slow": {"sleep": 60}})
     proc = sandbox.popen_sync(start_new_session=True)
     slow_dir = sandbox.store / "slow"
-    partial = wait_for(lambda: [p for p in slow_dir.glob(".*.partial-*")] if slow_dir.exists() else [])
+    staged = sandbox.staging / "partial"
+    partial = wait_for(lambda: list(staged.glob("slow.*.partial-*")) if staged.exists() else [])
     assert partial[0].name.endswith(f".partial-{proc.pid}")
+    assert sandbox.unpublished() == [], "the import temp file is staged outside the store"
 
     status = sandbox.run("status", "--store", str(sandbox.store), "--lock", str(sandbox.lock))
     rows = {ln.split()[0]: ln for ln in status.stdout.splitlines()}
@@ -47,9 +49,12 @@ def test_kill_9_mid_import_leaves_nothing_under_final_names_and_next_run_recover
     proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL
 
-    # Nothing of "slow" is visible under a final name; only the dot-file debris remains.
+    # Nothing of "slow" is visible under a final name (nor in the store at all); only the staged
+    # partial remains, next to the store.
     assert not (sandbox.store / "slow.sqsh").exists()
-    assert [p.name for p in slow_dir.iterdir()] == [partial[0].name]
+    assert not slow_dir.exists()
+    assert [p.name for p in staged.iterdir()] == [partial[0].name]
+    assert sandbox.unpublished() == []
     assert "slow" not in sandbox.manifest()["images"]
     assert "done" in sandbox.manifest()["images"]
     status = sandbox.run("status", "--store", str(sandbox.store), "--lock", str(sandbox.lock))
@@ -59,7 +64,7 @@ def test_kill_9_mid_import_leaves_nothing_under_final_names_and_next_run_recover
     again = sandbox.sync()
     assert again.returncode == 0, again.stderr
     assert "removing stale temp file" in again.stdout and "dead pid" in again.stdout
-    assert not list(slow_dir.glob(".*"))
+    assert not list(slow_dir.glob(".*")) and not list(staged.iterdir())
     entry = sandbox.manifest()["images"]["slow"]
     assert os.readlink(sandbox.store / "slow.sqsh") == entry["file"]
     assert subprocess.run(["unsquashfs", "-s", str(sandbox.store / "slow.sqsh")],
@@ -126,6 +131,9 @@ def test_kill_9_during_manifest_writes_never_leaves_a_half_written_manifest(sand
         doc = json.loads((sandbox.store / "manifest.json").read_text())
         assert doc["manifest_version"] == 1 and doc["images"]["gen"]["n"] >= 1
         assert len(doc["images"]["gen"]["pad"]) == 200000
+        assert [p.name for p in sandbox.store.iterdir()] == ["manifest.json"], "temp files are staged"
     # leftover temp files of killed writers are not manifests and are cleaned under the lock
+    assert list((sandbox.staging / "tmp").glob("store.manifest.json.tmp-*"))
     image_store.clean_debris(str(sandbox.store))
     assert [p.name for p in sandbox.store.iterdir()] == ["manifest.json"]
+    assert not list((sandbox.staging / "tmp").iterdir())

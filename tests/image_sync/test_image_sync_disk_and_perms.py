@@ -108,7 +108,8 @@ def test_store_is_readable_by_an_unprivileged_user_even_with_umask_077(sandbox):
         proc = sandbox.sync(preexec_fn=lambda: os.umask(0o077))
         assert proc.returncode == 0, proc.stderr
         entry = sandbox.manifest()["images"]["pytorch"]
-        for path in (sandbox.store, sandbox.store / "pytorch"):
+        for path in (sandbox.store, sandbox.store / "pytorch", sandbox.staging,
+                     sandbox.staging / "partial", sandbox.staging / "tmp"):
             assert stat.S_IMODE(path.stat().st_mode) == 0o755
         for path in (sandbox.store / "manifest.json", sandbox.store / entry["file"]):
             assert stat.S_IMODE(path.stat().st_mode) == 0o644

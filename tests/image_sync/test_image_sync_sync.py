@@ -44,7 +44,8 @@ def test_fresh_sync_publishes_images_under_final_and_stable_names(sandbox):
     table = [ln.split() for ln in proc.stdout.splitlines() if not ln[:4].isdigit()]
     assert table[0] == ["NAME", "DIGEST", "STATUS", "SIZE_MB", "DETAIL"]
     assert [r[2] for r in table[1:]] == ["imported", "imported"]
-    assert not [p for p in sandbox.store.rglob(".*") if p.name != ".sync.lock"], "temp files left"
+    assert not list(sandbox.store.rglob(".*")), "temp files left"
+    assert sandbox.unpublished() == []
 
 
 def test_squash_options_from_environment_are_recorded_and_used(sandbox):
@@ -64,7 +65,10 @@ def test_resync_of_20_present_images_is_a_fast_noop_without_any_subprocess(sandb
     first = sandbox.sync()
     assert first.returncode == 0, first.stderr
     assert len(sandbox.imports()) == 20
-    before = {p: p.stat().st_mtime_ns for p in sandbox.store.rglob("*")}
+    def snapshot():  # the store and its staging sibling (the no-op path takes no lock)
+        return {p: p.lstat().st_mtime_ns for d in (sandbox.store, sandbox.staging) for p in d.rglob("*")}
+
+    before = snapshot()
     # No enroot and no unsquashfs reachable: the present-image path must not run anything.
     env = dict(sandbox.env, PATH="/nonexistent")
     started = time.perf_counter()
@@ -75,7 +79,7 @@ def test_resync_of_20_present_images_is_a_fast_noop_without_any_subprocess(sandb
     assert elapsed < 1.5
     assert len(sandbox.imports()) == 20
     assert [ln.split()[2] for ln in second.stdout.splitlines()[1:]] == ["present"] * 20
-    assert {p: p.stat().st_mtime_ns for p in sandbox.store.rglob("*")} == before, "store was modified"
+    assert snapshot() == before, "store was modified"
 
 
 def test_two_concurrent_syncs_import_each_image_once(sandbox):
@@ -90,6 +94,7 @@ def test_two_concurrent_syncs_import_each_image_once(sandbox):
     # the loser waited for the lock, re-checked and found the images present
     assert any("waiting for" in o for o, _ in outs)
     assert any("imported by a concurrent sync" in o for o, _ in outs)
+    assert any(f"waiting for {sandbox.staging / 'sync.lock'}" in o for o, _ in outs)
 
 
 def test_truncated_sqsh_is_detected_by_size_and_reimported(sandbox, squashfs_check):
@@ -143,7 +148,8 @@ def test_failing_import_is_retried_with_backoff_then_reported_while_others_succe
     assert "503 Service Unavailable" in proc.stderr
     assert "bad" not in sandbox.manifest()["images"]
     assert not (sandbox.store / "bad.sqsh").exists()
-    assert not list((sandbox.store / "bad").iterdir()), "failed attempts must leave no files"
+    assert not (sandbox.store / "bad").exists(), "failed attempts must leave nothing in the store"
+    assert not list((sandbox.staging / "partial").iterdir()), "failed attempts must leave no files"
 
 
 def test_transient_failure_succeeds_on_retry(sandbox):
@@ -189,7 +195,8 @@ def test_corrupt_manifest_is_moved_aside_and_rebuilt_from_the_files(sandbox):
     proc = sandbox.sync()
     assert proc.returncode == 0, proc.stderr
     assert "not valid JSON" in proc.stderr and "moving it to" in proc.stderr
-    assert len(list(sandbox.store.glob("manifest.json.corrupt-*"))) == 1
+    assert len(list(sandbox.staging.glob("manifest.json.corrupt-*"))) == 1
+    assert sandbox.unpublished() == [], "the corrupt manifest is moved out of the store"
     assert sorted(sandbox.manifest()["images"]) == ["a", "b"]
     assert len(sandbox.imports()) == 2, "rebuilt by adoption, not by importing again"
 

@@ -12,7 +12,7 @@ import shlex
 import shutil
 from typing import Dict, List, Tuple
 
-from console import mb
+from console import mb, warn
 from image_lock import LockedImage
 from sync_config import SyncConfig, enroot_setting
 
@@ -39,16 +39,23 @@ def data_uncompressed(squash_options: str) -> bool:
 
 
 def preflight(cfg: SyncConfig, todo: List[LockedImage]) -> List[str]:
-    """Fail before importing if a filesystem cannot hold what the imports will write there."""
+    """Fail before importing if a filesystem cannot hold what the imports will write there. Images of
+    unknown size (``compressed_size: null``, an offline lock) cannot be checked: said once, skipped."""
+    unknown = [im.name for im in todo if im.compressed_size is None]
+    if unknown:
+        warn(f"preflight: size unknown for {', '.join(unknown)} (offline lock: compressed_size null); "
+             f"disk space not checked for them (run `make lock` with registry access to record sizes)")
+    todo = [im for im in todo if im.compressed_size is not None]
     if not todo:
         return []
     needs: List[Tuple[str, str, int, str]] = []  # (path, setting, bytes, why)
-    largest = max(todo, key=lambda im: im.compressed_size)
+    sizes = {im.name: int(im.compressed_size or 0) for im in todo}
+    largest = max(todo, key=lambda im: sizes[im.name])
     needs.append((enroot_setting("ENROOT_TEMP_PATH", cfg.env), "ENROOT_TEMP_PATH",
-                  int(TEMP_FACTOR * largest.compressed_size),
+                  int(TEMP_FACTOR * sizes[largest.name]),
                   f"{TEMP_FACTOR:g}x the largest compressed image, {largest.name}: the unpacked "
                   f"root filesystem lives there during import"))
-    total = sum(im.compressed_size for im in todo)
+    total = sum(sizes.values())
     needs.append((enroot_setting("ENROOT_CACHE_PATH", cfg.env), "ENROOT_CACHE_PATH",
                   int(CACHE_FACTOR * total), "the downloaded layers are cached there"))
     factor = STORE_FACTOR_UNCOMPRESSED_DATA if data_uncompressed(cfg.squash_options) \

@@ -363,7 +363,7 @@ ck_make_enroot_dirs() {
     for d in "${CK_ENROOT_BASE_DIRS[@]}"; do
         ck_ensure_dir "${CK_ROOT}${d}" 0755
     done
-    # Users' enroot creates its own user-<uid>/group-<gid> subdirs (umask 077), so the parents are
+    # Users' enroot creates its own user-<uid> subdirs (umask 077), so the parents are
     # world-writable with the sticky bit, like /tmp.
     for d in "${CK_ENROOT_RUNTIME_DIR}" "${CK_ENROOT_DATA_DIR}" "${CK_ENROOT_CACHE_DIR}" "${CK_ENROOT_TEMP_DIR}"; do
         ck_ensure_dir "${CK_ROOT}${d}" 1777
@@ -397,10 +397,11 @@ ck_render_enroot_conf() {
     cat <<EOF
 # Managed by ClusterKit (bootstrap_scripts/enroot.sh) from the node's CustomActions Args; edits are
 # overwritten on the next run. Working dirs: ${CK_ENROOT_MEDIUM}; never FSx or NFS (enroot#154).
-# Runtime and data are per user (user-\$(id -u)), the layer cache per group (enroot writes it 0640).
+# Runtime, data and the layer cache are per user (user-\$(id -u)): enroot creates each 0700 for the
+# user who runs it first, so a per-group cache locks out every other user of that group.
 ENROOT_RUNTIME_PATH ${CK_ENROOT_RUNTIME_DIR}/user-\$(id -u)
 ENROOT_DATA_PATH ${CK_ENROOT_DATA_DIR}/user-\$(id -u)
-ENROOT_CACHE_PATH ${CK_ENROOT_CACHE_DIR}/group-\$(id -g)
+ENROOT_CACHE_PATH ${CK_ENROOT_CACHE_DIR}/user-\$(id -u)
 ENROOT_TEMP_PATH ${CK_ENROOT_TEMP_DIR}
 # Per-user config (hooks.d, mounts.d, environ.d, .credentials) in the home directory.
 EOF
@@ -527,14 +528,50 @@ ck_setup_local_enroot() {
 # Pyxis plugstack (head node only: /opt/slurm is NFS-shared to compute nodes)
 # ---------------------------------------------------------------------------------------------------
 
-# use_enroot_load is written only when turned on: pyxis rejects options it does not know, and with a
-# `required` line one unknown option stops every job, so the default line sticks to long-standing options.
+# Pyxis options newer than pyxis 0.20.0 (the first pyxis on ParallelCluster AMIs) and the release that
+# added each (pyxis CHANGELOG / config.c). Pyxis refuses options it does not know, and with a `required`
+# line that stops slurmd on every node (measured: real-runtime.md), so none is written for an older pyxis.
+declare -gA CK_PYXIS_OPTION_SINCE=([use_enroot_load]=0.21.0)
+
+# ck_pyxis_version SO: the version the plugin reports (the string slurmd logs as "pyxis: version vX"),
+# read from the .so itself; empty when it cannot be read.
+ck_pyxis_version() {
+    local found
+    found="$(grep -aoE 'pyxis: version v[0-9]+\.[0-9]+\.[0-9]+' -- "${CK_ROOT}$1" 2>/dev/null | head -n 1)" || true
+    printf '%s' "${found##*v}"
+}
+
+# ck_version_ge A B: is version A >= version B (dotted numbers)?
+ck_version_ge() {
+    [[ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n 1)" == "$2" ]]
+}
+
+# ck_pyxis_options SO: set CK_PYXIS_OPTIONS to the option words for the plugstack line, keeping only
+# what the installed pyxis knows (a requested option it does not know is logged and left out).
+ck_pyxis_options() {
+    local so="$1" version opt since
+    local -a wanted=()
+    version="$(ck_pyxis_version "${so}")"
+    CK_PYXIS_OPTIONS="runtime_path=/run/pyxis container_scope=${PYXIS_CONTAINER_SCOPE} sbatch_support=${PYXIS_SBATCH_SUPPORT} execute_entrypoint=${PYXIS_EXECUTE_ENTRYPOINT}"
+    if [[ -n "${version}" ]]; then
+        ck_log INFO "pyxis ${version} at ${so}"
+    else
+        ck_log WARN "cannot read the pyxis version from ${so}: writing only the options every pyxis >= 0.20 knows"
+    fi
+    [[ "${PYXIS_USE_ENROOT_LOAD}" == 1 ]] && wanted+=(use_enroot_load=1)
+    for opt in "${wanted[@]}"; do
+        since="${CK_PYXIS_OPTION_SINCE[${opt%%=*}]}"
+        if [[ -n "${version}" ]] && ck_version_ge "${version}" "${since}"; then
+            CK_PYXIS_OPTIONS+=" ${opt}"
+        else
+            ck_log WARN "pyxis ${version:-of unknown version} does not know ${opt%%=*} (added in pyxis ${since}): not written, so slurmd still starts"
+        fi
+    done
+}
+
 ck_render_pyxis_conf() {
-    local so="$1" extra=""
-    [[ "${PYXIS_USE_ENROOT_LOAD}" == "1" ]] && extra=" use_enroot_load=1"
-    printf '%s\n' "# Managed by ClusterKit head_node.sh (PYXIS_* Args). Installed atomically from outside this directory (aws-parallelcluster#6459)."
-    printf 'required %s runtime_path=/run/pyxis container_scope=%s sbatch_support=%s execute_entrypoint=%s%s\n' \
-        "${so}" "${PYXIS_CONTAINER_SCOPE}" "${PYXIS_SBATCH_SUPPORT}" "${PYXIS_EXECUTE_ENTRYPOINT}" "${extra}"
+    printf '%s\n' "# Managed by ClusterKit head_node.sh (PYXIS_* Args, filtered for the installed pyxis). Installed atomically from outside this directory (aws-parallelcluster#6459)."
+    printf 'required %s %s\n' "$1" "${CK_PYXIS_OPTIONS}"
 }
 
 # ck_install_plugstack SLURM_ETC PLUGIN_SO: plugstack.conf including plugstack.conf.d/*, and pyxis.conf
@@ -563,6 +600,7 @@ ck_install_plugstack() {
     fi
     ck_write_file "${plugstack}" 0644 "${content}"
     [[ "${CK_LAST_CHANGED}" == yes ]] && CK_PLUGSTACK_CHANGED=yes
+    ck_pyxis_options "${so}"
     ck_write_file "${CK_ROOT}${etc}/plugstack.conf.d/pyxis.conf" 0644 "$(ck_render_pyxis_conf "${so}")" "${CK_ROOT}${etc}"
     [[ "${CK_LAST_CHANGED}" == yes ]] && CK_PLUGSTACK_CHANGED=yes
     return 0

@@ -27,7 +27,7 @@ readonly BUNDLE_LINK="${SHARED_BASE}/clusterkit"
 readonly BUNDLE_FILES=(
     enroot.sh image_sync.py compat.py compat_rules.json compute_node_start.sh compute_node_configured.sh
     images.lock
-    compat_loader.py console.py disk_preflight.py image_import.py image_lock.py image_store.py
+    compat_loader.py console.py disk_preflight.py enroot_uri.py image_import.py image_lock.py image_store.py
     image_versions.py node_drift.py node_facts.py node_fingerprint.py squashfs_check.py store_status.py
     store_sync.py store_verify.py sync_config.py
 )

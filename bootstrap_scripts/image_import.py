@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Dict, Tuple
 
 from console import format_versions, log, mb, now_utc, warn
+from enroot_uri import import_uri
 from image_lock import LockedImage
 from image_store import (drop_stable_name, ensure_dir, fsync_dir, partial_path, point_stable_name,
                          write_manifest)
@@ -52,8 +53,8 @@ def manifest_entry(cfg: SyncConfig, img: LockedImage, size: int, compressor: str
 
 
 def run_import(cfg: SyncConfig, img: LockedImage, tmp: str) -> Tuple[bool, str]:
-    """One ``enroot import`` attempt into tmp; (ok, last lines of output)."""
-    cmd = ["enroot", "import", "-o", tmp, img.enroot_uri]
+    """One ``enroot import`` attempt into tmp, with the URI form this enroot parses; (ok, output tail)."""
+    cmd = ["enroot", "import", "-o", tmp, import_uri(img.enroot_uri, cfg.enroot_version)]
     try:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=cfg.env)
     except OSError as exc:
@@ -88,7 +89,8 @@ def import_image(cfg: SyncConfig, manifest: dict, img: LockedImage, adopt: bool)
         for attempt in range(1, attempts + 1):
             if os.path.lexists(tmp):
                 os.unlink(tmp)
-            log(f"{img.name}: importing {img.enroot_uri} (attempt {attempt}/{attempts})")
+            log(f"{img.name}: importing {import_uri(img.enroot_uri, cfg.enroot_version)} "
+                f"(enroot {cfg.enroot_version}; attempt {attempt}/{attempts})")
             ok, last = run_import(cfg, img, tmp)
             if ok:
                 ok, detail = check_squashfs(tmp)

@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from console import UsageError
+from enroot_uri import import_uri
 from image_store import MANIFEST_NAME
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -25,7 +26,7 @@ class LockedImage:
     digest: str
     enroot_uri: str
     source: str
-    compressed_size: int
+    compressed_size: Optional[int]  # None: unknown (an offline lock); the disk preflight says so
     expect: Dict[str, str] = field(default_factory=dict)
 
     @property
@@ -87,8 +88,14 @@ def load_lock(path: str) -> List[LockedImage]:
         elif isinstance(digest, str) and not uri.endswith("@" + digest):
             problems.append(f"{where}.enroot_uri: {uri!r} does not pin digest {digest} ({hint})")
             ok = False
-        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            problems.append(f"{where}.compressed_size: {size!r} is not a byte count ({hint})")
+        else:
+            try:
+                import_uri(uri, "")
+            except ValueError as exc:
+                problems.append(f"{where}.enroot_uri: {exc} ({hint})")
+                ok = False
+        if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
+            problems.append(f"{where}.compressed_size: {size!r} is not a byte count or null ({hint})")
             ok = False
         if not isinstance(expect, dict) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in expect.items()):

@@ -20,7 +20,7 @@ LAUNCHER = "head_node_launcher.sh"  # stable: HeadNode OnNodeConfigured cannot c
 COMPUTE_START = "compute_node_start.sh"
 COMPUTE_CONFIGURED = "compute_node_configured.sh"
 # image_sync.py imports these from its own directory (one job each; the zip's root is that directory).
-IMAGE_SYNC_MODULES = ("compat_loader.py", "console.py", "disk_preflight.py", "image_import.py",
+IMAGE_SYNC_MODULES = ("compat_loader.py", "console.py", "disk_preflight.py", "enroot_uri.py", "image_import.py",
                       "image_lock.py", "image_store.py", "image_versions.py", "node_drift.py",
                       "node_facts.py", "node_fingerprint.py", "squashfs_check.py", "store_status.py",
                       "store_sync.py", "store_verify.py", "sync_config.py")

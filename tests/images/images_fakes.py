@@ -4,12 +4,21 @@ A real HTTP server on 127.0.0.1 speaking the parts of the OCI distribution API t
 and blobs by tag or digest, Accept negotiation, the anonymous bearer-token flow (401 + WWW-Authenticate
 -> token endpoint -> retry), the registry error JSON, blob redirects to a "CDN" path. It proves our HTTP
 client against that protocol; it does not prove any particular real registry's quirks.
+
+The real-runtime tier (tests/real_runtime) also serves images REAL enroot imports: ``add_rootfs_image``
+builds a genuine gzip tar layer and Docker image config (diff_ids included, as enroot checks layer
+digests), and ``basic_auth`` makes the registry demand HTTP Basic credentials the way ECR does (``401``
+with ``WWW-Authenticate: Basic realm=...``; enroot's docker.sh then retries with the netrc credentials).
 """
 
 from __future__ import annotations
 
+import base64
+import gzip
 import hashlib
+import io
 import json
+import tarfile
 import re
 import secrets
 import threading
@@ -25,6 +34,8 @@ OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 OCI_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
+DOCKER_CONFIG = "application/vnd.docker.container.image.v1+json"
+DOCKER_LAYER = "application/vnd.docker.image.rootfs.diff.tar.gzip"
 
 
 def sha256(data: bytes) -> str:
@@ -58,6 +69,7 @@ class FakeRegistry:
     accept_tokens: bool = True            # False: issued tokens never work (a private repository)
     wrong_digest_header: dict[tuple[str, str], str] = field(default_factory=dict)
     redirect_blobs: bool = False
+    basic_auth: tuple[str, str] | None = None  # (user, password): demand Basic auth like ECR does
     log: list[tuple[str, str, str | None]] = field(default_factory=list)   # (method, path, Authorization)
 
     @property
@@ -125,6 +137,59 @@ class FakeRegistry:
         return BuiltImage(index_digest, digests, sizes, configs)
 
 
+def layer_tar(files: dict[str, bytes | str | tuple[bytes, int]]) -> bytes:
+    """An uncompressed tar layer: path -> bytes (0644), (bytes, mode), or "->target" (a symlink).
+    Parent directories are added as 0755 entries; fixed owner and mtime keep the digest stable."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        dirs: set[str] = set()
+        for path in sorted(files):
+            parts = path.strip("/").split("/")
+            for i in range(1, len(parts)):
+                d = "/".join(parts[:i])
+                if d not in dirs:
+                    dirs.add(d)
+                    info = tarfile.TarInfo(d)
+                    info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, 1_700_000_000
+                    tf.addfile(info)
+            value = files[path]
+            info = tarfile.TarInfo(path.strip("/"))
+            info.mtime = 1_700_000_000
+            if isinstance(value, str) and value.startswith("->"):
+                info.type, info.linkname, info.mode = tarfile.SYMTYPE, value[2:], 0o777
+                tf.addfile(info)
+                continue
+            data, mode = value if isinstance(value, tuple) else (value, 0o644)
+            data = data.encode() if isinstance(data, str) else data
+            info.size, info.mode = len(data), mode
+            tf.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def add_rootfs_image(registry: FakeRegistry, repo: str, tag: str,
+                     layers: list[dict[str, bytes | str | tuple[bytes, int]]]) -> str:
+    """Serve a runnable linux/amd64 image (Docker schema 2 manifest, gzip layers); returns its digest."""
+    blobs, diff_ids = [], []
+    for files in layers:
+        raw = layer_tar(files)
+        diff_ids.append(sha256(raw))
+        blobs.append(gzip.compress(raw, mtime=0))
+    config = json.dumps({
+        "architecture": "amd64", "os": "linux",
+        "config": {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+                   "Cmd": ["/bin/sh"], "WorkingDir": "/"},
+        "rootfs": {"type": "layers", "diff_ids": diff_ids},
+    }).encode()
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": DOCKER_MANIFEST,
+        "config": {"mediaType": DOCKER_CONFIG, "size": len(config), "digest": registry.put_blob(repo, config)},
+        "layers": [{"mediaType": DOCKER_LAYER, "size": len(b), "digest": registry.put_blob(repo, b)}
+                   for b in blobs],
+    }
+    return registry.put_manifest(repo, manifest, DOCKER_MANIFEST, tag=tag)
+
+
 def _make_handler(registry: FakeRegistry) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -171,7 +236,12 @@ def _make_handler(registry: FakeRegistry) -> type[BaseHTTPRequestHandler]:
             if not match:
                 return self._error(404, "NOT_FOUND", "no route")
             repo, kind, ref = match.groups()
-            if auth != f"Bearer {registry.token}" or not registry.accept_tokens:
+            if registry.basic_auth is not None:
+                expected = "Basic " + base64.b64encode(":".join(registry.basic_auth).encode()).decode()
+                if auth != expected:
+                    return self._error(401, "UNAUTHORIZED", "authentication required",
+                                       {"WWW-Authenticate": 'Basic realm="fake-registry"'})
+            elif auth != f"Bearer {registry.token}" or not registry.accept_tokens:
                 challenge = (f'Bearer realm="{registry.url}/token",service="fake-registry",'
                              f'scope="repository:{repo}:pull"')
                 return self._error(401, "UNAUTHORIZED", "authentication required", {"WWW-Authenticate": challenge})
@@ -185,7 +255,10 @@ def _make_handler(registry: FakeRegistry) -> type[BaseHTTPRequestHandler]:
                                               "Docker-Content-Digest": ref})
             stored = registry.manifests.get((repo, ref))
             accepted = [a.strip().split(";")[0] for a in self.headers.get("Accept", "").split(",")]
-            if stored is None or stored[1] not in accepted:  # registries answer 404 for unaccepted types
+            # Registries answer 404 for a type the client does not accept; with no Accept header or
+            # curl's default "*/*" they serve the manifest as stored (enroot's Basic-auth probe).
+            if stored is None or ("*/*" not in accepted and self.headers.get("Accept")
+                                  and stored[1] not in accepted):
                 return self._error(404, "MANIFEST_UNKNOWN", "manifest unknown")
             body, media_type = stored
             digest = registry.wrong_digest_header.get((repo, ref), sha256(body))

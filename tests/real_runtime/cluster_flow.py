@@ -1,0 +1,152 @@
+"""One ClusterKit cluster brought up for real inside a node root (see node_root.py), image path included.
+
+The flow, as on a ParallelCluster cluster (one node plays head and compute):
+  1. a loopback registry serves an image the test builds (busybox-static rootfs + a CUDA version file);
+  2. ClusterKit's own lock code resolves the spec's image against it (clusterkit/images.py, the code
+     `clusterkit lock` runs; the registry client is told plain http is fine for loopback);
+  3. ClusterKit's bundle for the spec is built (clusterkit/bundle.py) and "uploaded" (aws stand-in);
+  4. the head node's launcher runs, which runs head_node.sh from the bundle: enroot.conf, hooks, the
+     pyxis plugstack line + `scontrol reconfigure`, the store, and the image-sync unit, whose ExecStart
+     imports the image with the REAL `enroot import` into /fsx/containers;
+  5. the compute scripts run (OnNodeStart, then OnNodeConfigured: pyxis check, `srun --help`, store
+     verify, fingerprint), then slurmd restarts as PC's finalize phase starts it.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from images_fakes import FakeRegistry, add_rootfs_image
+from node_root import NodeRoot
+
+from clusterkit import images
+from clusterkit.bundle import node_artifacts
+from clusterkit.loader import image_specs, load, platform
+from clusterkit.node_settings import compute_settings
+from clusterkit.registry import RegistryClient
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPTS = REPO / "bootstrap_scripts"
+SHARED = "/opt/parallelcluster/shared/clusterkit"
+STORE = "/fsx/containers"
+IMAGE_NAME = "pytorch"       # the name jobs/hello-container.sbatch uses by default
+CUDA_VERSION = "12.8.1"
+OS_RELEASE = 'NAME="ClusterKit test image"\nPRETTY_NAME="ClusterKit test image (busybox)"\nID=cktest\n'
+BUSYBOX_APPLETS = ("sh", "cat", "ls", "echo", "id", "grep", "true", "sleep", "env", "hostname", "test",
+                   "touch", "mkdir", "rm", "stat", "head", "wc", "dd", "sync", "find", "readlink")
+SYNC_UNIT = "clusterkit-image-sync.service"
+
+
+def rootfs(cuda: str = CUDA_VERSION, extra: dict | None = None) -> dict:
+    """Files of a small runnable image: busybox-static as /bin/*, an os-release, and the NGC-style
+    CUDA version file ClusterKit's image_versions reads (/usr/local/cuda -> cuda-X.Y/version.json)."""
+    busybox = Path(shutil.which("busybox") or "/bin/busybox").read_bytes()
+    majmin = ".".join(cuda.split(".")[:2])
+    files: dict = {"bin/busybox": (busybox, 0o755), "etc/os-release": OS_RELEASE,
+                   "etc/passwd": "root:x:0:0:root:/root:/bin/sh\n", "etc/group": "root:x:0:\n",
+                   f"usr/local/cuda-{majmin}/version.json": json.dumps(
+                       {"cuda": {"name": "CUDA SDK", "version": cuda}}, indent=3),
+                   "usr/local/cuda": f"->cuda-{majmin}"}
+    files.update({f"bin/{a}": "->busybox" for a in BUSYBOX_APPLETS})
+    files.update(extra or {})
+    return files
+
+
+def spec_text(registry_host: str, repo: str, tag: str) -> str:
+    """The demo spec with its images replaced by the loopback image (everything else as shipped)."""
+    demo = (REPO / "cluster_configs" / "demo.yaml").read_text()
+    head, _, _ = demo.partition("  images:\n")
+    tail = demo[demo.index("\nlifecycle:"):]
+    return (head + "  images:\n"
+            f"    - name: {IMAGE_NAME}\n"
+            f"      uri: {registry_host}/{repo}:{tag}\n"
+            "      expect:\n"
+            f"        cuda: \"{'.'.join(CUDA_VERSION.split('.')[:2])}\"\n" + tail)
+
+
+@dataclass
+class Cluster:
+    node: NodeRoot
+    registry: FakeRegistry
+    digest: str
+    lock: dict
+    spec_path: Path
+    bootstrap_log: str
+
+    @property
+    def sqsh(self) -> str:
+        return f"{STORE}/{IMAGE_NAME}.sqsh"
+
+    def manifest(self) -> dict:
+        return json.loads(self.node.host_path(f"{STORE}/manifest.json").read_text())
+
+    def registry_uri(self, repo: str = "ck/pytorch", tag: str = "25.01") -> str:
+        return f"{self.registry.host}#{repo}:{tag}"
+
+
+def put_file(node: NodeRoot, path: str, data: bytes, mode: int = 0o644) -> None:
+    staged = node.scratch / "put.tmp"
+    staged.write_bytes(data)
+    node.run(["install", "-D", "-m", f"{mode:o}", str(staged), path])
+    staged.unlink()
+
+
+def wait_unit(node: NodeRoot, unit: str, timeout: float = 180) -> str:
+    """Wait until the systemctl stand-in's run of unit ends; returns its exit status."""
+    rc_path = f"/run/ck-test/units/{unit}.rc"
+    node.wait(lambda: node.run(["test", "-s", rc_path], check=False).returncode == 0, f"{unit} to end",
+              timeout)
+    return node.read(rc_path).strip()
+
+
+def bring_up(node: NodeRoot, registry: FakeRegistry, workdir: Path) -> Cluster:
+    digest = add_rootfs_image(registry, "ck/pytorch", "25.01", [rootfs()])
+    spec_path = workdir / "demo.yaml"
+    spec_path.write_text(spec_text(registry.host, "ck/pytorch", "25.01"))
+    loaded = load(str(spec_path), check_lock=False)
+    lock = images.resolve_lock(loaded.spec.name, image_specs(loaded.spec), platform(loaded.spec),
+                               registry_client=RegistryClient(allow_loopback_http=True))
+    loaded.lock_path.write_text(images.dump_lock(lock))
+    registry.log.clear()  # from here on the registry sees only the nodes' traffic
+    loaded = load(str(spec_path))
+    bundle = node_artifacts(loaded).bundle.data
+    put_file(node, "/var/lib/ck-test/s3/ck-test/bundle.zip", bundle)
+    # A site drop-in (enroot reads /etc/enroot/enroot.conf.d/*.conf after enroot.conf): plain http to
+    # the loopback registry. ClusterKit's own enroot.conf stays exactly as the head node writes it.
+    node.write("/etc/enroot/enroot.conf.d/90-ck-test-http.conf", "ENROOT_ALLOW_HTTP yes\n")
+    head = node.run(["bash", str(SCRIPTS / "head_node_launcher.sh"), "CK_REGION=us-east-1",
+                     "CK_BUNDLE_URI=s3://ck-test/bundle.zip"], timeout=120)
+    rc = wait_unit(node, SYNC_UNIT)
+    sync_log = node.read(f"/run/ck-test/units/{SYNC_UNIT}.log")
+    assert rc == "0", f"image sync exited {rc}:\n{sync_log}"
+    args = compute_settings(loaded.spec)
+    start = node.run(["bash", f"{SHARED}/compute_node_start.sh", *args])
+    configured = node.run(["bash", f"{SHARED}/compute_node_configured.sh", *args])
+    node.restart_slurmd()  # PC's finalize phase starts slurmd after OnNodeConfigured
+    return Cluster(node, registry, digest, lock, spec_path,
+                   "\n".join([head.stdout, sync_log, start.stdout, configured.stdout]))
+
+
+def srun_container(cluster: Cluster, *cmd: str, image: str | None = None, user: str | None = None,
+                   extra: tuple[str, ...] = (), check: bool = True, env: dict | None = None):
+    return cluster.node.run(["srun", f"--container-image={image or cluster.sqsh}", *extra, *cmd],
+                            user=user, check=check, env=env, timeout=120)
+
+
+def slurmd_log(node: NodeRoot) -> str:
+    return node.read("/var/log/slurmd.log")
+
+
+def pyxis_version_logged(node: NodeRoot) -> str | None:
+    found = re.findall(r"pyxis: version v(\d+\.\d+\.\d+)", slurmd_log(node))
+    return found[-1] if found else None
+
+
+def timed(fn, *args, **kw) -> tuple[float, object]:
+    t = time.monotonic()
+    out = fn(*args, **kw)
+    return time.monotonic() - t, out

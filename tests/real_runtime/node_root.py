@@ -1,0 +1,321 @@
+"""A ParallelCluster-shaped node inside a private mount namespace, running REAL Slurm, Enroot and Pyxis.
+
+Why: the container path can only be trusted once the real components have loaded exactly the files our
+bootstrap writes, at the paths a node has. This harness makes those paths real without touching the
+host: one ``unshare --mount --propagation private`` process builds a node root on a tmpfs and pivots
+into it; every daemon and command then runs inside it through ``nsenter --mount --root --wd``.
+
+The node root (everything else is the host's own directory, bind-mounted read-write):
+  /usr        read-only overlay: the aws/systemctl stand-ins in /usr/local/bin, the real enroot (NVIDIA package layout: /usr/bin/enroot,
+              /usr/lib/enroot, /usr/share/enroot/hooks.d) and pyxis at ParallelCluster's path
+              /usr/local/lib/slurm/spank_pyxis.so, both from tests/real_runtime/runtime_build.py,
+              over the host's /usr (Debian's Slurm 22.05, munge, squashfs-tools, curl, jq, ...)
+  /etc        writable overlay (the enroot package's /etc/enroot, test users in passwd/group, a
+              munge key, /etc/slurm -> /opt/slurm/etc so Debian's clients read PC's config dir)
+  /opt        writable overlay: /opt/slurm/{etc,bin} as PC lays them out (bin = Debian's clients),
+              /opt/parallelcluster/shared, and the example files PC AMIs >= 3.11.1 ship
+  /var, /home writable overlays; /var/tmp a plain directory (enroot's layer work needs a real fs)
+  /run        tmpfs (munge's default socket, /run/enroot, /run/pyxis)
+  /fsx        a mount point (bind of a scratch directory: the FSx stand-in, a local file system)
+  /proc       a fresh proc mount; /dev, /sys, /tmp, /root, /work ... the host's, bind-mounted
+
+What is a stand-in here, and why: FSx is a local directory (no Lustre here); S3, ECR's token call and
+systemd are the stand-ins in standins/usr/local/bin (no AWS, no systemd here); ParallelCluster's node
+lifecycle itself is not reproduced (that is tests/node); Slurm is Debian's 22.05, not PC's build; the
+/opt/parallelcluster/examples files hold the lines PC's docs give, since only their presence is read.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SLURM_CLIENTS = ("srun", "sbatch", "salloc", "scontrol", "squeue", "sinfo", "scancel", "sacct")
+# Test users: two share a primary group (the multi-user failure story), uids well above system ranges.
+USERS = {"ckuser1": (27001, 27000), "ckuser2": (27002, 27000)}
+GROUP = ("ckteam", 27000)
+NODE = "cknode1"
+# aws and systemctl stand-ins (see their docstrings), overlaid on /usr/local/bin ahead of everything.
+STANDINS = Path(__file__).resolve().parent / "standins"
+PATH = "/opt/slurm/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+# Runs as root in the new mount namespace: build the node root, then chroot into it and wait.
+_SETUP = r"""
+set -euo pipefail
+S="$1"; STAGE="$2"; STANDINS="$3"
+R="$S/root"
+mkdir -p "$R"
+mount -t tmpfs -o mode=0755 noderoot "$R"
+for e in /*; do
+    n="${e#/}"
+    case "$n" in proc|dev|sys|run|usr|etc|opt|var|home|fsx|lost+found) continue ;; esac
+    if [ -L "$e" ]; then cp -P "$e" "$R/$n"
+    elif [ -d "$e" ]; then mkdir "$R/$n"; mount --rbind "$e" "$R/$n"
+    fi
+done
+for d in usr etc opt var home fsx proc dev sys run; do mkdir -p "$R/$d"; done
+for d in etc opt var home; do mkdir -p "$S/upper/$d" "$S/work/$d"; done
+mount -t overlay overlay -o "ro,lowerdir=$STANDINS/usr:$STAGE/usr:/usr" "$R/usr"
+mount -t overlay overlay -o "lowerdir=$STAGE/etc:/etc,upperdir=$S/upper/etc,workdir=$S/work/etc" "$R/etc"
+for d in opt var home; do
+    mount -t overlay overlay -o "lowerdir=/$d,upperdir=$S/upper/$d,workdir=$S/work/$d" "$R/$d"
+done
+mkdir -p "$S/vartmp" "$S/fsx"
+chmod 1777 "$S/vartmp"
+mount --bind "$S/vartmp" "$R/var/tmp"
+mount --bind "$S/fsx" "$R/fsx"
+mount -t proc proc "$R/proc"
+mount --rbind /dev "$R/dev"
+mount --rbind /sys "$R/sys"
+mount -t tmpfs -o mode=0755 run "$R/run"
+# pivot_root, not chroot: the kernel refuses to create user namespaces (which enroot needs) for a
+# chrooted process (user_namespaces(7): EPERM when the caller's root is not its mount namespace's root).
+mkdir "$R/.old_root"
+cd "$R"
+pivot_root . .old_root
+umount -l /.old_root
+rmdir /.old_root
+cd /
+echo ready > "$S/ready"
+exec /bin/sleep infinity
+"""
+
+
+def _free_ports(count: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+@dataclass
+class NodeRoot:
+    """Handle on one node root: ``run`` executes inside it (as root or as a test user)."""
+
+    scratch: Path
+    stage: Path
+    holder: subprocess.Popen | None = None
+    daemons: dict[str, subprocess.Popen] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------------------------ namespace
+    def start(self) -> "NodeRoot":
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        ready = self.scratch / "ready"
+        self.holder = subprocess.Popen(
+            ["unshare", "--mount", "--propagation", "private", "bash", "-c", _SETUP, "setup",
+             str(self.scratch), str(self.stage), str(STANDINS)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 20
+        while not ready.exists():
+            if self.holder.poll() is not None:
+                out = self.holder.stdout.read().decode(errors="replace") if self.holder.stdout else ""
+                raise RuntimeError(f"node root setup failed (exit {self.holder.returncode}): {out}")
+            if time.monotonic() > deadline:
+                raise RuntimeError("node root setup timed out")
+            time.sleep(0.02)
+        self._provision()
+        return self
+
+    @property
+    def fsx(self) -> Path:
+        """The host-side directory mounted at /fsx inside the node."""
+        return self.scratch / "fsx"
+
+    def host_path(self, path: str) -> Path:
+        """Host-side view of a node path under /fsx or /tmp (the directories shared with the host)."""
+        if path == "/fsx" or path.startswith("/fsx/"):
+            return self.fsx / path[len("/fsx/"):] if path != "/fsx" else self.fsx
+        if path.startswith("/tmp/"):
+            return Path(path)
+        raise ValueError(f"{path} is private to the node root; read it with run(['cat', ...])")
+
+    def argv(self, cmd: list[str], user: str | None = None, env: dict[str, str] | None = None) -> list[str]:
+        """The host argv that runs cmd inside the node root, as root or as a test user, with a clean
+        login-like environment (what a user's shell on the node would have)."""
+        assert self.holder is not None
+        base = {"PATH": PATH, "LANG": "C.UTF-8", "HOME": "/root", "USER": "root", "LOGNAME": "root"}
+        prefix = ["nsenter", f"--target={self.holder.pid}", "--mount", "--root", "--wd"]
+        if user:
+            uid, gid = USERS[user]
+            base.update({"HOME": f"/home/{user}", "USER": user, "LOGNAME": user})
+            prefix += ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--init-groups", "--reset-env"]
+        base.update(env or {})
+        return prefix + ["env", "-i", *[f"{k}={v}" for k, v in sorted(base.items())], *cmd]
+
+    def run(self, cmd: list[str], *, user: str | None = None, env: dict[str, str] | None = None,
+            check: bool = True, timeout: float = 120, input: str | None = None) -> subprocess.CompletedProcess:
+        proc = subprocess.run(self.argv(cmd, user, env), capture_output=True, text=True, timeout=timeout,
+                              input=input)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{'as ' + user + ': ' if user else ''}{shlex.join(cmd)} exited "
+                                 f"{proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+        return proc
+
+    def sh(self, script: str, **kw) -> subprocess.CompletedProcess:
+        return self.run(["/bin/bash", "-euo", "pipefail", "-c", script], **kw)
+
+    def read(self, path: str) -> str:
+        return self.run(["cat", path]).stdout
+
+    def write(self, path: str, content: str, mode: int = 0o644) -> None:
+        self.run(["/bin/bash", "-c", 'mkdir -p "$(dirname "$1")" && cat > "$1" && chmod "$2" "$1"', "w",
+                  path, f"{mode:o}"], input=content)
+
+    def spawn(self, name: str, cmd: list[str]) -> None:
+        log = open(self.scratch / f"{name}.log", "ab")
+        self.daemons[name] = subprocess.Popen(self.argv(cmd), stdout=log, stderr=subprocess.STDOUT,
+                                              start_new_session=True)
+
+    # ------------------------------------------------------------------------------------ node files
+    def _provision(self) -> None:
+        """What a ParallelCluster AMI + head node have before ClusterKit's scripts run."""
+        groups = f"{GROUP[0]}:x:{GROUP[1]}:\n"
+        users = "".join(f"{u}:x:{uid}:{gid}:ClusterKit test user:/home/{u}:/bin/bash\n"
+                        for u, (uid, gid) in USERS.items())
+        links = "\n".join(f'ln -sfn /usr/bin/{c} /opt/slurm/bin/{c}' for c in SLURM_CLIENTS)
+        self.sh(f"""
+            printf '%s' {shlex.quote(groups)} >> /etc/group
+            printf '%s' {shlex.quote(users)} >> /etc/passwd
+            for u in {' '.join(USERS)}; do install -d -m 0750 -o "$u" -g {GROUP[0]} "/home/$u"; done
+            mkdir -p /opt/slurm/etc /opt/slurm/bin /opt/parallelcluster/shared /var/log/clusterkit
+            {links}
+            rm -rf /etc/slurm && ln -s /opt/slurm/etc /etc/slurm
+            mkdir -p /opt/parallelcluster/examples/enroot /opt/parallelcluster/examples/spank \
+                     /opt/parallelcluster/examples/pyxis
+            cp /etc/enroot/enroot.conf /opt/parallelcluster/examples/enroot/enroot.conf
+            echo 'include /opt/slurm/etc/plugstack.conf.d/*' > /opt/parallelcluster/examples/spank/plugstack.conf
+            echo 'required /usr/local/lib/slurm/spank_pyxis.so runtime_path=/run/pyxis' \
+                > /opt/parallelcluster/examples/pyxis/pyxis.conf
+            mkdir -p /etc/munge /var/lib/munge /var/log/munge /run/munge /var/spool/slurmctld /var/spool/slurmd
+            chmod 0700 /etc/munge /var/lib/munge; chmod 0755 /run/munge
+            dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 status=none
+            chmod 0400 /etc/munge/munge.key
+        """)
+
+    def slurm_conf(self, ctld_port: int, slurmd_port: int) -> str:
+        host = socket.gethostname().split(".")[0]
+        return "\n".join([
+            "# Minimal single-node Slurm for the real-runtime tier (Debian's Slurm 22.05).",
+            "ClusterName=ckreal",
+            f"SlurmctldHost={host}(127.0.0.1)",
+            f"SlurmctldPort={ctld_port}",
+            f"SlurmdPort={slurmd_port}",
+            "AuthType=auth/munge", "CredType=cred/munge",
+            "SlurmUser=root", "SlurmdUser=root",
+            "StateSaveLocation=/var/spool/slurmctld", "SlurmdSpoolDir=/var/spool/slurmd",
+            "SlurmctldPidFile=/run/slurmctld.pid", "SlurmdPidFile=/run/slurmd.pid",
+            "SlurmctldLogFile=/var/log/slurmctld.log", "SlurmdLogFile=/var/log/slurmd.log",
+            "SlurmctldDebug=info", "SlurmdDebug=info",
+            "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
+            "JobAcctGatherType=jobacct_gather/none", "AccountingStorageType=accounting_storage/none",
+            "JobCompType=jobcomp/none", "MpiDefault=none",
+            "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",
+            "ReturnToService=2", "InactiveLimit=0", "KillWait=5", "MinJobAge=300",
+            # PlugStackConfig is left at its default: plugstack.conf next to slurm.conf (/opt/slurm/etc),
+            # as on a ParallelCluster node.
+            f"NodeName={NODE} NodeHostname={host} NodeAddr=127.0.0.1 CPUs=2 RealMemory=1000 State=UNKNOWN",
+            f"PartitionName=debug Nodes={NODE} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4",
+        ]) + "\n"
+
+    def start_slurm(self) -> None:
+        """munged, slurmctld and slurmd, all inside the node root (PC's head node runs the first two,
+        compute nodes slurmd; one node plays both here)."""
+        ctld, slurmd = _free_ports(2)
+        self.write("/opt/slurm/etc/slurm.conf", self.slurm_conf(ctld, slurmd))
+        self.spawn("munged", ["/usr/sbin/munged", "--foreground", "--force", "--num-threads=2"])
+        self.wait(lambda: self.run(["test", "-S", "/run/munge/munge.socket.2"], check=False).returncode == 0,
+                  "munged socket")
+        self.spawn("slurmctld", ["/usr/sbin/slurmctld", "-D", "-i"])
+        self.wait(lambda: self.run(["scontrol", "ping"], check=False).returncode == 0, "slurmctld")
+        self.start_slurmd()
+
+    def start_slurmd(self) -> None:
+        self.spawn("slurmd", ["/usr/sbin/slurmd", "-D", "-N", NODE])
+        self.wait(lambda: self.node_state() in ("IDLE", "MIXED", "ALLOCATED"), "slurmd to register",
+                  daemon="slurmd")
+
+    def restart_slurmd(self) -> None:
+        self.stop_daemon("slurmd")
+        self.start_slurmd()
+
+    def node_state(self) -> str:
+        out = self.run(["sinfo", "-h", "-n", NODE, "-o", "%T"], check=False).stdout
+        return out.strip().rstrip("*~#!%$@^-").upper()
+
+    def wait(self, cond, what: str, timeout: float = 30, daemon: str | None = None) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for name, proc in self.daemons.items():
+                if proc.poll() is not None and (daemon is None or name == daemon):
+                    raise RuntimeError(f"{name} exited {proc.returncode} while waiting for {what}:\n"
+                                       + self.logs())
+            if cond():
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"timed out waiting for {what}:\n{self.logs()}")
+
+    def logs(self) -> str:
+        out = []
+        for p in sorted(self.scratch.glob("*.log")):
+            out.append(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}")
+        for path in ("/var/log/slurmctld.log", "/var/log/slurmd.log"):
+            text = self.run(["tail", "-n", "40", path], check=False).stdout if self.holder else ""
+            out.append(f"--- {path}\n{text}")
+        return "\n".join(out)
+
+    # ----------------------------------------------------------------------------------------- jobs
+    def job_state(self, job_id: str) -> str:
+        out = self.run(["scontrol", "show", "job", job_id], check=False).stdout
+        m = re.search(r"JobState=(\w+)", out)
+        return m[1] if m else ""
+
+    def sbatch(self, script: str, *, user: str | None = None, args: tuple[str, ...] = (),
+               timeout: float = 60, env: dict[str, str] | None = None) -> tuple[str, str]:
+        """Submit a batch script (as user, from their home), wait for the end (polling, not
+        ``--wait``, which polls only every 10 s); returns (state, the job's stdout)."""
+        home = f"/home/{user}" if user else "/root"
+        name = f"job-{time.monotonic_ns()}.sbatch"
+        self.write(f"{home}/{name}", script, 0o755)
+        if user:
+            self.run(["chown", f"{user}:{GROUP[0]}", f"{home}/{name}"])
+        out = self.run(["sbatch", "--parsable", f"--chdir={home}", f"--output={home}/{name}.out", *args,
+                        f"{home}/{name}"], user=user, env=env).stdout.strip()
+        job_id = out.split(";")[0]
+        terminal = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL"}
+        self.wait(lambda: self.job_state(job_id) in terminal, f"job {job_id}", timeout)
+        return self.job_state(job_id), self.run(["cat", f"{home}/{name}.out"], check=False).stdout
+
+    # ------------------------------------------------------------------------------------- teardown
+    def stop_daemon(self, name: str) -> None:
+        proc = self.daemons.pop(name, None)
+        if proc is None or proc.poll() is not None:
+            return
+        # nsenter execs the daemon, so the Popen pid is the daemon itself
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+    def stop(self) -> None:
+        for name in ("slurmd", "slurmctld", "munged", *list(self.daemons)):
+            self.stop_daemon(name)
+        if self.holder is not None and self.holder.poll() is None:
+            self.holder.kill()
+            self.holder.wait(timeout=10)
+        # The namespace (and its mounts) is gone with its last process; drop the scratch files.
+        shutil.rmtree(self.scratch, ignore_errors=True)

@@ -1,0 +1,184 @@
+"""The whole container path with the REAL enroot and pyxis, once per generation (3.4.1/0.20.0 and
+4.1.2/0.24.0): registry -> lock -> head-node sync -> compute checks -> jobs as root and as users.
+
+Real here: enroot, pyxis, Debian's Slurm + munge, squashfs-tools, the bootstrap scripts and
+image_sync.py as shipped in the bundle, ClusterKit's lock and bundle code. Stand-ins: the loopback
+registry (tests/images/images_fakes.py), S3/ECR token/systemd (standins/), FSx (a local directory).
+See cluster_flow.py for the order of the flow and node_root.py for the node's paths.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+
+import pytest
+from cluster_flow import (IMAGE_NAME, OS_RELEASE, REPO, SHARED, STORE, Cluster, bring_up, pyxis_version_logged,
+                          rootfs, srun_container)
+from conftest import start_node
+from images_fakes import add_rootfs_image, serve
+
+PRETTY = "ClusterKit test image (busybox)"
+
+
+@pytest.fixture(scope="module")
+def cluster(generation, tmp_path_factory):
+    node = start_node(generation, tmp_path_factory)
+    try:
+        with serve() as registry:
+            yield bring_up(node, registry, tmp_path_factory.mktemp(f"spec-{generation.key}"))
+    finally:
+        node.stop()
+
+
+# ------------------------------------------------------------------------------------ head node side
+
+def test_lock_pins_the_digest_the_registry_serves(cluster: Cluster) -> None:
+    (entry,) = cluster.lock["images"]
+    assert entry["digest"] == cluster.digest
+    assert entry["enroot_uri"] == f"docker://{cluster.registry.host}#ck/pytorch@{cluster.digest}"
+    assert entry["compressed_size"] > 0
+
+
+def test_sync_imported_with_the_real_enroot_in_the_uri_form_it_parses(cluster: Cluster, generation) -> None:
+    entry = cluster.manifest()["images"][IMAGE_NAME]
+    assert entry["status"] == "ok" and entry["digest"] == cluster.digest
+    assert entry["enroot_version"] == generation.enroot_version
+    assert entry["versions"]["cuda"] == "12.8.1"
+    hexdigest = cluster.digest.split(":", 1)[1]
+    # the registry was asked for exactly the locked manifest, by digest, whatever the URI form
+    manifest_gets = [path for method, path, _ in cluster.registry.log
+                     if method == "GET" and "/manifests/" in path]
+    assert f"/v2/ck/pytorch/manifests/sha256:{hexdigest}" in manifest_gets
+    assert not [p for p in manifest_gets if p.endswith("/manifests/25.01")]
+    expected_uri = (f"docker://{cluster.registry.host}#ck/pytorch@{cluster.digest}"
+                    if generation.enroot_version >= "4" else
+                    f"docker://{cluster.registry.host}#ck/pytorch:{cluster.digest}")
+    assert f"importing {expected_uri} (enroot {generation.enroot_version};" in cluster.bootstrap_log
+
+
+def test_store_file_has_our_squash_options(cluster: Cluster) -> None:
+    sqsh = cluster.node.host_path(f"{STORE}/{IMAGE_NAME}.sqsh")
+    out = cluster.node.run(["unsquashfs", "-s", f"{STORE}/{IMAGE_NAME}.sqsh"]).stdout
+    assert "Compression zstd" in out and "Block size 1048576" in out, out
+    assert re.search(r"compression-level 3\b", out), out
+    assert sqsh.resolve().stat().st_mode & 0o004, "store files must be world-readable"
+
+
+def test_slurm_loads_the_exact_plugstack_line_the_head_node_wrote(cluster: Cluster, generation) -> None:
+    node = cluster.node
+    line = [ln for ln in node.read("/opt/slurm/etc/plugstack.conf.d/pyxis.conf").splitlines()
+            if not ln.startswith("#")]
+    assert line == ["required /usr/local/lib/slurm/spank_pyxis.so runtime_path=/run/pyxis container_scope=job "
+                    "sbatch_support=1 execute_entrypoint=0"]
+    assert node.read("/opt/slurm/etc/plugstack.conf").strip().endswith("include /opt/slurm/etc/plugstack.conf.d/*")
+    assert pyxis_version_logged(node) == generation.pyxis_version
+    assert "--container-image" in node.run(["srun", "--help"]).stdout
+    assert f"pyxis {generation.pyxis_version} at /usr/local/lib/slurm/spank_pyxis.so" in cluster.bootstrap_log
+
+
+def test_compute_node_checks_passed_on_the_real_store(cluster: Cluster) -> None:
+    log = cluster.bootstrap_log
+    assert "verify: 1/1 locked images present in /fsx/containers" in log
+    assert "srun --help lists --container-image" in log
+    assert "compute_node_configured.sh INFO done: node ready for container jobs" in log
+
+
+# ------------------------------------------------------------------------------------------ jobs
+
+@pytest.mark.parametrize("user", [None, "ckuser1", "ckuser2"])
+def test_srun_store_image_as_root_and_as_users(cluster: Cluster, user: str | None) -> None:
+    out = srun_container(cluster, "sh", "-c", "id -u; cat /etc/os-release", user=user).stdout
+    uid, _, rest = out.partition("\n")
+    assert uid == {None: "0", "ckuser1": "27001", "ckuser2": "27002"}[user]
+    assert rest == OS_RELEASE
+
+
+def test_container_mounts(cluster: Cluster) -> None:
+    out = srun_container(cluster, "ls", "/fsx/containers", user="ckuser1",
+                         extra=("--container-mounts=/fsx:/fsx:ro",)).stdout.split()
+    assert f"{IMAGE_NAME}.sqsh" in out and "manifest.json" in out
+
+
+def test_sbatch_directive_runs_the_batch_script_inside_the_container(cluster: Cluster) -> None:
+    # With sbatch_support=1 the batch script itself runs in the container: its interpreter must exist
+    # there (the image has busybox sh, no bash).
+    state, out = cluster.node.sbatch(
+        f"#!/bin/sh\n#SBATCH --container-image={cluster.sqsh}\n#SBATCH --container-mounts=/fsx:/fsx\n"
+        "grep PRETTY_NAME /etc/os-release\nid -u\n", user="ckuser2")
+    assert state == "COMPLETED", out
+    assert out.splitlines() == [f'PRETTY_NAME="{PRETTY}"', "27002"], out
+
+
+def test_shipped_hello_container_job_unchanged(cluster: Cluster) -> None:
+    script = (REPO / "jobs" / "hello-container.sbatch").read_text()
+    state, out = cluster.node.sbatch(script, user="ckuser1")
+    assert state == "COMPLETED", out
+    assert "hello from job" in out and f'PRETTY_NAME="{PRETTY}"' in out, out
+
+
+def test_named_container_is_reused_across_steps_of_one_job(cluster: Cluster) -> None:
+    state, out = cluster.node.sbatch(
+        "#!/bin/bash\nset -euo pipefail\n"
+        f"srun --container-image={cluster.sqsh} --container-name=ckstate sh -c 'echo kept > /ck-marker'\n"
+        "srun --container-name=ckstate cat /ck-marker\n", user="ckuser1")
+    assert state == "COMPLETED", out
+    assert out.strip().splitlines()[-1] == "kept", out
+
+
+def test_two_users_of_one_group_pull_from_the_registry(cluster: Cluster) -> None:
+    """The shared-group cache defect: the first user's enroot created .../group-<gid> 0700, so the
+    second user of the same primary group could not pull at all."""
+    for user in ("ckuser1", "ckuser2"):
+        proc = srun_container(cluster, "cat", "/etc/os-release", image=cluster.registry_uri(), user=user,
+                              check=False)
+        assert proc.returncode == 0, f"{user}: {proc.stderr}"
+        assert proc.stdout == OS_RELEASE
+
+
+# ------------------------------------------------------------------------------------ registry auth
+
+ECR_HOST = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
+
+
+def test_ecr_credentials_setup_against_a_basic_auth_registry(cluster: Cluster, tmp_path: Path) -> None:
+    """ck_write_ecr_credentials + the enroot.conf credentials link, used by the real enroot as an
+    unprivileged user: enroot evaluates the `$(aws ecr get-login-password ...)` password (aws is the
+    stand-in here) and answers the registry's Basic challenge with it."""
+    node = cluster.node
+    password = base64.b64encode(b"ecr-token-for-test").decode()
+    with serve() as ecr:
+        ecr.basic_auth = ("AWS", password)
+        add_rootfs_image(ecr, "team/private", "v1", [rootfs()])
+        port = ecr.host.rsplit(":", 1)[1]
+        node.sh(f"echo '127.0.0.1 {ECR_HOST}' >> /etc/hosts")
+        node.write("/var/lib/ck-test/ecr-password", password + "\n", 0o644)
+        node.run(["bash", f"{SHARED}/compute_node_start.sh", "CK_CLUSTER=demo", "CK_OS=alinux2023",
+                  "CK_REGION=us-east-1", f"CK_ECR_REGISTRIES={ECR_HOST}"])
+        creds = node.read("/etc/enroot/credentials")
+        assert creds == (f"machine {ECR_HOST} login AWS password "
+                         "$(aws ecr get-login-password --region us-east-1)\n")
+        out = f"/tmp/{tmp_path.name}-private.sqsh"
+        proc = node.run(["enroot", "import", "-o", out, f"docker://{ECR_HOST}:{port}#team/private:v1"],
+                        user="ckuser1", check=False, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        basic = [auth for _, _, auth in ecr.log if auth and auth.startswith("Basic ")]
+        assert basic, ecr.log
+        # the user's own config dir got the link to the system-wide file, nothing else
+        link = node.run(["readlink", "/home/ckuser1/.config/enroot/.credentials"]).stdout.strip()
+        assert link == "/etc/enroot/credentials"
+        node.run(["rm", "-f", out])
+        # and without the ECR setting the same pull is refused: the credentials are what made it work
+        node.run(["bash", f"{SHARED}/compute_node_start.sh", "CK_CLUSTER=demo", "CK_OS=alinux2023",
+                  "CK_REGION=us-east-1"])
+        proc = node.run(["enroot", "import", "-o", out, f"docker://{ECR_HOST}:{port}#team/private:v1"],
+                        user="ckuser2", check=False, timeout=120)
+        assert proc.returncode != 0
+        node.run(["rm", "-f", out])
+
+
+def test_pyxis_importer_never_ran(cluster: Cluster) -> None:
+    """Sanity: nothing in this flow used a pyxis option the installed pyxis does not know."""
+    assert "unknown configuration option" not in cluster.node.read("/var/log/slurmd.log")
+    assert json.loads((cluster.node.host_path(f"{STORE}/manifest.json")).read_text())["images"]

@@ -1,13 +1,7 @@
-"""Fixtures of the real-runtime tier: REAL enroot + pyxis (two generations) on Debian's Slurm.
-
-Skips with a one-line reason when the tier cannot run here (not root, packages missing, sources
-unavailable offline), EXCEPT under CI=true or CK_REQUIRE_REAL_RUNTIME=1 (.ci/run sets both): then it
-fails, so CI can never go green without this evidence. `make test` installs the Debian packages.
-"""
+"""Fixtures of the real-runtime tier: REAL enroot + pyxis (two generations) on Debian's Slurm (see
+tier.py for when it skips and when it must fail)."""
 from __future__ import annotations
 
-import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -18,45 +12,6 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "images"))
 
 import runtime_build  # noqa: E402
-from node_root import NodeRoot  # noqa: E402
-
-TOOLS = ("unshare", "nsenter", "setpriv", "munged", "slurmctld", "slurmd", "srun", "mksquashfs", "unsquashfs",
-         "curl", "jq", "parallel", "zstd", "pigz", "busybox", "setcap", "make", "gcc", "makeself")
-
-
-def required() -> bool:
-    return (os.environ.get("CI", "").lower() in ("1", "true", "yes")
-            or os.environ.get("CK_REQUIRE_REAL_RUNTIME") == "1")
-
-
-def unavailable(reason: str) -> None:
-    if required():
-        pytest.fail(f"real Enroot/Pyxis tier required here but cannot run: {reason}")
-    pytest.skip(f"real Enroot/Pyxis tier skipped: {reason}")
-
-
-def check_host() -> None:
-    if os.geteuid() != 0:
-        unavailable("needs root (mount namespaces, munged, slurmd)")
-    search = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
-    missing = [t for t in TOOLS if shutil.which(t, path=search) is None]
-    if missing or not Path("/usr/include/slurm/spank.h").exists():
-        unavailable(f"missing {' '.join(missing) or '/usr/include/slurm/spank.h'} "
-                    f"(apt-get install {' '.join(runtime_build.DEB_PACKAGES)})")
-
-
-_stages: dict[str, Path] = {}
-
-
-def stage_for(gen: str) -> Path:
-    """The built generation (cached across the session and across runs, see runtime_build)."""
-    check_host()
-    if gen not in _stages:
-        try:
-            _stages[gen] = runtime_build.build(gen)
-        except runtime_build.SourcesUnavailable as exc:
-            unavailable(str(exc))
-    return _stages[gen]
 
 
 @pytest.fixture(scope="module", params=sorted(runtime_build.GENERATIONS))
@@ -64,13 +19,3 @@ def generation(request: pytest.FixtureRequest) -> runtime_build.Generation:
     return runtime_build.GENERATIONS[request.param]
 
 
-def start_node(gen: runtime_build.Generation, tmp_path_factory: pytest.TempPathFactory) -> NodeRoot:
-    stage = stage_for(gen.key)
-    node = NodeRoot(tmp_path_factory.mktemp(f"node-{gen.key}"), stage)
-    try:
-        node.start()
-        node.start_slurm()
-    except Exception:
-        node.stop()
-        raise
-    return node

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from cluster_flow import (IMAGE_NAME, OS_RELEASE, REPO, SHARED, STORE, Cluster, bring_up, pyxis_version_logged,
                           rootfs, srun_container)
-from conftest import start_node
 from images_fakes import add_rootfs_image, serve
+from tier import start_node
 
 PRETTY = "ClusterKit test image (busybox)"
 

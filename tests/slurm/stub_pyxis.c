@@ -28,6 +28,11 @@
 
 SPANK_PLUGIN(stub_pyxis, 1);
 
+/* The real pyxis carries "pyxis: version vX.Y.Z" (pyxis_slurmd.c logs it at slurmd start); ClusterKit's
+ * head node reads it from the .so to write only options that pyxis knows. The stub claims the newest
+ * vendored pyxis, so these wiring tests may configure every option ClusterKit can write. */
+__attribute__((used)) static const char stub_version_marker[] = "pyxis: version v0.24.0";
+
 enum { OPT_IMAGE = 1, OPT_MOUNTS, OPT_WORKDIR, OPT_NAME };
 
 static int sbatch_support = 1;

@@ -1,7 +1,7 @@
 """Bring one image into the store: ``enroot import`` with retries and backoff (or adopt a complete
 file an interrupted run left unrecorded), check it, read its versions, publish it, record it.
 
-Why: the import writes to ``<staging>/partial/<name>.<hex>.sqsh.partial-<pid>``, outside the store
+Why: the import writes to ``<staging>/partial/<name>.<hex>.sqsh.partial-<pid>/image.sqsh``, outside the store
 that FSx exports to S3, and only a file that passed the squashfs check is renamed to its final name
 (same file system: one atomic rename, exported once); ``<store>/<name>/`` is created only then, so a
 failed import leaves nothing in the store. An image whose versions contradict ``expect`` is kept but
@@ -18,8 +18,8 @@ from typing import Dict, Tuple
 from console import format_versions, log, mb, now_utc, warn
 from enroot_uri import import_uri
 from image_lock import LockedImage
-from image_store import (drop_stable_name, ensure_dir, fsync_dir, partial_path, point_stable_name,
-                         write_manifest)
+from image_store import (IMPORT_FILE, drop_stable_name, ensure_dir, fsync_dir, partial_path,
+                         point_stable_name, remove_partial, write_manifest)
 from image_versions import expect_problems, read_versions
 from squashfs_check import check_squashfs
 from sync_config import SyncConfig
@@ -71,7 +71,8 @@ def import_image(cfg: SyncConfig, manifest: dict, img: LockedImage, adopt: bool)
     """Import (or adopt an unrecorded final file), check, read versions, publish, record."""
     store = cfg.store
     final = os.path.join(store, img.rel_file)
-    tmp = partial_path(store, img)
+    work = partial_path(store, img)  # exists for the whole attempt: `status` shows it in progress
+    tmp = os.path.join(work, IMPORT_FILE)
     started = time.monotonic()
     source = final if adopt else tmp
     compressor = ""
@@ -87,8 +88,8 @@ def import_image(cfg: SyncConfig, manifest: dict, img: LockedImage, adopt: bool)
         attempts = cfg.retries + 1
         last = ""
         for attempt in range(1, attempts + 1):
-            if os.path.lexists(tmp):
-                os.unlink(tmp)
+            remove_partial(work)
+            ensure_dir(work)
             log(f"{img.name}: importing {import_uri(img.enroot_uri, cfg.enroot_version)} "
                 f"(enroot {cfg.enroot_version}; attempt {attempt}/{attempts})")
             ok, last = run_import(cfg, img, tmp)
@@ -99,8 +100,7 @@ def import_image(cfg: SyncConfig, manifest: dict, img: LockedImage, adopt: bool)
                     break
                 last = f"imported file failed the squashfs check: {detail}"
             warn(f"{img.name}: attempt {attempt}/{attempts} failed: {last}")
-            if os.path.lexists(tmp):
-                os.unlink(tmp)
+            remove_partial(work)
             if attempt < attempts:
                 delay = cfg.backoff * (2 ** (attempt - 1))
                 log(f"{img.name}: retrying in {delay:g} s")
@@ -116,15 +116,16 @@ def import_image(cfg: SyncConfig, manifest: dict, img: LockedImage, adopt: bool)
     try:
         versions = read_versions(source)
     except RuntimeError as exc:
-        if not adopt and os.path.lexists(tmp):
-            os.unlink(tmp)
+        if not adopt:
+            remove_partial(work)
         return Result(img, "failed", detail=f"cannot read versions: {exc}")
     size = os.stat(source).st_size
     if not adopt:
         ensure_dir(os.path.dirname(final))
         os.replace(tmp, final)
         fsync_dir(os.path.dirname(final))
-        fsync_dir(os.path.dirname(tmp))
+        os.rmdir(work)
+        fsync_dir(os.path.dirname(work))
     else:
         os.chmod(final, 0o644)
     problems = expect_problems(img.expect, versions)

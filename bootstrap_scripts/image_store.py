@@ -11,7 +11,10 @@ Staging and housekeeping live in a sibling directory on the same file system, ou
 (``/fsx/containers`` -> ``/fsx/.containers.clusterkit``; every directory mode 0755)::
 
   <staging>/sync.lock                                flock: one importer at a time
-  <staging>/partial/<name>.<hex>.sqsh.partial-<pid>  import in progress (or debris of a crashed run)
+  <staging>/partial/<name>.<hex>.sqsh.partial-<pid>/  an import in progress (or debris of a crashed
+                                                    run): created when the attempt starts, so `status`
+                                                    sees it while enroot still downloads; enroot writes
+                                                    image.sqsh inside (older versions: a plain file)
   <staging>/tmp/store.manifest.json.tmp-<pid>        manifest being written (renamed over manifest.json)
   <staging>/tmp/link.<name>.sqsh.tmp-<pid>           stable-name symlink being swapped in
   <staging>/tmp/node.<host>.json.tmp-<pid>           fingerprint being written (renamed into nodes/)
@@ -41,6 +44,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import time
 from typing import TYPE_CHECKING, Iterator, List, Optional, Tuple
 
@@ -93,8 +97,24 @@ def lock_path(store: str) -> str:
     return os.path.join(staging_dir(store), LOCK_NAME)
 
 
+IMPORT_FILE = "image.sqsh"
+
+
 def partial_path(store: str, img: LockedImage) -> str:
+    """This process's work directory for img (see the layout above)."""
     return os.path.join(partial_dir(store), f"{img.name}.{img.hex}.sqsh.partial-{os.getpid()}")
+
+
+def partial_file(path: str) -> str:
+    """The .sqsh being written for a partial entry (a work directory, or an older version's file)."""
+    return os.path.join(path, IMPORT_FILE) if os.path.isdir(path) and not os.path.islink(path) else path
+
+
+def remove_partial(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.unlink(path)
 
 
 def legacy_nodes_dir(store: str) -> str:
@@ -258,7 +278,7 @@ def clean_debris(store: str) -> None:
     for path, _name, _hex, pid in partials(store):
         state = "live pid" if pid_alive(pid) else "dead pid"
         log(f"removing stale temp file {path} ({state} {pid}, left by an interrupted sync)")
-        os.unlink(path)
+        remove_partial(path)
     for d, pattern in ((tmp_dir(store), MANIFEST_TMP_RE), (tmp_dir(store), LINK_TMP_RE),
                        (store, LEGACY_TMP_RE)):
         try:

@@ -1,7 +1,8 @@
 """``image_sync.py status``: present / missing / in progress / rejected per image, as a table.
 
 Read-only and lock-free, so it can run while a sync imports: an import in progress is recognised by
-its partial file (in the staging directory next to the store) and a live pid.
+its partial entry (in the staging directory next to the store, present from the start of the attempt)
+and a live pid.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Optional
 
 from console import EXIT_FAILED, EXIT_OK, error, format_versions, mb, print_table
 from image_lock import load_lock
-from image_store import file_size, partials, pid_alive, read_manifest
+from image_store import file_size, partial_file, partials, pid_alive, read_manifest
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -27,7 +28,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     live = {}
     for path, name, hx, pid in partials(store):
         if pid_alive(pid):
-            live[(name, hx)] = (pid, file_size(path) or 0)
+            live[(name, hx)] = (pid, file_size(partial_file(path)) or 0)
     rows = []
 
     def row(name: str, digest: str, state: str, size: int, entry: Optional[dict], detail: str) -> None:

@@ -3,8 +3,9 @@
 
 Real: bootstrap_scripts/compat.py and image_sync.py (run as subprocesses, as nodes run them), the rules
 data file clusterkit/data/compat_rules.json, squashfs-tools, the file system, a loopback HTTP server
-speaking the IMDSv2 token protocol. Stand-ins: tests/image_sync/fakes/enroot (builds real .sqsh files
-carrying the marker files of real stacks; see its docstring) and tests/compat/fakes/{nvidia-smi,
+speaking the IMDSv2 token protocol, NVIDIA enroot 4.1.2 importing the images (tests/image_sync/real_enroot.py).
+Stand-ins: the loopback registry and the image content (marker files of real stacks, see real_enroot.py)
+and tests/compat/fakes/{nvidia-smi,
 fi_info,sinfo} (print the real tools' version formats; no GPU, no fabric, no Slurm behind them), a
 placeholder pyxis .so carrying the version string real pyxis compiles in, and the EFA installer's
 package record. The image_sync harness (Sandbox) of tests/image_sync is reused, loaded by path.
@@ -58,11 +59,10 @@ class Node(harness.Sandbox):
         return hashlib.sha256((self.store / "manifest.json").read_bytes()).hexdigest()
 
 
-def make_node(tmp_path: Path) -> Node:
-    """A store + lock sandbox whose PATH has the fake enroot, nvidia-smi and fi_info, and a host root
-    (CK_ROOT) with the EFA installer record, a pyxis plugin carrying its version string and sinfo."""
-    for d in ("enroot-tmp", "enroot-cache", "state", "home"):
-        (tmp_path / d).mkdir()
+def make_node(tmp_path: Path, registry) -> Node:
+    """A store + lock sandbox whose PATH has the real enroot and the fake nvidia-smi and fi_info, and a
+    host root (CK_ROOT) with the EFA installer record, a pyxis plugin carrying its version string and
+    sinfo. The caller closes registry (a real_enroot.Registry)."""
     host = tmp_path / "host"
     (host / "opt/amazon").mkdir(parents=True)
     (host / "opt/amazon/efa_installed_packages").write_text(EFA_PACKAGES)
@@ -73,23 +73,17 @@ def make_node(tmp_path: Path) -> Node:
     sinfo.parent.mkdir(parents=True)
     sinfo.write_bytes((COMPAT_FAKES / "sinfo").read_bytes())
     sinfo.chmod(0o755)
-    env = {
-        "PATH": f"{harness.FAKES}:{COMPAT_FAKES}:/usr/sbin:/usr/bin:/sbin:/bin",
-        "HOME": str(tmp_path / "home"),
-        "LANG": "C.UTF-8",
-        "FAKE_ENROOT_LOG": str(tmp_path / "enroot.log"),
-        "FAKE_ENROOT_STATE": str(tmp_path / "state"),
-        "ENROOT_TEMP_PATH": str(tmp_path / "enroot-tmp"),
-        "ENROOT_CACHE_PATH": str(tmp_path / "enroot-cache"),
-        "CK_ENROOT_CONF": str(tmp_path / "no-enroot.conf"),
+    env = harness.enroot_env(tmp_path)
+    env["PATH"] = env["PATH"].replace(":/usr/sbin:", f":{COMPAT_FAKES}:/usr/sbin:", 1)
+    env.update({
         "CK_ROOT": str(host),
         "AWS_EC2_METADATA_DISABLED": "true",
         "FAKE_NVIDIA_DRIVER": "580.95.05",
         "FAKE_NVIDIA_CUDA": "13.0",
         "FAKE_LIBFABRIC": "1.22.0amzn4.0",
-    }
+    })
     return Node(root=tmp_path, store=tmp_path / "store", lock=tmp_path / "demo.images.lock",
-                log=tmp_path / "enroot.log", env=env)
+                log=tmp_path / "enroot.log", registry=registry, env=env)
 
 
 def write_fingerprint(store: Path, host: str, legacy: bool = False, **fields) -> Path:

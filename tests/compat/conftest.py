@@ -28,5 +28,11 @@ def ruleset(compat):
 
 
 @pytest.fixture
-def node(tmp_path: Path) -> Node:
-    return make_node(tmp_path)
+def node(tmp_path: Path):
+    from real_enroot import Registry  # on sys.path once compat_harness loaded the image_sync harness
+
+    registry = Registry()
+    try:
+        yield make_node(tmp_path, registry)
+    finally:
+        registry.close()

@@ -27,8 +27,8 @@ STACK_13 = {"cuda": "13.0.2", "nccl": "2.30.4", "aws_ofi_nccl": "1.19.0", "efa_i
 
 
 def synced(node, versions=STACK_13, expect=None, name="nccl-tests"):
-    node.write_lock([node.image(name, repository=f"test/{name}", expect=expect or {})])
     node.set_spec({f"test/{name}": {"versions": versions}})
+    node.write_lock([node.image(name, repository=f"test/{name}", expect=expect or {})])
     proc = node.sync()
     assert proc.returncode == 0, proc.stderr
     return node
@@ -43,7 +43,7 @@ def test_records_the_node_software(node):
     assert {k: doc[k] for k in ("hostname", "queue", "compute_resource", "nvidia_driver", "cuda_driver_api",
                                 "efa_installer", "libfabric", "enroot", "pyxis", "slurm")} == {
         "hostname": "gpu-st-p5-12", "queue": "gpu", "compute_resource": "p5", "nvidia_driver": "580.95.05",
-        "cuda_driver_api": "13.0", "efa_installer": "1.38.0", "libfabric": "1.22.0amzn4.1", "enroot": "3.5.0",
+        "cuda_driver_api": "13.0", "efa_installer": "1.38.0", "libfabric": "1.22.0amzn4.1", "enroot": "4.1.2",
         "pyxis": "0.20.0", "slurm": "24.05.8"}
     assert doc["kernel"] == os.uname().release
     assert doc["manifest_sha256"] == node.manifest_sha256()

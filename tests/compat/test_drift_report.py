@@ -132,8 +132,8 @@ def test_max_age_ignores_nodes_long_gone(node):
 
 def test_nodes_are_rechecked_against_the_images_served_now(node):
     """A node that booted before a CUDA 13 image arrived was never checked against it."""
-    node.write_lock([node.image("nccl-tests", repository="test/nccl-tests")])
     node.set_spec({"test/nccl-tests": {"versions": {"cuda": "13.0.2"}}})
+    node.write_lock([node.image("nccl-tests", repository="test/nccl-tests")])
     assert node.sync().returncode == 0
     write_fingerprint(node.store, "gpu-st-p5-1", nvidia_driver="580.95.05")
     write_fingerprint(node.store, "gpu-st-p5-2", nvidia_driver="580.95.05")

@@ -1,13 +1,12 @@
 """Helpers for the image_sync tests.
 
-Real: bootstrap_scripts/image_sync.py run as a subprocess (as the head node runs it), squashfs-tools'
-mksquashfs/unsquashfs, flock, rename, tmpfs, su/runuser. Stand-in: tests/image_sync/fakes/enroot
-instead of NVIDIA enroot (it builds a real squashfs from a synthetic root filesystem; it says nothing
-about registry pulls or layer handling).
+Real: bootstrap_scripts/image_sync.py run as a subprocess (as the head node runs it), NVIDIA enroot 4.1.2
+built from the pinned source (real_enroot.py: registry pull, layer extraction, mksquashfs with our
+options), squashfs-tools, flock, rename, tmpfs, su/runuser. Stand-ins: the loopback registry and the image
+content (marker files of real stacks), see real_enroot.py.
 """
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
@@ -21,7 +20,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "bootstrap_scripts" / "image_sync.py"
-FAKES = Path(__file__).resolve().parent / "fakes"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from real_enroot import Registry, enroot_env, imports, serve_image  # noqa: E402
 
 FULL_VERSIONS = {"cuda": "12.8.1", "nccl": "2.25.1", "aws_ofi_nccl": "1.13.0",
                  "efa_installer": "1.38.0", "libfabric": "1.22.0amzn4.0",
@@ -78,55 +79,62 @@ def disk_preflight(image_sync):
     return sibling("disk_preflight")
 
 
-def digest_for(name: str, generation: int = 0) -> str:
-    return "sha256:" + hashlib.sha256(f"{name}/{generation}".encode()).hexdigest()
-
-
-def lock_image(name: str, repository: str | None = None, generation: int = 0, expect=None,
-               compressed_size: int = 1_000_000, registry: str = "nvcr.io") -> dict:
-    """One lock entry shaped exactly like `python -m clusterkit lock` writes it."""
-    repository = repository or f"test/{name}"
-    digest = digest_for(name, generation)
-    return {
-        "compressed_size": compressed_size,
-        "digest": digest,
-        "enroot_uri": f"docker://{registry}#{repository}@{digest}",
-        "expect": dict(expect or {}),
-        "name": name,
-        "platform": "linux/amd64",
-        "registry": registry,
-        "repository": repository,
-        "source": f"{registry}/{repository}:latest",
-    }
-
-
 def write_lock(path: Path, images: list[dict]) -> Path:
     doc = {"cluster": "demo", "images": sorted(images, key=lambda i: i["name"]), "lock_version": 1}
     path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     return path
 
 
+CONTENT_KEYS = ("versions", "layout", "big_mb")
+FAULT_KEYS = ("fail", "sleep")
+
+
 @dataclass
 class Sandbox:
-    """A store, a fake-enroot environment and helpers to run image_sync.py against them."""
+    """A store, the real enroot (real_enroot.py) with a loopback registry, and helpers to run
+    image_sync.py against them."""
 
     root: Path
     store: Path
     lock: Path
     log: Path
+    registry: Registry
     env: dict = field(default_factory=dict)
+    specs: dict = field(default_factory=dict)
 
     full_versions = FULL_VERSIONS
 
-    @staticmethod
-    def image(name: str, **kw) -> dict:
-        return lock_image(name, **kw)
+    def image(self, name: str, repository: str | None = None, generation: int = 0, expect=None,
+              compressed_size: int | None = None) -> dict:
+        """Serve an image for name (content from the current set_spec) and return its lock entry,
+        shaped exactly like `python -m clusterkit lock` writes it. Same arguments, same digest."""
+        repository = repository or f"test/{name}"
+        spec = self.specs.get(repository, self.specs.get("*", {}))
+        content = {k: spec[k] for k in CONTENT_KEYS if k in spec}
+        digest, size = serve_image(self.registry, repository, f"{name}/{generation}", content)
+        host = self.registry.host
+        return {
+            "compressed_size": size if compressed_size is None else compressed_size,
+            "digest": digest,
+            "enroot_uri": f"docker://{host}#{repository}@{digest}",
+            "expect": dict(expect or {}),
+            "name": name,
+            "platform": "linux/amd64",
+            "registry": host,
+            "repository": repository,
+            "source": f"{host}/{repository}:latest",
+        }
 
     def write_lock(self, images: list[dict]) -> Path:
         return write_lock(self.lock, images)
 
     def set_spec(self, spec: dict) -> None:
-        self.env["FAKE_ENROOT_SPEC"] = json.dumps(spec)
+        """Per repository (or "*"): image content (versions, layout, big_mb; used by image() calls
+        made afterwards) and registry faults (fail: N | "always", sleep: seconds; effective at once)."""
+        self.specs = spec
+        self.registry.faults = {repo: {k: v for k, v in s.items() if k in FAULT_KEYS}
+                                for repo, s in spec.items()}
+        self.registry.reset_counts()
 
     def cmd(self, *args: str) -> list[str]:
         return [sys.executable, str(SCRIPT), *args]
@@ -146,10 +154,8 @@ class Sandbox:
                                 text=True, **kw)
 
     def imports(self) -> list[str]:
-        """URIs the fake enroot was asked to import, one per attempt."""
-        if not self.log.exists():
-            return []
-        return [ln.split(" ", 2)[2] for ln in self.log.read_text().splitlines() if ln.startswith("import ")]
+        """URIs the real enroot was asked to import, one per attempt (from the wrapper's log)."""
+        return imports(self.log)
 
     def manifest(self) -> dict:
         return json.loads((self.store / "manifest.json").read_text())
@@ -198,19 +204,11 @@ def unpublished_in(store: Path) -> list[str]:
 
 
 @pytest.fixture
-def sandbox(tmp_path: Path) -> Sandbox:
-    root = tmp_path
-    for d in ("enroot-tmp", "enroot-cache", "state", "home"):
-        (root / d).mkdir()
-    env = {
-        "PATH": f"{FAKES}:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}",
-        "HOME": str(root / "home"),
-        "LANG": "C.UTF-8",
-        "FAKE_ENROOT_LOG": str(root / "enroot.log"),
-        "FAKE_ENROOT_STATE": str(root / "state"),
-        "ENROOT_TEMP_PATH": str(root / "enroot-tmp"),
-        "ENROOT_CACHE_PATH": str(root / "enroot-cache"),
-        "CK_ENROOT_CONF": str(root / "no-enroot.conf"),
-    }
-    return Sandbox(root=root, store=root / "store", lock=root / "demo.images.lock",
-                   log=root / "enroot.log", env=env)
+def sandbox(tmp_path: Path):
+    env = enroot_env(tmp_path)
+    reg = Registry()
+    try:
+        yield Sandbox(root=tmp_path, store=tmp_path / "store", lock=tmp_path / "demo.images.lock",
+                      log=tmp_path / "enroot.log", registry=reg, env=env)
+    finally:
+        reg.close()

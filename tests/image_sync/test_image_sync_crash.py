@@ -1,8 +1,8 @@
 """Crash safety: kill -9 in the middle of an import or of a manifest write.
 
-Real: SIGKILL of the whole process group (as systemd stops a unit), rename/fsync on the local
-filesystem, a concurrent reader process. Stand-in: the fake enroot (it writes a partial output file and
-sleeps, imitating a long mksquashfs); it proves nothing about how real enroot cleans up after itself.
+Real: SIGKILL of the whole process group (as systemd stops a unit), the real enroot 4.1.2 killed mid
+import, rename/fsync on the local filesystem, a concurrent reader process. The fault is injected at the
+loopback registry (it holds the image's layer, so enroot is stuck downloading when killed).
 """
 from __future__ import annotations
 
@@ -31,14 +31,17 @@ def wait_for(predicate, timeout=30.0, interval=0.02):
 
 
 def test_kill_9_mid_import_leaves_nothing_under_final_names_and_next_run_recovers(sandbox):
-    sandbox.write_lock([sandbox.image("done"), sandbox.image("slow")])
     sandbox.set_spec({"test/slow": {"sleep": 60}})
+    sandbox.write_lock([sandbox.image("done"), sandbox.image("slow")])
     proc = sandbox.popen_sync(start_new_session=True)
     slow_dir = sandbox.store / "slow"
     staged = sandbox.staging / "partial"
     partial = wait_for(lambda: list(staged.glob("slow.*.partial-*")) if staged.exists() else [])
     assert partial[0].name.endswith(f".partial-{proc.pid}")
-    assert sandbox.unpublished() == [], "the import temp file is staged outside the store"
+    # the real enroot is now downloading the held layer
+    wait_for(lambda: any(m == "GET" and "/blobs/" in p for m, p, _ in sandbox.registry.fake.log
+                         if "test/slow" in p))
+    assert sandbox.unpublished() == [], "the import's work directory is staged outside the store"
 
     status = sandbox.run("status", "--store", str(sandbox.store), "--lock", str(sandbox.lock))
     rows = {ln.split()[0]: ln for ln in status.stdout.splitlines()}
@@ -50,7 +53,7 @@ def test_kill_9_mid_import_leaves_nothing_under_final_names_and_next_run_recover
     assert proc.returncode == -signal.SIGKILL
 
     # Nothing of "slow" is visible under a final name (nor in the store at all); only the staged
-    # partial remains, next to the store.
+    # work directory remains, next to the store.
     assert not (sandbox.store / "slow.sqsh").exists()
     assert not slow_dir.exists()
     assert [p.name for p in staged.iterdir()] == [partial[0].name]
@@ -69,6 +72,21 @@ def test_kill_9_mid_import_leaves_nothing_under_final_names_and_next_run_recover
     assert os.readlink(sandbox.store / "slow.sqsh") == entry["file"]
     assert subprocess.run(["unsquashfs", "-s", str(sandbox.store / "slow.sqsh")],
                           capture_output=True).returncode == 0
+
+
+def test_a_partial_file_of_an_older_version_is_debris_too(sandbox):
+    """Before import work directories, a crashed run left a plain <name>.<hex>.sqsh.partial-<pid>
+    file: the next sync under the lock removes it as well."""
+    sandbox.write_lock([sandbox.image("app")])
+    staged = sandbox.staging / "partial"
+    staged.mkdir(parents=True)
+    sandbox.store.mkdir()
+    old = staged / f"app.{sandbox.image('app')['digest'][7:]}.sqsh.partial-999999"
+    old.write_bytes(b"hsqs" + b"\0" * 4092)
+    proc = sandbox.sync()
+    assert proc.returncode == 0, proc.stderr
+    assert f"removing stale temp file {old}" in proc.stdout
+    assert not list(staged.iterdir())
 
 
 def test_manifest_readers_only_ever_see_complete_json_during_a_sync(sandbox):

@@ -51,6 +51,7 @@ def test_only_published_content_under_the_store_after_failed_and_killed_imports(
     partial_dir = sandbox.staging / "partial"
     partial = wait_for(lambda: list(partial_dir.glob("slow.*.sqsh.partial-*")) if partial_dir.exists() else [])
     assert partial[0].name == f"slow.{sandbox.image('slow')['digest'][7:]}.sqsh.partial-{proc.pid}"
+    wait_for(lambda: any(m == "GET" and "test/slow/blobs/" in p for m, p, _ in sandbox.registry.fake.log))
     assert sandbox.unpublished() == [], "mid-import"
     os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=30)

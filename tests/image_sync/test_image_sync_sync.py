@@ -1,8 +1,8 @@
 """`image_sync.py sync` against a real store directory with real squashfs files.
 
-Real: image_sync.py (subprocess), mksquashfs/unsquashfs 4.5.1, flock between two processes, rename.
-Stand-in: the fake `enroot` (tests/image_sync/fakes/enroot) builds each image from a synthetic root
-filesystem; nothing here exercises a registry pull.
+Real: image_sync.py (subprocess), NVIDIA enroot 4.1.2 pulling from a loopback registry (see
+real_enroot.py), mksquashfs/unsquashfs 4.5.1, flock between two processes, rename. Stand-ins: the
+registry and the content of the images (marker files, not real libraries).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 
 def test_fresh_sync_publishes_images_under_final_and_stable_names(sandbox):
     sandbox.write_lock([sandbox.image("pytorch", repository="nvidia/pytorch"),
-                        sandbox.image("ubuntu", repository="library/ubuntu", registry="docker.io")])
+                        sandbox.image("ubuntu", repository="library/ubuntu")])
     proc = sandbox.sync()
     assert proc.returncode == 0, proc.stderr
     manifest = sandbox.manifest()
@@ -35,7 +35,7 @@ def test_fresh_sync_publishes_images_under_final_and_stable_names(sandbox):
         assert subprocess.run(["unsquashfs", "-s", str(link)], capture_output=True).returncode == 0
         assert entry["squash_options"] == "-comp lzo -noD"
         assert entry["compression"] == "lzo"
-        assert entry["enroot_version"] == "3.5.0"
+        assert entry["enroot_version"] == "4.1.2"  # what the real enroot answers
         assert entry["source"].endswith(":latest")
         assert entry["synced_at"].endswith("Z")
         assert entry["status"] == "ok"
@@ -98,9 +98,9 @@ def test_two_concurrent_syncs_import_each_image_once(sandbox):
 
 
 def test_truncated_sqsh_is_detected_by_size_and_reimported(sandbox, squashfs_check):
+    sandbox.set_spec({"test/app": {"big_mb": 1}})
     sandbox.write_lock([sandbox.image("app", compressed_size=2_000_000),
                         sandbox.image("other")])
-    sandbox.set_spec({"test/app": {"big_mb": 1}})
     assert sandbox.sync().returncode == 0
     final = sandbox.store / sandbox.manifest()["images"]["app"]["file"]
     full = final.stat().st_size
@@ -175,8 +175,8 @@ def test_new_digest_for_a_name_swaps_the_stable_link_and_keeps_the_old_file(sand
 
 def test_unrecorded_final_file_is_adopted_without_import(sandbox):
     """A crash between the rename and the manifest write leaves a complete file nobody recorded."""
-    sandbox.write_lock([sandbox.image("app", repository="nvidia/pytorch")])
     sandbox.set_spec({"nvidia/pytorch": {"versions": sandbox.full_versions}})
+    sandbox.write_lock([sandbox.image("app", repository="nvidia/pytorch")])
     assert sandbox.sync().returncode == 0
     (sandbox.store / "app.sqsh").unlink()
     (sandbox.store / "manifest.json").write_text(json.dumps({"manifest_version": 1, "images": {}}))
@@ -273,8 +273,8 @@ PY39 = find_python39()
 @pytest.mark.skipif(PY39 is None, reason="no python3.9 interpreter on this machine")
 def test_runs_on_python_3_9(sandbox):
     """bootstrap_scripts/ promises stdlib-only Python 3.9+ (the oldest python3 on supported AMIs)."""
-    sandbox.write_lock([sandbox.image("pytorch", repository="nvidia/pytorch", expect={"cuda": "12.8"})])
     sandbox.set_spec({"nvidia/pytorch": {"versions": sandbox.full_versions}})
+    sandbox.write_lock([sandbox.image("pytorch", repository="nvidia/pytorch", expect={"cuda": "12.8"})])
     for args in (["sync", "--lock", str(sandbox.lock), "--store", str(sandbox.store)],
                  ["status", "--store", str(sandbox.store), "--lock", str(sandbox.lock)],
                  ["verify", "--store", str(sandbox.store), "--lock", str(sandbox.lock)]):

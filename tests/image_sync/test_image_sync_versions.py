@@ -4,7 +4,8 @@ and enforcing the lock's `expect`.
 Real: mksquashfs-built images read with unsquashfs -lln / -cat (squashfs-tools 4.5.1). The marker
 files imitate the layouts of NGC images and the EFA installer (file names and formats taken from
 efa_installer.sh's write_package_file, CUDA's version.json, torch/version.py); they are synthetic files,
-not the real libraries. The sync tests use the fake enroot stand-in to produce those images.
+not the real libraries. The sync tests serve them from a loopback registry to the real enroot
+(real_enroot.py), which imports them.
 """
 from __future__ import annotations
 
@@ -34,10 +35,10 @@ def squash(tmp_path, files: dict, links: dict | None = None, name="img"):
 
 
 def test_sync_records_versions_from_efa_installer_layout(sandbox):
+    sandbox.set_spec({"nvidia/pytorch": {"versions": sandbox.full_versions}})
     sandbox.write_lock([sandbox.image("pytorch", repository="nvidia/pytorch",
                                       expect={"cuda": "12.8", "nccl": "2.25.1",
                                               "aws_ofi_nccl": "1.13", "efa_installer": "1.38.0"})])
-    sandbox.set_spec({"nvidia/pytorch": {"versions": sandbox.full_versions}})
     proc = sandbox.sync()
     assert proc.returncode == 0, proc.stderr
     assert sandbox.manifest()["images"]["pytorch"]["versions"] == sandbox.full_versions
@@ -47,18 +48,18 @@ def test_sync_records_versions_from_efa_installer_layout(sandbox):
 
 
 def test_sync_records_versions_from_source_build_layout(sandbox):
-    sandbox.write_lock([sandbox.image("nccl-tests", repository="adt/nccl-tests")])
     sandbox.set_spec({"adt/nccl-tests": {"layout": "source-build", "versions": {
         "cuda": "12.9.1", "nccl": "2.29.3", "aws_ofi_nccl": "1.17.2"}}})
+    sandbox.write_lock([sandbox.image("nccl-tests", repository="adt/nccl-tests")])
     assert sandbox.sync().returncode == 0
     assert sandbox.manifest()["images"]["nccl-tests"]["versions"] == {
         "cuda": "12.9.1", "nccl": "2.29.3", "aws_ofi_nccl": "1.17.2"}
 
 
 def test_expect_mismatch_keeps_image_out_of_the_stable_name(sandbox):
+    sandbox.set_spec({"nvidia/pytorch": {"versions": {"cuda": "12.4.1", "nccl": "2.25.1"}}})
     img = sandbox.image("pytorch", repository="nvidia/pytorch", expect={"cuda": "12.8", "nccl": "2.25"})
     sandbox.write_lock([img, sandbox.image("ok")])
-    sandbox.set_spec({"nvidia/pytorch": {"versions": {"cuda": "12.4.1", "nccl": "2.25.1"}}})
     proc = sandbox.sync()
     assert proc.returncode == 1
     row = [ln for ln in proc.stdout.splitlines() if ln.startswith("pytorch ")][0]
@@ -103,14 +104,14 @@ def test_expect_mismatch_keeps_image_out_of_the_stable_name(sandbox):
 
 
 def test_mismatch_of_a_new_digest_keeps_the_previous_good_image_live(sandbox):
+    sandbox.set_spec({"nvidia/app": {"versions": {"cuda": "12.8.0"}}})
     sandbox.write_lock([sandbox.image("app", repository="nvidia/app", generation=0,
                                       expect={"cuda": "12.8"})])
-    sandbox.set_spec({"nvidia/app": {"versions": {"cuda": "12.8.0"}}})
     assert sandbox.sync().returncode == 0
     good = os.readlink(sandbox.store / "app.sqsh")
+    sandbox.set_spec({"nvidia/app": {"versions": {"cuda": "13.0.0"}}})
     sandbox.write_lock([sandbox.image("app", repository="nvidia/app", generation=1,
                                       expect={"cuda": "12.8"})])
-    sandbox.set_spec({"nvidia/app": {"versions": {"cuda": "13.0.0"}}})
     assert sandbox.sync().returncode == 1
     assert os.readlink(sandbox.store / "app.sqsh") == good
     man = sandbox.manifest()

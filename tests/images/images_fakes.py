@@ -23,7 +23,7 @@ import re
 import secrets
 import threading
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -70,6 +70,8 @@ class FakeRegistry:
     wrong_digest_header: dict[tuple[str, str], str] = field(default_factory=dict)
     redirect_blobs: bool = False
     basic_auth: tuple[str, str] | None = None  # (user, password): demand Basic auth like ECR does
+    # hook(repo, "manifests"|"blobs") -> an HTTP status to answer instead, or None (fault injection)
+    hook: Callable[[str, str], int | None] | None = None
     log: list[tuple[str, str, str | None]] = field(default_factory=list)   # (method, path, Authorization)
 
     @property
@@ -236,6 +238,10 @@ def _make_handler(registry: FakeRegistry) -> type[BaseHTTPRequestHandler]:
             if not match:
                 return self._error(404, "NOT_FOUND", "no route")
             repo, kind, ref = match.groups()
+            if registry.hook is not None:
+                status = registry.hook(repo, kind)
+                if status is not None:
+                    return self._error(status, "UNAVAILABLE", "injected fault")
             if registry.basic_auth is not None:
                 expected = "Basic " + base64.b64encode(":".join(registry.basic_auth).encode()).decode()
                 if auth != expected:
@@ -268,10 +274,15 @@ def _make_handler(registry: FakeRegistry) -> type[BaseHTTPRequestHandler]:
 
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request, client_address) -> None:  # type: ignore[no-untyped-def]
+        pass  # a client killed mid-transfer (crash tests) is expected, not a test failure
+
+
 @contextmanager
 def serve() -> Iterator[FakeRegistry]:
     registry = FakeRegistry()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(registry))
+    server = _QuietServer(("127.0.0.1", 0), _make_handler(registry))
     server.daemon_threads = True
     registry.host = f"127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)

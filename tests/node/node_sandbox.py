@@ -128,10 +128,7 @@ sys.exit(rc)
 
 
 # The real modules image_sync.py imports from its own directory (shipped next to it in the bundle).
-IMAGE_SYNC_MODULES = ("compat_loader.py", "console.py", "disk_preflight.py", "image_import.py", "image_lock.py",
-                      "image_store.py", "image_versions.py", "node_drift.py", "node_facts.py",
-                      "node_fingerprint.py", "squashfs_check.py", "store_status.py", "store_sync.py",
-                      "store_verify.py", "sync_config.py")
+from clusterkit.bundle import IMAGE_SYNC_MODULES  # noqa: E402  (one list: what the bundle ships)
 
 
 def bundle_zip(dest: Path, *, drop: tuple[str, ...] = (), image_sync: str = IMAGE_SYNC_STANDIN) -> Path:

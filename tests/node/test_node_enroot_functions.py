@@ -95,7 +95,7 @@ def test_enroot_conf_evaluates_per_user(tmp_path: Path) -> None:
     uid, gid = os.getuid(), os.getgid()
     assert values["ENROOT_RUNTIME_PATH"] == f"/run/enroot/user-{uid}"
     assert values["ENROOT_DATA_PATH"] == f"/var/tmp/enroot/data/user-{uid}"
-    assert values["ENROOT_CACHE_PATH"] == f"/var/tmp/enroot/cache/group-{gid}"
+    assert values["ENROOT_CACHE_PATH"] == f"/var/tmp/enroot/cache/user-{uid}"
     assert values["ENROOT_CONFIG_PATH"] == f"{home}/.config/enroot"
     assert values["ENROOT_SQUASH_OPTIONS"] == "-comp zstd -Xcompression-level 3 -b 1M"
     # The system-wide ECR credentials are linked for this user, once, without clobbering.

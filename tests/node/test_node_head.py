@@ -46,7 +46,7 @@ def test_fresh_run_writes_exactly_the_expected_files(sandbox: Sandbox) -> None:
         *(f"opt/parallelcluster/shared/{bundle_dir}/{f}" for f in
           ("enroot.sh", "image_sync.py", "compat.py", "compat_rules.json", "compute_node_start.sh",
            "compute_node_configured.sh", "images.lock", "compat_loader.py", "console.py", "disk_preflight.py",
-           "image_import.py", "image_lock.py", "image_store.py", "image_versions.py", "node_drift.py",
+           "enroot_uri.py", "image_import.py", "image_lock.py", "image_store.py", "image_versions.py", "node_drift.py",
            "node_facts.py", "node_fingerprint.py", "squashfs_check.py", "store_status.py", "store_sync.py",
            "store_verify.py", "sync_config.py")),
     }
@@ -70,7 +70,7 @@ def test_fresh_run_content_essentials(sandbox: Sandbox) -> None:
     conf = sandbox.read("etc/enroot/enroot.conf")
     for line in ("ENROOT_RUNTIME_PATH /scratch/enroot/runtime/user-$(id -u)",
                  "ENROOT_DATA_PATH /scratch/enroot/data/user-$(id -u)",
-                 "ENROOT_CACHE_PATH /scratch/enroot/cache/group-$(id -g)",
+                 "ENROOT_CACHE_PATH /scratch/enroot/cache/user-$(id -u)",
                  "ENROOT_TEMP_PATH /scratch/enroot/tmp",
                  "ENROOT_CONFIG_PATH ${HOME:-$(echo ~)}/.config/enroot",
                  "ENROOT_SQUASH_OPTIONS -comp zstd -Xcompression-level 3 -b 1M",
@@ -256,7 +256,7 @@ def test_no_nvme_uses_tmpfs_and_root_volume(tmp_path) -> None:
     conf = sb.read("etc/enroot/enroot.conf").splitlines()
     assert "ENROOT_RUNTIME_PATH /run/enroot/user-$(id -u)" in conf
     assert "ENROOT_DATA_PATH /var/tmp/enroot/data/user-$(id -u)" in conf
-    assert "ENROOT_CACHE_PATH /var/tmp/enroot/cache/group-$(id -g)" in conf
+    assert "ENROOT_CACHE_PATH /var/tmp/enroot/cache/user-$(id -u)" in conf
     assert "ENROOT_TEMP_PATH /var/tmp/enroot/tmp" in conf
     assert sb.mode("run/enroot") == 0o1777 and sb.mode("var/tmp/enroot/data") == 0o1777
     assert sb.read("etc/tmpfiles.d/clusterkit-enroot.conf").splitlines()[-1] == "d /run/enroot 1777 root root -"

@@ -83,7 +83,7 @@ pivot_root . .old_root
 umount -l /.old_root
 rmdir /.old_root
 cd /
-echo ready > "$S/ready"
+echo ready
 exec /bin/sleep infinity
 """
 
@@ -113,19 +113,17 @@ class NodeRoot:
     # ------------------------------------------------------------------------------------ namespace
     def start(self) -> "NodeRoot":
         self.scratch.mkdir(parents=True, exist_ok=True)
-        ready = self.scratch / "ready"
         self.holder = subprocess.Popen(
             ["unshare", "--mount", "--propagation", "private", "bash", "-c", _SETUP, "setup",
              str(self.scratch), str(self.stage), str(STANDINS)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 20
-        while not ready.exists():
-            if self.holder.poll() is not None:
-                out = self.holder.stdout.read().decode(errors="replace") if self.holder.stdout else ""
-                raise RuntimeError(f"node root setup failed (exit {self.holder.returncode}): {out}")
-            if time.monotonic() > deadline:
-                raise RuntimeError("node root setup timed out")
-            time.sleep(0.02)
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, text=True)
+        assert self.holder.stdout is not None
+        # the setup prints "ready" once it has pivoted into the node root (or dies saying why)
+        line = self.holder.stdout.readline()
+        if line.strip() != "ready":
+            rest = line + self.holder.stdout.read() if self.holder.poll() is not None else line
+            self.stop()
+            raise RuntimeError(f"node root setup failed: {rest.strip()}")
         self._provision()
         return self
 
@@ -311,9 +309,34 @@ class NodeRoot:
             proc.kill()
             proc.wait(timeout=5)
 
+    def _namespace_pids(self) -> list[int]:
+        """Every process in this node's mount namespace (job steps that outlived slurmd included)."""
+        if self.holder is None:
+            return []
+        try:
+            ns = os.readlink(f"/proc/{self.holder.pid}/ns/mnt")
+        except OSError:
+            return []
+        pids = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and int(entry) != self.holder.pid:
+                try:
+                    if os.readlink(f"/proc/{entry}/ns/mnt") == ns:
+                        pids.append(int(entry))
+                except OSError:
+                    continue
+        return pids
+
     def stop(self) -> None:
         for name in ("slurmd", "slurmctld", "munged", *list(self.daemons)):
             self.stop_daemon(name)
+        # A step still running at teardown (a test failed mid-srun) leaves a slurmstepd that ignores
+        # SIGTERM and would keep the namespace and its mounts alive: kill what is left, by namespace.
+        for pid in self._namespace_pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         if self.holder is not None and self.holder.poll() is None:
             self.holder.kill()
             self.holder.wait(timeout=10)

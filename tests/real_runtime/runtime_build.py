@@ -20,6 +20,7 @@ Exit: 0 built, 1 build failed, 3 sources unavailable (offline and no vendor dir)
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -190,7 +191,15 @@ def build_pyxis(tree: Path, stage: Path, log: Path) -> None:
 
 
 def build(gen_key: str) -> Path:
-    """Build generation gen_key (cached); returns its stage directory (a root-like tree: usr/, etc/)."""
+    """Build generation gen_key (cached); returns its stage directory (a root-like tree: usr/, etc/).
+    Concurrent callers (pytest-xdist workers) wait for one another on a lock file."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f".{gen_key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build_locked(gen_key)
+
+
+def _build_locked(gen_key: str) -> Path:
     gen = GENERATIONS[gen_key]
     out = CACHE / gen_key
     stamp_text = "\n".join(SOURCES[k].sha256 + " " + k for k in (gen.enroot, gen.pyxis)) + "\n" + \

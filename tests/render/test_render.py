@@ -122,7 +122,7 @@ def test_bundle_contents():
         args = zf.read("node.args").decode().splitlines()
         lock = zf.read("images.lock")
     assert names == ["compat.py", "compat_loader.py", "compat_rules.json", "compute_node_configured.sh",
-                     "compute_node_start.sh", "console.py", "disk_preflight.py", "enroot.sh", "head_node.sh",
+                     "compute_node_start.sh", "console.py", "disk_preflight.py", "enroot.sh", "enroot_uri.py", "head_node.sh",
                      "image_import.py", "image_lock.py", "image_store.py", "image_sync.py", "image_versions.py",
                      "images.lock", "node.args", "node_drift.py", "node_facts.py", "node_fingerprint.py",
                      "squashfs_check.py", "store_status.py", "store_sync.py", "store_verify.py", "sync_config.py"]

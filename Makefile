@@ -7,16 +7,21 @@ VENV := .venv
 PCVENV := .venv-pcluster
 CLUSTER ?= demo
 CDK := node_modules/.bin/cdk
-# Packages the tests run for real: Slurm + munge (pyxis wiring), squashfs-tools (image store), gcc (stub plugin).
-DEB_PACKAGES := slurmctld slurmd slurm-client munge libslurm-dev squashfs-tools squashfuse gcc libc6-dev
+# Packages the tests run for real: Slurm + munge, squashfs-tools (image store), and what building and running
+# the REAL enroot + pyxis needs (tests/real_runtime/runtime_build.py DEB_PACKAGES lists the same; a test
+# checks the two agree).
+DEB_PACKAGES := slurmctld slurmd slurm-client munge libslurm-dev gcc libc6-dev make libbsd-dev makeself jq \
+	parallel squashfs-tools squashfuse fuse-overlayfs fuse3 curl zstd pigz busybox-static util-linux \
+	libcap2-bin binutils
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(shell node -p "process.versions.node.split('.')[0]" 2>/dev/null)
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 
-.PHONY: help python-venv synth test render render-check lock validate deploy diff destroy-cluster destroy-all pcluster-venv system-packages clean
+.PHONY: help python-venv synth test real-runtime render render-check lock validate deploy diff destroy-cluster destroy-all pcluster-venv system-packages clean
 
 help:
 	@echo "make synth                 synthesize the default cluster (demo) offline and summarize it"
 	@echo "make test                  install test dependencies, then run the whole test suite"
+	@echo "make real-runtime          build the real enroot + pyxis the tests run (both generations)"
 	@echo "make render                rewrite cluster_configs/rendered/*.yaml (and the README spec reference)"
 	@echo "make render-check          exit 1 when a rendered file is stale"
 	@echo "make lock CLUSTER=x        resolve image digests into cluster_configs/x.images.lock"
@@ -76,6 +81,11 @@ synth: $(VENV)/.stamp-runtime node_modules/.stamp
 test: $(VENV)/.stamp-dev $(PCVENV)/.stamp node_modules/.stamp system-packages
 	$(VENV)/bin/python -m pytest
 
+# The real NVIDIA enroot + pyxis (two generations) the tests run, built from ../shared/vendor (or the
+# upstream tags at the pinned commits) into .cache/real-runtime; the tests build it on demand too.
+real-runtime: system-packages
+	$(PYTHON) tests/real_runtime/runtime_build.py all
+
 render: $(VENV)/.stamp-runtime
 	$(VENV)/bin/python -m clusterkit render
 
@@ -102,4 +112,4 @@ destroy-all: $(VENV)/.stamp-runtime node_modules/.stamp
 	$(CDK) destroy --all -c cluster=$(CLUSTER)
 
 clean:
-	rm -rf cdk.out .pytest_cache
+	rm -rf cdk.out .pytest_cache .cache

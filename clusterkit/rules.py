@@ -301,8 +301,31 @@ def _duplicates(m: Marks, named: list[tuple[str, str]], what: str) -> Iterator[P
         seen.add(name)
 
 
+# Pyxis on ParallelCluster's official AMIs, where verified in aws-parallelcluster-cookbook
+# (default['cluster']['pyxis']['version']: tags v3.11.0 and v3.11.1 pin 0.20.0; later attribute files pin
+# 0.24.0, but no release could be tied to them). Any other supported release is assumed to ship the
+# oldest, so an option is accepted only where every AMI of the release knows it. The release that added
+# each option is in bootstrap_scripts/enroot.sh (CK_PYXIS_OPTION_SINCE), which filters the plugstack line.
+PC_PYXIS = {(3, 11, 0): (0, 20, 0), (3, 11, 1): (0, 20, 0)}
+OLDEST_PC_PYXIS = (0, 20, 0)
+PYXIS_OPTION_SINCE = {"use_enroot_load": (0, 21, 0)}
+
+
+def _dotted(version: tuple[int, ...]) -> str:
+    return ".".join(str(p) for p in version)
+
+
 def _containers(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
     c = spec.containers
+    pc = parse_version(spec.parallelcluster_version)
+    pyxis = PC_PYXIS.get(pc, OLDEST_PC_PYXIS) if pc else OLDEST_PC_PYXIS
+    since = PYXIS_OPTION_SINCE["use_enroot_load"]
+    if c.pyxis.use_enroot_load and pyxis < since:
+        yield m.problem("containers.pyxis.use_enroot_load",
+                        f"needs pyxis >= {_dotted(since)}, and ParallelCluster {spec.parallelcluster_version} "
+                        f"AMIs are only known to ship pyxis {_dotted(pyxis)}",
+                        "remove it: where the node's pyxis is older the head node leaves it out (an unknown "
+                        "option would stop slurmd), so it would not take effect")
     if not SQUASH_OPTIONS.match(c.enroot.squash_options):
         yield m.problem("containers.enroot.squash_options", f"'{c.enroot.squash_options}' is not a list of mksquashfs options",
                         "e.g. -comp zstd -Xcompression-level 3 -b 1M")

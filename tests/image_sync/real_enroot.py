@@ -38,14 +38,14 @@ WRAP = HERE / "wrap"
 GENERATION = "gen4"  # the host-side tests use one generation; tests/real_runtime runs both
 
 
-def stage() -> Path:
+def stage(gen: str = GENERATION) -> Path:
     """The built enroot (skips or, in CI, fails with the tier's one-line reason when it cannot run)."""
-    return tier.stage_for(GENERATION)
+    return tier.stage_for(gen)
 
 
-def enroot_env(root: Path) -> dict[str, str]:
+def enroot_env(root: Path, gen: str = GENERATION) -> dict[str, str]:
     """Environment for image_sync.py with the real enroot on PATH (behind the logging wrapper)."""
-    built = stage()
+    built = stage(gen)
     dirs = {k: root / f"enroot-{k.lower()}" for k in ("RUNTIME", "DATA", "CACHE", "TEMP", "CONFIG")}
     for d in dirs.values():
         d.mkdir(parents=True, exist_ok=True)

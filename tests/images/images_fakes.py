@@ -218,7 +218,9 @@ def _make_handler(registry: FakeRegistry) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             parts = urllib.parse.urlsplit(self.path)
             auth = self.headers.get("Authorization")
-            registry.log.append((self.command, parts.path, auth))
+            # A request through it as an http proxy carries the full URL: log that (host included).
+            shown = self.path.split("?", 1)[0] if self.path.startswith("http://") else parts.path
+            registry.log.append((self.command, shown, auth))
             if parts.path == "/token":
                 query = urllib.parse.parse_qs(parts.query)
                 if registry.refuse_tokens:

@@ -240,10 +240,17 @@ class NodeRoot:
         self.wait(lambda: self.run(["scontrol", "ping"], check=False).returncode == 0, "slurmctld")
         self.start_slurmd()
 
+    def _slurmd_starts(self) -> int:
+        log = self.run(["cat", "/var/log/slurmd.log"], check=False).stdout
+        return log.count("slurmd started on")
+
     def start_slurmd(self) -> None:
+        """Start slurmd and wait until THIS slurmd has started (its log says so: slurmctld may still
+        show the node idle from a previous slurmd) and the node is usable."""
+        before = self._slurmd_starts()
         self.spawn("slurmd", ["/usr/sbin/slurmd", "-D", "-N", NODE])
-        self.wait(lambda: self.node_state() in ("IDLE", "MIXED", "ALLOCATED"), "slurmd to register",
-                  daemon="slurmd")
+        self.wait(lambda: self._slurmd_starts() > before and self.node_state() in ("IDLE", "MIXED", "ALLOCATED"),
+                  "slurmd to start and register", daemon="slurmd")
 
     def restart_slurmd(self) -> None:
         self.stop_daemon("slurmd")

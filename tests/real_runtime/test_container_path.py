@@ -182,3 +182,55 @@ def test_pyxis_importer_never_ran(cluster: Cluster) -> None:
     """Sanity: nothing in this flow used a pyxis option the installed pyxis does not know."""
     assert "unknown configuration option" not in cluster.node.read("/var/log/slurmd.log")
     assert json.loads((cluster.node.host_path(f"{STORE}/manifest.json")).read_text())["images"]
+
+
+# ------------------------------------------------------------------------------- pyxis options
+
+PYXIS_CONF = "/opt/slurm/etc/plugstack.conf.d/pyxis.conf"
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split("."))
+
+
+def test_pyxis_options_are_filtered_for_the_installed_pyxis(cluster: Cluster, generation) -> None:
+    """PYXIS_USE_ENROOT_LOAD=1 through the head node's own function: written only for a pyxis that
+    knows it, and slurmd starts and runs containers either way."""
+    node = cluster.node
+    original = node.read(PYXIS_CONF)
+    knows = _version(generation.pyxis_version) >= (0, 21, 0)
+    try:
+        out = node.run(["bash", "-c", 'set -euo pipefail; source "$1"; shift; ck_parse_args compute "$@"; '
+                        'ck_install_plugstack /opt/slurm/etc /usr/local/lib/slurm/spank_pyxis.so', "gen",
+                        f"{SHARED}/enroot.sh", "CK_CLUSTER=demo", "CK_OS=alinux2023", "PYXIS_USE_ENROOT_LOAD=1"])
+        assert ("use_enroot_load=1" in node.read(PYXIS_CONF)) == knows
+        if not knows:
+            assert (f"pyxis {generation.pyxis_version} does not know use_enroot_load (added in pyxis 0.21.0): "
+                    "not written, so slurmd still starts") in out.stdout
+        node.restart_slurmd()
+        assert srun_container(cluster, "true", user="ckuser1").returncode == 0
+        if knows:  # the registry path really goes through `enroot load` now
+            got = srun_container(cluster, "cat", "/etc/os-release", image=cluster.registry_uri(), user="ckuser2")
+            assert got.stdout == OS_RELEASE
+    finally:
+        node.write(PYXIS_CONF, original)
+        node.restart_slurmd()
+
+
+def test_real_pyxis_refuses_an_option_it_does_not_know_by_stopping_slurmd(cluster: Cluster, generation) -> None:
+    """Why the filter exists, pinned against the real plugins (real-runtime.md): pyxis 0.20.0 stops
+    slurmd on use_enroot_load=1; pyxis 0.24.0 starts with it."""
+    node = cluster.node
+    original = node.read(PYXIS_CONF)
+    try:
+        node.write(PYXIS_CONF, original.rstrip("\n") + " use_enroot_load=1\n")
+        if _version(generation.pyxis_version) >= (0, 21, 0):
+            node.restart_slurmd()
+            assert srun_container(cluster, "true").returncode == 0
+        else:
+            with pytest.raises(RuntimeError, match="slurmd exited"):
+                node.restart_slurmd()
+            assert "pyxis: unknown configuration option: use_enroot_load=1" in node.read("/var/log/slurmd.log")
+    finally:
+        node.write(PYXIS_CONF, original)
+        node.restart_slurmd()

@@ -51,6 +51,11 @@ CASES = [
      ["2:9: region: unknown region 'us-eats-1' (did you mean 'us-east-1'?)"]),
     ("az outside region", _with("us-east-1a", "us-west-2a"),
      ["3:20: availability_zone: 'us-west-2a' is not in us-east-1 (one of us-east-1a, us-east-1b, us-east-1c, us-east-1d, us-east-1e, us-east-1f)"]),
+    ("use_enroot_load on a release whose pyxis lacks it",
+     _extra("containers:\n  pyxis:\n    use_enroot_load: true\n"),
+     ["12:22: containers.pyxis.use_enroot_load: needs pyxis >= 0.21.0, and ParallelCluster 3.16.1 AMIs are only "
+      "known to ship pyxis 0.20.0 (remove it: where the node's pyxis is older the head node leaves it out (an "
+      "unknown option would stop slurmd), so it would not take effect)"]),
     ("old pc version", _extra("parallelcluster_version: 3.10.1\n"),
      ["10:26: parallelcluster_version: 3.10.1 is too old (ParallelCluster 3.11.1 or later ships Enroot and Pyxis on its official AMIs)"]),
     ("unknown instance type", _with("p5.48xlarge", "p5.48xlargee"),

@@ -150,7 +150,8 @@ class Pyxis:
     container_scope: Literal["job", "global"] = doc("lifetime of named containers", "job")
     sbatch_support: bool = doc("allow --container-image on sbatch/salloc", True)
     execute_entrypoint: bool = doc("run the image entrypoint", False)
-    use_enroot_load: bool = doc("load images with enroot load instead of import + create", False)
+    use_enroot_load: bool = doc("load registry images with enroot load instead of import + create (pyxis >= 0.21; "
+                                "refused where the release's pyxis is not known to have it)", False)
 
 
 @dataclass(frozen=True)

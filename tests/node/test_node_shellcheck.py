@@ -13,6 +13,9 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = ["bootstrap_scripts/enroot.sh", "bootstrap_scripts/head_node.sh",
            "bootstrap_scripts/compute_node_start.sh", "bootstrap_scripts/compute_node_configured.sh"]
 JOBS = ["jobs/nccl-tests.sbatch", "jobs/hello-container.sbatch"]
+# bash the tests themselves run on a node root or in front of the real enroot
+TEST_SCRIPTS = ["bootstrap_scripts/head_node_launcher.sh", "tests/real_runtime/standins/usr/local/bin/aws",
+                "tests/image_sync/wrap/enroot"]
 
 
 def shellcheck() -> str:
@@ -26,7 +29,7 @@ def shellcheck() -> str:
     return found
 
 
-@pytest.mark.parametrize("path", SCRIPTS + JOBS)
+@pytest.mark.parametrize("path", SCRIPTS + JOBS + TEST_SCRIPTS)
 def test_shellcheck_clean(path: str) -> None:
     assert (REPO / path).exists(), path
     r = subprocess.run([shellcheck(), "--external-sources", "--severity=style", "--shell=bash", path],
@@ -34,7 +37,7 @@ def test_shellcheck_clean(path: str) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-@pytest.mark.parametrize("path", SCRIPTS[1:] + JOBS)
+@pytest.mark.parametrize("path", SCRIPTS[1:] + JOBS + TEST_SCRIPTS)
 def test_scripts_are_strict_bash(path: str) -> None:
     text = (REPO / path).read_text()
     assert text.startswith("#!/usr/bin/env bash\n") or text.startswith("#!/bin/bash\n"), path

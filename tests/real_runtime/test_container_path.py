@@ -78,11 +78,15 @@ def test_slurm_loads_the_exact_plugstack_line_the_head_node_wrote(cluster: Clust
     assert f"pyxis {generation.pyxis_version} at /usr/local/lib/slurm/spank_pyxis.so" in cluster.bootstrap_log
 
 
-def test_compute_node_checks_passed_on_the_real_store(cluster: Cluster) -> None:
+def test_compute_node_checks_passed_on_the_real_store(cluster: Cluster, generation) -> None:
     log = cluster.bootstrap_log
     assert "verify: 1/1 locked images present in /fsx/containers" in log
     assert "srun --help lists --container-image" in log
     assert "compute_node_configured.sh INFO done: node ready for container jobs" in log
+    # the node's fingerprint names the enroot and pyxis really installed
+    (fingerprint,) = (cluster.node.fsx / ".containers.clusterkit" / "nodes").glob("*.json")
+    doc = json.loads(fingerprint.read_text())
+    assert (doc["enroot"], doc["pyxis"]) == (generation.enroot_version, generation.pyxis_version)
 
 
 # ------------------------------------------------------------------------------------------ jobs

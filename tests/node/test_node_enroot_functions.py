@@ -125,3 +125,17 @@ def test_role_keys_match_the_contract() -> None:
     head, compute = out.split("--\n")
     assert set(head.split()) == contract
     assert set(compute.split()) == contract - {"CK_BUNDLE"}
+
+
+def test_pyxis_option_releases_agree_with_validate() -> None:
+    """The node's filter (enroot.sh CK_PYXIS_OPTION_SINCE) and validate's rule (rules.PYXIS_OPTION_SINCE)
+    name the same pyxis release for each option, until both read one definition."""
+    import re
+
+    from clusterkit.rules import PYXIS_OPTION_SINCE
+
+    text = (Path(__file__).resolve().parents[2] / "bootstrap_scripts/enroot.sh").read_text()
+    m = re.search(r"^declare -gA CK_PYXIS_OPTION_SINCE=\((.*)\)$", text, re.M)
+    assert m, "CK_PYXIS_OPTION_SINCE not found in enroot.sh"
+    node = {k: tuple(int(p) for p in v.split(".")) for k, v in re.findall(r"\[(\w+)\]=([\d.]+)", m.group(1))}
+    assert node == PYXIS_OPTION_SINCE

@@ -40,15 +40,20 @@ def check_host() -> None:
 
 
 _stages: dict[str, Path] = {}
+_unavailable: dict[str, str] = {}
 
 
 def stage_for(gen: str) -> Path:
-    """The built generation (cached across the session and across runs, see runtime_build)."""
+    """The built generation (cached across the session and across runs, see runtime_build). Sources
+    that cannot be had are tried once per session: every later caller gets the same one-line reason."""
     check_host()
+    if gen in _unavailable:
+        unavailable(_unavailable[gen])
     if gen not in _stages:
         try:
             _stages[gen] = runtime_build.build(gen)
         except runtime_build.SourcesUnavailable as exc:
+            _unavailable[gen] = str(exc)
             unavailable(str(exc))
     return _stages[gen]
 

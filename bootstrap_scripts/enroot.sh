@@ -99,7 +99,7 @@ declare -gA CK_DEFAULTS=(
 # runs `eval echo` on every enroot.conf value, and systemd parses the unit's Environment= lines.
 declare -gA CK_PATTERNS=(
     [CK_CLUSTER]='^[A-Za-z][A-Za-z0-9-]{0,59}$'
-    [CK_OS]='^(alinux2023|ubuntu2204|ubuntu2404|rhel8|rhel9)$'
+    [CK_OS]='^(alinux2023|ubuntu2204|ubuntu2404|rhel9)$'
     [CK_STORE]='^(/[A-Za-z0-9._-]+)+$'
     [CK_BUNDLE]='^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/([A-Za-z0-9._-]+/)*[A-Za-z0-9._-]+\.zip$'
     [CK_REGION]='^[a-z]{2}(-[a-z]+)+-[0-9]+$'
@@ -119,7 +119,7 @@ declare -gA CK_PATTERNS=(
 
 declare -gA CK_HINTS=(
     [CK_CLUSTER]="a ParallelCluster cluster name: letter first, then letters, digits, hyphens (max 60)"
-    [CK_OS]="one of alinux2023, ubuntu2204, ubuntu2404, rhel8, rhel9"
+    [CK_OS]="one of alinux2023, ubuntu2204, ubuntu2404, rhel9 (rhel8's python3 is too old)"
     [CK_STORE]="an absolute path of letters, digits, . _ - (no spaces), e.g. /fsx/containers"
     [CK_BUNDLE]="s3://<bucket>/<sha256>.zip"
     [CK_REGION]="an AWS region such as us-east-1"

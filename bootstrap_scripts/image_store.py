@@ -148,7 +148,8 @@ def manifest_path(store: str) -> str:
 
 
 def empty_manifest() -> dict:
-    return {"manifest_version": MANIFEST_VERSION, "images": {}}
+    """The manifest of a store nothing was synced into yet (every reader may use both sections)."""
+    return {"manifest_version": MANIFEST_VERSION, "images": {}, "rejected": {}}
 
 
 def read_manifest(store: str) -> dict:
@@ -169,7 +170,31 @@ def read_manifest(store: str) -> dict:
         raise ValueError(f"{path}: manifest_version {doc.get('manifest_version')!r} is not "
                          f"{MANIFEST_VERSION} (written by a different image_sync?)")
     doc.setdefault("rejected", {})
+    check_entries(path, doc)
     return doc
+
+
+# What every reader of an entry relies on (a wrong shape is a corrupt manifest, never a traceback).
+ENTRY_FIELDS = {"digest": str, "file": str, "size": int}
+
+
+def check_entries(path: str, doc: dict) -> None:
+    """Raise ValueError naming the first entry of images/rejected that readers could not use."""
+    for section in ("images", "rejected"):
+        entries = doc.get(section)
+        if not isinstance(entries, dict):
+            raise ValueError(f"{path}: {section}: not an object")
+        for name, entry in entries.items():
+            where = f"{path}: {section}.{name}"
+            if not isinstance(entry, dict):
+                raise ValueError(f"{where}: not an object")
+            for key, kind in ENTRY_FIELDS.items():
+                value = entry.get(key)
+                if not isinstance(value, kind) or isinstance(value, bool):
+                    raise ValueError(f"{where}.{key}: {value!r} is not a {kind.__name__}")
+            versions = entry.get("versions", {})
+            if not isinstance(versions, dict) or not all(isinstance(v, str) for v in versions.values()):
+                raise ValueError(f"{where}.versions: not an object of version strings")
 
 
 def fsync_dir(path: str) -> None:
@@ -231,6 +256,8 @@ def read_manifest_bytes(store: str) -> Tuple[Optional[str], dict]:
         raise ValueError(f"{manifest_path(store)}: not valid JSON ({exc})")
     if not isinstance(doc, dict) or not isinstance(doc.get("images"), dict):
         raise ValueError(f"{manifest_path(store)}: images: missing or not an object")
+    doc.setdefault("rejected", {})
+    check_entries(manifest_path(store), doc)
     return hashlib.sha256(data).hexdigest(), doc
 
 

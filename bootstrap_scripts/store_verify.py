@@ -1,8 +1,8 @@
 """``image_sync.py verify``: a compute node's check that the store is usable (never imports or writes).
 
 A node whose FSx is not mounted or whose unsquashfs cannot decompress the store's images fails here,
-at boot, instead of failing every container job later; missing images are only warned about (the head
-node may still be importing them).
+at boot, instead of failing every container job later; missing images, a missing manifest (the head
+node's first sync still running) and an unreadable one (the head node rebuilds it) are only warned about.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Dict, List, Tuple
 
 from console import EXIT_FAILED, EXIT_OK, error, format_versions, log, mb, warn
 from image_lock import LockedImage, load_lock
-from image_store import file_size, manifest_path, read_manifest
+from image_store import empty_manifest, file_size, manifest_path, read_manifest
 from squashfs_check import read_superblock, unsquashfs_can_read
 
 
@@ -25,14 +25,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
         error(f"verify: image store {store} is not a directory (is FSx mounted at "
               f"{os.path.dirname(store)}?)")
         return EXIT_FAILED
+    # A store without a (readable) manifest is the head node's business, not this node's: on a new
+    # cluster static nodes boot before the first import ends, and failing them would only feed Slurm's
+    # protected mode. Jobs using an image that is not there yet fail on their own, with a clear error.
     if not os.path.isfile(manifest_path(store)):
-        error(f"verify: {manifest_path(store)} does not exist (has the head node's image sync run?)")
-        return EXIT_FAILED
+        warn(f"verify: no {manifest_path(store)} yet: the head node's first image sync has not finished "
+             f"(or there is nothing to sync); this node boots, jobs using locked images wait for it")
     try:
         manifest = read_manifest(store)
     except ValueError as exc:
-        error(f"verify: {exc} (the head node's image sync rewrites it)")
-        return EXIT_FAILED
+        warn(f"verify: {exc} (the head node's next image sync moves it aside and rebuilds it); "
+             f"images cannot be checked from this node until then")
+        manifest = empty_manifest()
     present: List[Tuple[LockedImage, str]] = []
     for img in images:
         entry = manifest["images"].get(img.name)

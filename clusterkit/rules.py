@@ -57,6 +57,13 @@ def _compat(spec: ClusterSpec, m: Marks) -> list[Problem]:
     return compat.expect_problems(spec, m)
 
 
+# OS values ParallelCluster accepts that ClusterKit's nodes cannot run on, and why.
+UNSUPPORTED_OS = {
+    # the cookbook installs the distro python3 on rhel8, which is 3.6; the node tools need 3.9+
+    "rhel8": "its python3 is 3.6 and ClusterKit's node tools need Python 3.9 or later",
+}
+
+
 def parse_version(text: str) -> tuple[int, ...] | None:
     return tuple(int(p) for p in text.split(".")) if re.fullmatch(r"\d+\.\d+\.\d+", text) else None
 
@@ -73,6 +80,9 @@ def _identity(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
                         f"one of {', '.join(azs)}")
     if spec.account is not None and not IDS["account"].match(spec.account):
         yield m.problem("account", f"'{spec.account}' is not a 12-digit account id")
+    if spec.os in UNSUPPORTED_OS:
+        yield m.problem("os", f"{spec.os} is not supported: {UNSUPPORTED_OS[spec.os]}",
+                        "use rhel9, alinux2023, ubuntu2204 or ubuntu2404")
     version = parse_version(spec.parallelcluster_version)
     if version is None:
         yield m.problem("parallelcluster_version", f"'{spec.parallelcluster_version}' is not a version like 3.16.1")

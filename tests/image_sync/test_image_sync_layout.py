@@ -6,8 +6,8 @@ files, manifest/link/fingerprint temp files and node fingerprints live in `.<sto
 to it. Also: a store written by the previous layout (all of that inside the store) is migrated.
 
 Real: image_sync.py (subprocess), squashfs-tools, flock held by another process, SIGKILL, rename, a
-tmpfs mounted by root (skipped where mounting is not allowed). Stand-in: the fake enroot (builds real
-squashfs files; nothing about registry pulls). No FSx and no S3 here: that the association exports
+tmpfs mounted by root (skipped where mounting is not allowed), the real enroot importing from a loopback
+registry (real_enroot.py). No FSx and no S3 here: that the association exports
 exactly what is under the store is FSx's documented behaviour, not something these tests can observe.
 """
 from __future__ import annotations

@@ -56,6 +56,9 @@ CASES = [
      ["12:22: containers.pyxis.use_enroot_load: needs pyxis >= 0.21.0, and ParallelCluster 3.16.1 AMIs are only "
       "known to ship pyxis 0.20.0 (remove it: where the node's pyxis is older the head node leaves it out (an "
       "unknown option would stop slurmd), so it would not take effect)"]),
+    ("rhel8: python 3.6 on the nodes", _extra("os: rhel8\n"),
+     ["10:5: os: rhel8 is not supported: its python3 is 3.6 and ClusterKit's node tools need Python 3.9 or "
+      "later (use rhel9, alinux2023, ubuntu2204 or ubuntu2404)"]),
     ("old pc version", _extra("parallelcluster_version: 3.10.1\n"),
      ["10:26: parallelcluster_version: 3.10.1 is too old (ParallelCluster 3.11.1 or later ships Enroot and Pyxis on its official AMIs)"]),
     ("unknown instance type", _with("p5.48xlarge", "p5.48xlargee"),

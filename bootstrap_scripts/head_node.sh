@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ClusterKit head node: HeadNode CustomActions OnNodeConfigured AND OnNodeUpdated (same script, same
-# Args; idempotent: a re-run changes no file that is already right and re-starts the image sync).
+# Args; idempotent: a re-run changes no file that is already right, and restarts the image sync only
+# when its unit or image lock changed).
 #
 # Args (one KEY=VALUE each): CK_CLUSTER, CK_OS, CK_BUNDLE, CK_REGION (required); CK_STORE,
 # CK_ECR_REGISTRIES, ENROOT_*, PYXIS_* (optional; see enroot.sh ck_parse_args for values/defaults).
@@ -201,14 +202,39 @@ WantedBy=multi-user.target
 EOF
 }
 
+# sync_inputs: what a running sync was started with: the unit (command line, enroot settings) and the
+# image lock of the live bundle. Anything else in a new bundle does not concern a running import.
+sync_inputs() {
+    local unit lock
+    read -r unit _ < <(sha256sum "${CK_ROOT}/etc/systemd/system/${SYNC_UNIT}")
+    read -r lock _ < <(sha256sum "${BUNDLE_LINK}/images.lock")
+    printf 'unit=%s lock=%s\n' "${unit}" "${lock}"
+}
+
+# start_image_sync: OnNodeUpdated runs on EVERY cluster update (a MaxCount change included), so the
+# sync is restarted only when its inputs changed: a multi-GB import in progress survives an unrelated
+# update. A sync that is not running (finished, failed, first boot) is started: re-running one whose
+# images are present costs milliseconds.
 start_image_sync() {
+    local state="${CK_ROOT}/var/lib/clusterkit/image-sync.inputs" inputs recorded=""
     ck_ensure_dir "${CK_ROOT}/etc/systemd/system" 0755
     ck_write_file "${CK_ROOT}/etc/systemd/system/${SYNC_UNIT}" 0644 "$(render_sync_unit)"
     [[ "${CK_LAST_CHANGED}" == yes ]] && CK_SYSTEMD_DIRTY=yes
     ck_systemd_reload_if_dirty
     systemctl enable --quiet "${SYNC_UNIT}"
-    systemctl restart --no-block "${SYNC_UNIT}"
-    ck_log INFO "started ${SYNC_UNIT} in the background (journalctl -u ${SYNC_UNIT}; ${SYNC_LOG})"
+    inputs="$(sync_inputs)"
+    [[ -f "${state}" ]] && recorded="$(<"${state}")"
+    if [[ "${inputs}" != "${recorded}" ]]; then
+        systemctl restart --no-block "${SYNC_UNIT}"
+        ck_log INFO "(re)started ${SYNC_UNIT}: its unit or image lock changed (journalctl -u ${SYNC_UNIT}; ${SYNC_LOG})"
+    elif systemctl is-active --quiet "${SYNC_UNIT}"; then
+        ck_log INFO "${SYNC_UNIT} is running with unchanged inputs: left alone"
+    else
+        systemctl start --no-block "${SYNC_UNIT}"
+        ck_log INFO "started ${SYNC_UNIT} (not running; inputs unchanged)"
+    fi
+    ck_ensure_dir "${CK_ROOT}/var/lib/clusterkit" 0755
+    ck_write_file "${state}" 0644 "${inputs}"
 }
 
 main() {

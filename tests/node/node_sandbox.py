@@ -95,7 +95,8 @@ exit 0
 """,
     "scontrol": r"""exit "${CK_TEST_SCONTROL_RC:-0}"
 """,
-    "systemctl": "exit 0\n",
+    # is-active answers from CK_TEST_UNIT_ACTIVE (1: running, the default; 0: not running)
+    "systemctl": 'if [ "${1:-}" = is-active ]; then [ "${CK_TEST_UNIT_ACTIVE:-1}" = 1 ]; exit; fi\nexit 0\n',
     "sysctl": "exit 0\n",
     "nvidia-smi": "echo 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-stand-in)'\n",
 }
@@ -131,7 +132,8 @@ sys.exit(rc)
 from clusterkit.bundle import IMAGE_SYNC_MODULES  # noqa: E402  (one list: what the bundle ships)
 
 
-def bundle_zip(dest: Path, *, drop: tuple[str, ...] = (), image_sync: str = IMAGE_SYNC_STANDIN) -> Path:
+def bundle_zip(dest: Path, *, drop: tuple[str, ...] = (), image_sync: str = IMAGE_SYNC_STANDIN,
+               lock: dict | None = None) -> Path:
     """The bundle zip as the contract describes it (files at its root), with the stand-in image_sync
     (the real image_sync modules ride along: a test passing the real image_sync.py needs them)."""
     files = {name: (SCRIPTS / name).read_bytes()
@@ -139,7 +141,7 @@ def bundle_zip(dest: Path, *, drop: tuple[str, ...] = (), image_sync: str = IMAG
                           *IMAGE_SYNC_MODULES)}
     files["compat_rules.json"] = (SCRIPTS.parent / "clusterkit/data/compat_rules.json").read_bytes()
     files["image_sync.py"] = image_sync.encode()
-    files["images.lock"] = (json.dumps(IMAGES_LOCK, indent=2, sort_keys=True) + "\n").encode()
+    files["images.lock"] = (json.dumps(lock or IMAGES_LOCK, indent=2, sort_keys=True) + "\n").encode()
     with zipfile.ZipFile(dest, "w") as zf:
         for name in sorted(files):
             if name not in drop:

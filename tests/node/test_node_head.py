@@ -11,12 +11,16 @@ import re
 import time
 
 import pytest
-from node_sandbox import BUNDLE_URI, FORBIDDEN, HEAD_ARGS, PYXIS_SO, Sandbox, bundle_zip, changed_paths, snapshot
+from node_sandbox import (BUNDLE_URI, FORBIDDEN, HEAD_ARGS, IMAGES_LOCK, PYXIS_SO, Sandbox, bundle_zip,
+                          changed_paths, snapshot)
 
 PYXIS_CONF = "opt/slurm/etc/plugstack.conf.d/pyxis.conf"
 PLUGSTACK = "opt/slurm/etc/plugstack.conf"
 UNIT = "etc/systemd/system/clusterkit-image-sync.service"
 ISO_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ head_node\.sh (INFO|WARN|ERROR) ")
+
+
+SYNC = "clusterkit-image-sync.service"
 
 
 def args_with(**overrides: str) -> list[str]:
@@ -43,6 +47,7 @@ def test_fresh_run_writes_exactly_the_expected_files(sandbox: Sandbox) -> None:
         PLUGSTACK,
         PYXIS_CONF,
         "var/log/clusterkit/bootstrap.log",
+        "var/lib/clusterkit/image-sync.inputs",
         *(f"opt/parallelcluster/shared/{bundle_dir}/{f}" for f in
           ("enroot.sh", "image_sync.py", "compat.py", "compat_rules.json", "compute_node_start.sh",
            "compute_node_configured.sh", "images.lock", "compat_loader.py", "console.py", "disk_preflight.py",
@@ -101,8 +106,7 @@ def test_fresh_run_commands(sandbox: Sandbox) -> None:
     assert r.calls("aws") == [["s3", "cp", "--only-show-errors", "--region", "us-east-1", BUNDLE_URI,
                                r.calls("aws")[0][-1]]]
     assert r.calls("scontrol") == [["reconfigure"]]
-    assert r.calls("systemctl") == [["daemon-reload"], ["enable", "--quiet", "clusterkit-image-sync.service"],
-                                    ["restart", "--no-block", "clusterkit-image-sync.service"]]
+    assert r.calls("systemctl") == [["daemon-reload"], ["enable", "--quiet", SYNC], ["restart", "--no-block", SYNC]]
     zip_calls = [c for c in r.calls("python3") if c[:3] == ["-m", "zipfile", "-e"]]
     assert len(zip_calls) == 1
     assert r.calls("sysctl") == []  # alinux2023
@@ -113,7 +117,7 @@ def test_fresh_run_commands(sandbox: Sandbox) -> None:
     assert r.stdout.splitlines() == [line for line in log if " ERROR " not in line]
 
 
-def test_second_run_changes_no_file_and_restarts_sync(sandbox: Sandbox) -> None:
+def test_second_run_changes_no_file_and_leaves_a_running_sync_alone(sandbox: Sandbox) -> None:
     assert sandbox.run("head_node.sh", *HEAD_ARGS).returncode == 0
     before = snapshot(sandbox.root)
     time.sleep(0.02)  # a rewrite would show a different mtime
@@ -125,8 +129,36 @@ def test_second_run_changes_no_file_and_restarts_sync(sandbox: Sandbox) -> None:
     assert changed == {"var/log/clusterkit/bootstrap.log", "opt/parallelcluster/shared"}, changed
     assert r.calls("scontrol") == []
     assert ["daemon-reload"] not in r.calls("systemctl")
-    assert ["restart", "--no-block", "clusterkit-image-sync.service"] in r.calls("systemctl")
+    assert ["is-active", "--quiet", SYNC] in r.calls("systemctl")
+    assert not [c for c in r.calls("systemctl") if c[0] in ("restart", "start")]
+    assert f"{SYNC} is running with unchanged inputs: left alone" in r.stdout
     assert "plugstack unchanged; no reconfigure" in r.stdout
+
+
+def test_on_node_updated_restarts_the_sync_only_for_a_new_lock(sandbox: Sandbox, tmp_path) -> None:
+    """OnNodeUpdated runs on every cluster update: an unrelated one (a new bundle whose lock is the
+    same, e.g. a MaxCount change with a script fix) must not kill an import in progress."""
+    import copy
+
+    assert sandbox.run("head_node.sh", *HEAD_ARGS).returncode == 0
+    sandbox.bundle = bundle_zip(tmp_path / "other-scripts.zip", image_sync="#!/usr/bin/env python3\n# v2\n")
+    r = sandbox.run("head_node.sh", *HEAD_ARGS)
+    assert r.returncode == 0, r.stderr
+    assert not [c for c in r.calls("systemctl") if c[0] in ("restart", "start")], r.calls("systemctl")
+    # the previous run has ended (or failed): started again, not restarted
+    r = sandbox.run("head_node.sh", *HEAD_ARGS, env={"CK_TEST_UNIT_ACTIVE": "0"})
+    assert ["start", "--no-block", SYNC] in r.calls("systemctl")
+    assert ["restart", "--no-block", SYNC] not in r.calls("systemctl")
+    lock = copy.deepcopy(IMAGES_LOCK)
+    lock["images"][0]["digest"] = "sha256:" + "c" * 64
+    lock["images"][0]["enroot_uri"] = "docker://nvcr.io#nvidia/pytorch@sha256:" + "c" * 64
+    sandbox.bundle = bundle_zip(tmp_path / "new-lock.zip", lock=lock)
+    r = sandbox.run("head_node.sh", *HEAD_ARGS)
+    assert ["restart", "--no-block", SYNC] in r.calls("systemctl")
+    assert f"(re)started {SYNC}: its unit or image lock changed" in r.stdout
+    # and a changed unit (new enroot settings) restarts it too
+    r = sandbox.run("head_node.sh", *args_with(ENROOT_TRANSFER_RETRIES="7"))
+    assert ["restart", "--no-block", SYNC] in r.calls("systemctl")
 
 
 def test_update_with_new_settings_and_bundle(sandbox: Sandbox, tmp_path) -> None:

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # ClusterKit compute node, SlurmQueues CustomActions OnNodeConfigured.
 #
-# /opt/slurm and /fsx are mounted now. This script only CHECKS (a non-zero exit makes PC replace the
-# node rather than let it run jobs that would fail):
+# /opt/slurm, /fsx and the instance-store NVMe (at the queue's EphemeralVolume MountDir, /scratch) are
+# mounted now. First it sets up node-local enroot: working dirs on that NVMe when it is there, else on the
+# root volume, enroot.conf, enroot's Slurm hooks, ECR credentials, the Ubuntu 24.04 sysctl and slurmd's
+# PATH drop-in (slurmd starts after this script, in ParallelCluster's finalize phase). Then it CHECKS
+# (a non-zero exit makes PC replace the node rather than let it run jobs that would fail):
 #  - the pyxis plugin is on this node and the shared plugstack.conf loads it;
 #  - when /opt/slurm/bin/srun exists, `srun --help` lists --container-image (slurm clients here
 #    really load pyxis);
@@ -12,6 +15,7 @@
 #    /fsx/.containers.clusterkit/nodes/<hostname>.json, outside what FSx exports to S3) for
 #    `image_sync.py drift` on the head node (image_sync.py fingerprint).
 # Its only write outside the node is that fingerprint file; it never compiles and never downloads.
+# Missing images and a store the head node has not synced yet are warnings, not failures.
 #
 # Args: same keys as compute_node_start.sh.
 # shellcheck source-path=SCRIPTDIR
@@ -97,6 +101,8 @@ main() {
     ck_log INFO "start (args: $*)"
     ck_parse_args compute "$@"
     ck_write_node_env
+    ck_setup_local_enroot slurmd
+    ck_systemd_reload_if_dirty
     check_pyxis
     check_srun
     check_store

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # ClusterKit compute node, SlurmQueues CustomActions OnNodeStart.
 #
-# At OnNodeStart only /home and /opt/parallelcluster/shared are mounted: /opt/slurm and /fsx are not.
-# So this script only prepares node-local things: enroot dirs on local NVMe (/scratch) or tmpfs/root
-# volume, /etc/enroot/enroot.conf, enroot's Slurm hooks, ECR credentials, the Ubuntu 24.04 sysctl and
-# slurmd's PATH drop-in. It never compiles, never downloads, never touches /opt/slurm or /fsx.
+# At OnNodeStart only /home and /opt/parallelcluster/shared are mounted: not /opt/slurm, not /fsx, and
+# not the instance-store NVMe either (ParallelCluster mounts it at the queue's EphemeralVolume MountDir
+# in its config phase, after this script). So this script only checks what must hold before anything
+# else: valid Args (recorded in /etc/clusterkit/node.env) and enroot on the AMI. The enroot layout is
+# chosen in OnNodeConfigured (compute_node_configured.sh), once /scratch is what it will be. It never
+# compiles, never downloads, never touches /opt/slurm or /fsx.
 # The shared functions come from the bundle the head node installed (CK_SHARED_DIR overrides the dir).
 #
 # Args (one KEY=VALUE each): CK_CLUSTER, CK_OS (required); CK_STORE, CK_REGION, CK_ECR_REGISTRIES,
@@ -41,9 +43,7 @@ main() {
     ck_parse_args compute "$@"
     ck_write_node_env
     ck_require_enroot
-    ck_setup_local_enroot slurmd
-    ck_systemd_reload_if_dirty
-    ck_log INFO "done: enroot configured for cluster ${CK_CLUSTER} (${CK_OS})"
+    ck_log INFO "done: Args valid and enroot present for cluster ${CK_CLUSTER} (${CK_OS}); enroot is configured in OnNodeConfigured"
 }
 
 main "$@"

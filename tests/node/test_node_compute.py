@@ -1,4 +1,5 @@
-"""compute_node_start.sh and compute_node_configured.sh in a sandbox root with recording stand-ins.
+"""compute_node_start.sh and compute_node_configured.sh in a sandbox root with recording stand-ins
+(the same scripts run for real in tests/real_runtime).
 
 Real: the scripts and the bundle's enroot.sh (bash), coreutils, the files written. Stand-ins
 (node_sandbox.py): enroot, systemctl, sysctl, mountpoint, srun (prints help with or without pyxis's
@@ -34,24 +35,33 @@ def compute(sandbox: Sandbox) -> Sandbox:
 
 # --- OnNodeStart ------------------------------------------------------------------------------------
 
-def test_start_writes_local_files_only(compute: Sandbox) -> None:
+def test_start_writes_only_its_record(compute: Sandbox) -> None:
+    """OnNodeStart validates and records; enroot's layout waits for OnNodeConfigured (the NVMe is not
+    mounted yet at OnNodeStart)."""
     before = snapshot(compute.root)
     r = compute.run("compute_node_start.sh", *COMPUTE_ARGS)
     assert r.returncode == 0, r.stderr
     after = snapshot(compute.root)
     files = {p for p in changed_paths(before, after) if after.get(p) and after[p].kind == "f"}
-    assert files == {
-        "etc/clusterkit/node.env",
-        "etc/enroot/enroot.conf",
-        "etc/enroot/hooks.d/50-slurm-pmi.sh",
-        "etc/enroot/hooks.d/50-slurm-pytorch.sh",
-        "etc/systemd/system/slurmd.service.d/clusterkit-path.conf",
-        "var/log/clusterkit/bootstrap.log",
-    }
-    assert "ENROOT_RUNTIME_PATH /scratch/enroot/runtime/user-$(id -u)" in compute.read("etc/enroot/enroot.conf")
+    assert files == {"etc/clusterkit/node.env", "var/log/clusterkit/bootstrap.log"}
+    assert r.calls("systemctl") == [] and r.calls("sysctl") == []
+
+
+def test_enroot_layout_follows_the_nvme_that_pc_mounts_after_on_node_start(compute: Sandbox) -> None:
+    """PC's config phase mounts the instance store at /scratch between OnNodeStart and OnNodeConfigured
+    (setup-ephemeral-drives.sh): the layout must be chosen after it, or containers unpack onto the
+    root volume while the NVMe sits idle."""
+    compute.mounts.discard("/scratch")
+    assert compute.run("compute_node_start.sh", *COMPUTE_ARGS).returncode == 0
+    compute.mounts.add("/scratch")
+    compute.add_srun()
+    r = compute.run("compute_node_configured.sh", *COMPUTE_ARGS)
+    assert r.returncode == 0, r.stderr
+    conf = compute.read("etc/enroot/enroot.conf")
+    assert "ENROOT_DATA_PATH /scratch/enroot/data/user-$(id -u)" in conf
+    assert "ENROOT_CACHE_PATH /scratch/enroot/cache/user-$(id -u)" in conf
     assert compute.mode("scratch/enroot/data") == 0o1777
-    assert r.calls("systemctl") == [["daemon-reload"]]
-    assert r.calls("sysctl") == []
+    assert "enroot working dirs on local NVMe (/scratch)" in r.stdout
 
 
 def test_start_never_touches_opt_slurm_or_fsx(compute: Sandbox) -> None:
@@ -74,19 +84,20 @@ def test_start_no_compiles_no_downloads(compute: Sandbox) -> None:
     assert not r.command_names & COMPUTE_FORBIDDEN, r.command_names & COMPUTE_FORBIDDEN
 
 
-def test_start_is_idempotent(compute: Sandbox) -> None:
-    assert compute.run("compute_node_start.sh", *COMPUTE_ARGS).returncode == 0
+@pytest.mark.parametrize("script", ["compute_node_start.sh", "compute_node_configured.sh"])
+def test_scripts_are_idempotent(compute: Sandbox, script: str) -> None:
+    assert compute.run(script, *COMPUTE_ARGS).returncode == 0
     before = snapshot(compute.root)
     time.sleep(0.02)
-    r = compute.run("compute_node_start.sh", *COMPUTE_ARGS)
+    r = compute.run(script, *COMPUTE_ARGS)
     assert r.returncode == 0, r.stderr
     assert changed_paths(before, snapshot(compute.root)) == {"var/log/clusterkit/bootstrap.log"}
     assert r.calls("systemctl") == []
 
 
-def test_start_ubuntu2404_sysctl(compute: Sandbox) -> None:
+def test_configured_ubuntu2404_sysctl(compute: Sandbox) -> None:
     args = [a if not a.startswith("CK_OS=") else "CK_OS=ubuntu2404" for a in COMPUTE_ARGS]
-    r = compute.run("compute_node_start.sh", *args)
+    r = compute.run("compute_node_configured.sh", *args)
     assert r.returncode == 0, r.stderr
     path = "etc/sysctl.d/99-clusterkit-enroot.conf"
     assert "kernel.apparmor_restrict_unprivileged_userns = 0" in compute.read(path)
@@ -139,7 +150,11 @@ def test_configured_checks_pass_and_verify_store(compute: Sandbox) -> None:
     after = snapshot(compute.root)
     assert under(before, "opt/slurm", "fsx") == under(after, "opt/slurm", "fsx")
     assert {p for p in changed_paths(before, after) if after.get(p) and after[p].kind == "f"} == {
-        "etc/clusterkit/node.env", "var/log/clusterkit/bootstrap.log"}
+        "etc/clusterkit/node.env", "var/log/clusterkit/bootstrap.log", "etc/enroot/enroot.conf",
+        "etc/enroot/hooks.d/50-slurm-pmi.sh", "etc/enroot/hooks.d/50-slurm-pytorch.sh",
+        "etc/systemd/system/slurmd.service.d/clusterkit-path.conf"}
+    assert "ENROOT_RUNTIME_PATH /scratch/enroot/runtime/user-$(id -u)" in compute.read("etc/enroot/enroot.conf")
+    assert r.calls("systemctl") == [["daemon-reload"]]
     assert not r.command_names & COMPUTE_FORBIDDEN, r.command_names & COMPUTE_FORBIDDEN
 
 

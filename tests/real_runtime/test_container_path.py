@@ -158,7 +158,7 @@ def test_ecr_credentials_setup_against_a_basic_auth_registry(cluster: Cluster, t
         port = ecr.host.rsplit(":", 1)[1]
         node.sh(f"echo '127.0.0.1 {ECR_HOST}' >> /etc/hosts")
         node.write("/var/lib/ck-test/ecr-password", password + "\n", 0o644)
-        node.run(["bash", f"{SHARED}/compute_node_start.sh", "CK_CLUSTER=demo", "CK_OS=alinux2023",
+        node.run(["bash", f"{SHARED}/compute_node_configured.sh", "CK_CLUSTER=demo", "CK_OS=alinux2023",
                   "CK_REGION=us-east-1", f"CK_ECR_REGISTRIES={ECR_HOST}"])
         creds = node.read("/etc/enroot/credentials")
         assert creds == (f"machine {ECR_HOST} login AWS password "
@@ -174,7 +174,7 @@ def test_ecr_credentials_setup_against_a_basic_auth_registry(cluster: Cluster, t
         assert link == "/etc/enroot/credentials"
         node.run(["rm", "-f", out])
         # and without the ECR setting the same pull is refused: the credentials are what made it work
-        node.run(["bash", f"{SHARED}/compute_node_start.sh", "CK_CLUSTER=demo", "CK_OS=alinux2023",
+        node.run(["bash", f"{SHARED}/compute_node_configured.sh", "CK_CLUSTER=demo", "CK_OS=alinux2023",
                   "CK_REGION=us-east-1"])
         proc = node.run(["enroot", "import", "-o", out, f"docker://{ECR_HOST}:{port}#team/private:v1"],
                         user="ckuser2", check=False, timeout=120)

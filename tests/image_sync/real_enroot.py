@@ -8,7 +8,8 @@ its working directories inside the test's tmp dir (ENROOT_*_PATH; it would creat
   - the registry (tests/images/images_fakes.py: OCI distribution API on 127.0.0.1, plain http, which
     enroot allows with ENROOT_ALLOW_HTTP); faults are injected THERE, not into enroot: ``fail`` answers
     503 to the first N manifest requests of a repository (each import attempt makes one before any
-    other), ``sleep`` holds every blob of a repository for that long (an import stuck downloading);
+    other), ``sleep`` holds every blob of a repository for that long (an import stuck downloading),
+    ``hold`` holds them until the test removes the fault;
   - ``wrap/enroot``, a wrapper that logs each ``import`` URI and then execs the real enroot unchanged
     (the tests count imports with it);
   - the image content: ``rootfs`` builds the marker files of real CUDA/NCCL/EFA stacks (the layouts
@@ -105,6 +106,8 @@ class Registry:
             deadline = time.monotonic() + float(fault["sleep"])
             while time.monotonic() < deadline and not self._stop.is_set():
                 time.sleep(0.05)
+        while kind == "blobs" and self.faults.get(repo, {}).get("hold") and not self._stop.is_set():
+            time.sleep(0.05)  # held until the test releases it (faults changed) or the registry closes
         return None
 
     def close(self) -> None:

@@ -103,32 +103,57 @@ def wait_unit(node: NodeRoot, unit: str, timeout: float = 180) -> str:
     return node.read(rc_path).strip()
 
 
-def bring_up(node: NodeRoot, registry: FakeRegistry, workdir: Path) -> Cluster:
+@dataclass
+class Prepared:
+    """What exists before any node boots: the served image, the spec, its lock and the bundle in "S3"."""
+
+    digest: str
+    lock: dict
+    spec_path: Path
+    compute_args: list[str]
+
+
+LAUNCHER_ARGS = ("CK_REGION=us-east-1", "CK_BUNDLE_URI=s3://ck-test/bundle.zip")
+
+
+def prepare(node: NodeRoot, registry: FakeRegistry, workdir: Path, *, with_image: bool = True) -> Prepared:
+    """Steps 1-3 of the flow: serve the image, lock the spec against the registry, build and upload the
+    bundle; plus the site drop-in that lets enroot talk plain http to the loopback registry."""
     digest = add_rootfs_image(registry, "ck/pytorch", "25.01", [rootfs()])
     spec_path = workdir / "demo.yaml"
-    spec_path.write_text(spec_text(registry.host, "ck/pytorch", "25.01"))
+    text = spec_text(registry.host, "ck/pytorch", "25.01")
+    if not with_image:
+        text = text[:text.index("  images:\n")] + "  images: []\n" + text[text.index("\nlifecycle:") + 1:]
+    spec_path.write_text(text)
     loaded = load(str(spec_path), check_lock=False)
     lock = images.resolve_lock(loaded.spec.name, image_specs(loaded.spec), platform(loaded.spec),
                                registry_client=RegistryClient(allow_loopback_http=True))
     loaded.lock_path.write_text(images.dump_lock(lock))
     registry.log.clear()  # from here on the registry sees only the nodes' traffic
     loaded = load(str(spec_path))
-    bundle = node_artifacts(loaded).bundle.data
-    put_file(node, "/var/lib/ck-test/s3/ck-test/bundle.zip", bundle)
+    put_file(node, "/var/lib/ck-test/s3/ck-test/bundle.zip", node_artifacts(loaded).bundle.data)
     # A site drop-in (enroot reads /etc/enroot/enroot.conf.d/*.conf after enroot.conf): plain http to
     # the loopback registry. ClusterKit's own enroot.conf stays exactly as the head node writes it.
     node.write("/etc/enroot/enroot.conf.d/90-ck-test-http.conf", "ENROOT_ALLOW_HTTP yes\n")
-    head = node.run(["bash", str(SCRIPTS / "head_node_launcher.sh"), "CK_REGION=us-east-1",
-                     "CK_BUNDLE_URI=s3://ck-test/bundle.zip"], timeout=120)
+    return Prepared(digest, lock, spec_path, compute_settings(loaded.spec))
+
+
+def run_launcher(node: NodeRoot) -> str:
+    """The head node's OnNodeConfigured / OnNodeUpdated action, as ParallelCluster runs it."""
+    return node.run(["bash", str(SCRIPTS / "head_node_launcher.sh"), *LAUNCHER_ARGS], timeout=120).stdout
+
+
+def bring_up(node: NodeRoot, registry: FakeRegistry, workdir: Path) -> Cluster:
+    prep = prepare(node, registry, workdir)
+    head = run_launcher(node)
     rc = wait_unit(node, SYNC_UNIT)
     sync_log = node.read(f"/run/ck-test/units/{SYNC_UNIT}.log")
     assert rc == "0", f"image sync exited {rc}:\n{sync_log}"
-    args = compute_settings(loaded.spec)
-    start = node.run(["bash", f"{SHARED}/compute_node_start.sh", *args])
-    configured = node.run(["bash", f"{SHARED}/compute_node_configured.sh", *args])
+    start = node.run(["bash", f"{SHARED}/compute_node_start.sh", *prep.compute_args])
+    configured = node.run(["bash", f"{SHARED}/compute_node_configured.sh", *prep.compute_args])
     node.restart_slurmd()  # PC's finalize phase starts slurmd after OnNodeConfigured
-    return Cluster(node, registry, digest, lock, spec_path,
-                   "\n".join([head.stdout, sync_log, start.stdout, configured.stdout]))
+    return Cluster(node, registry, prep.digest, prep.lock, prep.spec_path,
+                   "\n".join([head, sync_log, start.stdout, configured.stdout]))
 
 
 def srun_container(cluster: Cluster, *cmd: str, image: str | None = None, user: str | None = None,

@@ -53,7 +53,7 @@ PATH = "/opt/slurm/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/
 # Runs as root in the new mount namespace: build the node root, then chroot into it and wait.
 _SETUP = r"""
 set -euo pipefail
-S="$1"; STAGE="$2"; STANDINS="$3"
+S="$1"; STAGE="$2"; STANDINS="$3"; FSX_AT_START="$4"
 R="$S/root"
 mkdir -p "$R"
 mount -t tmpfs -o mode=0755 noderoot "$R"
@@ -74,7 +74,7 @@ done
 mkdir -p "$S/vartmp" "$S/fsx"
 chmod 1777 "$S/vartmp"
 mount --bind "$S/vartmp" "$R/var/tmp"
-mount --bind "$S/fsx" "$R/fsx"
+if [ "$FSX_AT_START" = yes ]; then mount --bind "$S/fsx" "$R/fsx"; fi
 mount -t proc proc "$R/proc"
 mount --rbind /dev "$R/dev"
 mount --rbind /sys "$R/sys"
@@ -98,6 +98,7 @@ class NodeRoot:
 
     scratch: Path
     stage: Path
+    fsx_at_start: bool = True  # False: /fsx is an empty directory until mount_fsx() (PC's config phase)
     holder: subprocess.Popen | None = None
     daemons: dict[str, subprocess.Popen] = field(default_factory=dict)
 
@@ -106,7 +107,7 @@ class NodeRoot:
         self.scratch.mkdir(parents=True, exist_ok=True)
         self.holder = subprocess.Popen(
             ["unshare", "--mount", "--propagation", "private", "bash", "-c", _SETUP, "setup",
-             str(self.scratch), str(self.stage), str(STANDINS)],
+             str(self.scratch), str(self.stage), str(STANDINS), "yes" if self.fsx_at_start else "no"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, text=True)
         assert self.holder.stdout is not None
         # the setup prints "ready" once it has pivoted into the node root (or dies saying why)
@@ -222,6 +223,11 @@ class NodeRoot:
     def start_slurm(self) -> None:
         """munged, slurmctld and slurmd, all inside the node root (PC's head node runs the first two,
         compute nodes slurmd; one node plays both here)."""
+        self.start_controller()
+        self.start_slurmd()
+
+    def start_controller(self) -> None:
+        """munged and slurmctld (the head node's part)."""
         ctld, slurmd = _free_ports(2)
         self.write("/opt/slurm/etc/slurm.conf", self.slurm_conf(ctld, slurmd))
         self.spawn("munged", ["/usr/sbin/munged", "--foreground", "--force", "--num-threads=2"])
@@ -229,7 +235,25 @@ class NodeRoot:
                   "munged socket")
         self.spawn("slurmctld", ["/usr/sbin/slurmctld", "-D", "-i"])
         self.wait(lambda: self.run(["scontrol", "ping"], check=False).returncode == 0, "slurmctld")
-        self.start_slurmd()
+
+    # ----------------------------------------------------------------------- mounts made later, as PC does
+    def mount_fsx(self) -> None:
+        """The FSx stand-in (the host's scratch/fsx) at /fsx."""
+        self.run(["mount", "--bind", str(self.fsx), "/fsx"])
+
+    def mount_instance_store(self, mount_dir: str = "/scratch") -> None:
+        """An instance-store stand-in (a fresh directory on the host's disk) at mount_dir."""
+        disk = self.scratch / f"nvme{mount_dir.replace('/', '-')}"
+        disk.mkdir(exist_ok=True)
+        self.run(["mkdir", "-p", mount_dir])
+        self.run(["mount", "--bind", str(disk), mount_dir])
+
+    def hide(self, path: str) -> None:
+        """Make path look unmounted (an empty tmpfs over it) until unhide(path)."""
+        self.run(["mount", "-t", "tmpfs", "-o", "mode=0755,size=1m", "hidden", path])
+
+    def unhide(self, path: str) -> None:
+        self.run(["umount", path])
 
     def _slurmd_starts(self) -> int:
         log = self.run(["cat", "/var/log/slurmd.log"], check=False).stdout

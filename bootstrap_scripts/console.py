@@ -7,6 +7,7 @@ codes: 0 fine, 1 an image or a node check failed, 2 the operator must fix someth
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import sys
 from typing import Dict, List
 
@@ -29,6 +30,28 @@ def warn(msg: str) -> None:
 
 def error(msg: str) -> None:
     print(f"{now_utc()} {PROG}: error: {msg}", file=sys.stderr, flush=True)
+
+
+# What an operator can do about the file-system errors a node meets (read-only or full FSx, something
+# in the way of a name the store owns).
+_OS_HINTS = {
+    errno.EROFS: "the file system is read-only: is FSx mounted read-write?",
+    errno.ENOSPC: "the file system is full: free space or grow it (FSx storage capacity)",
+    errno.EDQUOT: "a quota is exhausted on this file system",
+    errno.EISDIR: "a directory is in the way of a file the store owns: move it aside",
+    errno.ENOTDIR: "a file is in the way of a directory the store owns: move it aside",
+    errno.EACCES: "permission denied: image_sync runs as root on the head node",
+    errno.EPERM: "operation not permitted: image_sync runs as root on the head node",
+    errno.EIO: "I/O error: check the file system's health (dmesg, FSx console)",
+}
+
+
+def os_error_line(exc: OSError) -> str:
+    """One line for an OSError a node can cause: what failed, on which path, and what to do."""
+    where = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
+    what = exc.strerror or str(exc)
+    hint = _OS_HINTS.get(exc.errno or 0, "")
+    return f"{where + ': ' if where else ''}{what}{f' ({hint})' if hint else ''}"
 
 
 class UsageError(Exception):

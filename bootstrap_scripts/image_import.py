@@ -18,8 +18,8 @@ from typing import Dict, Tuple
 from console import format_versions, log, mb, now_utc, warn
 from enroot_uri import import_uri
 from image_lock import LockedImage
-from image_store import (IMPORT_FILE, drop_stable_name, ensure_dir, fsync_dir, partial_path,
-                         point_stable_name, remove_partial, write_manifest)
+from image_store import (IMPORT_FILE, drop_stable_name, ensure_dir, file_size, fsync_dir, partial_path,
+                         point_stable_name, quarantine, remove_partial, write_manifest)
 from image_versions import expect_problems, read_versions
 from squashfs_check import check_squashfs
 from sync_config import SyncConfig
@@ -122,6 +122,8 @@ def import_image(cfg: SyncConfig, manifest: dict, img: LockedImage, adopt: bool)
     size = os.stat(source).st_size
     if not adopt:
         ensure_dir(os.path.dirname(final))
+        if os.path.lexists(final) and file_size(final) is None:
+            quarantine(store, final, "not a regular file")
         os.replace(tmp, final)
         fsync_dir(os.path.dirname(final))
         os.rmdir(work)

@@ -11,6 +11,8 @@ Staging and housekeeping live in a sibling directory on the same file system, ou
 (``/fsx/containers`` -> ``/fsx/.containers.clusterkit``; every directory mode 0755)::
 
   <staging>/sync.lock                                flock: one importer at a time
+  <staging>/quarantine/<name>+<hex>.sqsh.<time>-<pid>  a published file that failed a check (or
+                                                    a directory in the way), moved out of the store
   <staging>/partial/<name>.<hex>.sqsh.partial-<pid>/  an import in progress (or debris of a crashed
                                                     run): created when the attempt starts, so `status`
                                                     sees it while enroot still downloads; enroot writes
@@ -45,6 +47,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import time
 from typing import TYPE_CHECKING, Iterator, List, Optional, Tuple
 
@@ -214,14 +217,20 @@ def write_json_atomic(final: str, tmp: str, doc: dict) -> str:
     data = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode("utf-8")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fchmod(fd, 0o644)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, final)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchmod(fd, 0o644)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, final)
+    except OSError:
+        # a full disk mid-write: the old file stays whole, and the partial temp file goes now
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     fsync_dir(os.path.dirname(final))
     if os.path.dirname(tmp) != os.path.dirname(final):
         fsync_dir(os.path.dirname(tmp))
@@ -355,11 +364,42 @@ def ensure_dir(path: str) -> None:
 
 
 def file_size(path: str) -> Optional[int]:
+    """Size of the regular file at path (symlinks followed); None when there is none (a directory in
+    its place counts as none: only a regular file can be an image)."""
     try:
         st = os.stat(path)
     except OSError:
         return None
-    return st.st_size
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
+
+
+QUARANTINE_DIR = "quarantine"
+
+
+def quarantine(store: str, path: str, why: str) -> str:
+    """Move what sits at a published path and must not be served (a corrupt image, a directory in the
+    way) into the staging quarantine/ dir: gone from the store in one rename, kept for inspection."""
+    qdir = os.path.join(ensure_staging(store), QUARANTINE_DIR)
+    ensure_dir(qdir)
+    rel = os.path.relpath(path, store).replace(os.sep, "+")
+    dest = os.path.join(qdir, f"{rel}.{int(time.time())}-{os.getpid()}")
+    os.replace(path, dest)
+    fsync_dir(os.path.dirname(path))
+    log(f"moved {path} aside to {dest} ({why})")
+    return dest
+
+
+def unpublish(store: str, manifest: dict, img: LockedImage, why: str) -> None:
+    """Take a recorded image that failed a check out of service BEFORE re-importing it: stable name
+    dropped, file quarantined, entry removed, manifest written. If the re-import then fails, the image
+    is missing, never served corrupt."""
+    drop_stable_name(store, img)
+    path = os.path.join(store, img.rel_file)
+    if os.path.lexists(path):
+        quarantine(store, path, why)
+    if manifest["images"].get(img.name, {}).get("digest") == img.digest:
+        del manifest["images"][img.name]
+    write_manifest(store, manifest)
 
 
 @contextlib.contextmanager

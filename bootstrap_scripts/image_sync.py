@@ -28,8 +28,9 @@ script puts its own directory on sys.path so they import the same way when it is
   node_fingerprint.py  ``fingerprint``;  node_drift.py ``drift``
 
 Exit codes: 0 everything present, 1 an image failed (or verify found the store unusable, or a node
-cannot run a locked image, or nodes of one queue differ), 2 usage, lock or preflight error (disk
-space, missing tools, missing compat files).
+cannot run a locked image, or nodes of one queue differ, or the file system refused a write: read-only,
+full, something in the way; one line naming the path), 2 usage, lock or preflight error (disk space,
+missing tools, missing compat files).
 """
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ if __name__ == "__main__":
 
 try:
     from compat_loader import RULES_NAME
-    from console import EXIT_USAGE, PROG, UsageError
+    from console import EXIT_FAILED, EXIT_USAGE, PROG, UsageError, error, os_error_line
     from node_drift import cmd_drift
     from node_fingerprint import cmd_fingerprint
     from store_status import cmd_status
@@ -121,6 +122,9 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
         for line in exc.lines:
             print(f"{PROG}: {line}", file=sys.stderr, flush=True)
         return EXIT_USAGE
+    except OSError as exc:  # read-only or full store, something in the way: one line, never a traceback
+        error(os_error_line(exc))
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

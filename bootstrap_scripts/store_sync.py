@@ -22,7 +22,7 @@ from image_import import Result, import_image
 from image_lock import LockedImage, load_lock
 from image_store import (MANIFEST_VERSION, clean_debris, drop_stable_name, ensure_store, file_size,
                          legacy_present, load_manifest_for_sync, migrate_legacy, point_stable_name,
-                         read_manifest, stable_name_ok, sync_lock, write_manifest)
+                         read_manifest, stable_name_ok, sync_lock, unpublish, write_manifest)
 from image_versions import expect_problems
 from squashfs_check import check_squashfs
 from sync_config import SyncConfig, enroot_setting, enroot_version
@@ -30,7 +30,8 @@ from sync_config import SyncConfig, enroot_setting, enroot_version
 
 @dataclass
 class Plan:
-    """What one image needs. action: none | relink | promote | demote | adopt | import | rejected."""
+    """What one image needs. action: none | relink | promote | demote | adopt | import | reimport
+    (recorded but failed a check: taken out of service first) | rejected."""
 
     action: str
     reason: str = ""
@@ -45,14 +46,14 @@ def plan_image(store: str, manifest: dict, img: LockedImage, verify: bool) -> Pl
     rejected = manifest.get("rejected", {}).get(img.name)
     if entry and entry.get("digest") == img.digest and entry.get("file") == img.rel_file:
         if size is None:
-            return Plan("import", "missing although recorded in the manifest")
+            return Plan("reimport", "missing although recorded in the manifest")
         if size != entry.get("size"):
-            return Plan("import", f"size {size} differs from the manifest's {entry.get('size')} "
-                                  f"(truncated or replaced)")
+            return Plan("reimport", f"size {size} differs from the manifest's {entry.get('size')} "
+                                    f"(truncated or replaced)")
         if verify:
             ok, detail = check_squashfs(path)
             if not ok:
-                return Plan("import", f"--verify-all: {detail}")
+                return Plan("reimport", f"--verify-all: {detail}")
         problems = expect_problems(img.expect, entry.get("versions", {}))
         if problems:
             return Plan("demote", "; ".join(problems))
@@ -109,9 +110,9 @@ def cmd_sync(args: argparse.Namespace) -> int:
                                                plan.reason)
                 else:
                     work.append((img, plan))
-            to_import = [img for img, plan in work if plan.action == "import"]
+            to_import = [img for img, plan in work if plan.action in ("import", "reimport")]
             tools = (["enroot"] if to_import else []) + \
-                (["unsquashfs"] if any(p.action in ("import", "adopt") for _, p in work) else [])
+                (["unsquashfs"] if any(p.action in ("import", "reimport", "adopt") for _, p in work) else [])
             missing = [t for t in tools if shutil.which(t, path=env.get("PATH")) is None]
             if missing:
                 raise UsageError([f"{' and '.join(missing)} not found on PATH {env.get('PATH', '')} "
@@ -157,4 +158,6 @@ def apply_plan(cfg: SyncConfig, manifest: dict, img: LockedImage, plan: Plan) ->
         manifest.setdefault("rejected", {})[img.name] = entry
         write_manifest(store, manifest)
         return Result(img, "rejected", entry["size"], plan.reason)
+    if plan.action == "reimport":
+        unpublish(store, manifest, img, plan.reason)
     return import_image(cfg, manifest, img, adopt=plan.action == "adopt")

@@ -21,7 +21,7 @@ from image_lock import LockedImage
 from image_store import (IMPORT_FILE, drop_stable_name, ensure_dir, file_size, fsync_dir, partial_path,
                          point_stable_name, quarantine, remove_partial, write_manifest)
 from image_versions import expect_problems, read_versions
-from squashfs_check import check_squashfs
+from squashfs_check import check_squashfs, content_sha256
 from sync_config import SyncConfig
 
 
@@ -34,11 +34,12 @@ class Result:
 
 
 def manifest_entry(cfg: SyncConfig, img: LockedImage, size: int, compressor: str,
-                   versions: Dict[str, str], status: str, reason: str = "") -> dict:
+                   versions: Dict[str, str], status: str, reason: str = "", sha256: str = "") -> dict:
     entry = {
         "digest": img.digest,
         "file": img.rel_file,
         "size": size,
+        "sha256": sha256,
         "compression": compressor,
         "squash_options": cfg.squash_options,
         "enroot_version": cfg.enroot_version,
@@ -120,6 +121,7 @@ def import_image(cfg: SyncConfig, manifest: dict, img: LockedImage, adopt: bool)
             remove_partial(work)
         return Result(img, "failed", detail=f"cannot read versions: {exc}")
     size = os.stat(source).st_size
+    sha256 = content_sha256(source)  # just written (or adopted): cheap now, the deep checks' reference
     if not adopt:
         ensure_dir(os.path.dirname(final))
         if os.path.lexists(final) and file_size(final) is None:
@@ -137,11 +139,11 @@ def import_image(cfg: SyncConfig, manifest: dict, img: LockedImage, adopt: bool)
         if manifest["images"].get(img.name, {}).get("digest") == img.digest:
             del manifest["images"][img.name]
         manifest.setdefault("rejected", {})[img.name] = manifest_entry(
-            cfg, img, size, compressor, versions, "rejected", reason)
+            cfg, img, size, compressor, versions, "rejected", reason, sha256)
         write_manifest(store, manifest)
         return Result(img, "rejected", size, reason)
     point_stable_name(store, img)
-    manifest["images"][img.name] = manifest_entry(cfg, img, size, compressor, versions, "ok")
+    manifest["images"][img.name] = manifest_entry(cfg, img, size, compressor, versions, "ok", sha256=sha256)
     manifest.get("rejected", {}).pop(img.name, None)
     write_manifest(store, manifest)
     elapsed = time.monotonic() - started

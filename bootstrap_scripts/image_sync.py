@@ -6,7 +6,7 @@ Commands (stdlib only, Python 3.9+, run as root on the head node; compute nodes 
 
   image_sync.py sync        --lock LOCK --store DIR [--retries N] [--backoff S] [--verify-all]
   image_sync.py status      --store DIR [--lock LOCK]
-  image_sync.py verify      --store DIR --lock LOCK
+  image_sync.py verify      --store DIR --lock LOCK [--deep]
   image_sync.py fingerprint --store DIR --lock LOCK [--rules FILE] [--node-name NAME]
   image_sync.py drift       --store DIR [--rules FILE] [--format table|json] [--max-age-hours H]
 
@@ -88,6 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="compute node: store mounted, manifest readable (never imports)")
     v.add_argument("--store", required=True)
     v.add_argument("--lock", required=True)
+    v.add_argument("--deep", action="store_true",
+                   help="also re-read every present image and compare its sha256 with the one recorded "
+                        "at import (catches same-size corruption; reads every byte: run it on the head "
+                        "node, not at every compute boot)")
     f = sub.add_parser("fingerprint",
                        help="compute node: record this node's software next to the store (/fsx/containers: "
                             "/fsx/.containers.clusterkit/nodes/<host>.json); "

@@ -6,6 +6,7 @@ this node's squashfs-tools can decompress the images at all (enroot needs it to 
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import struct
@@ -83,3 +84,14 @@ def unsquashfs_can_read(sqsh: str) -> Tuple[bool, str]:
     if m:
         return False, m.group(1)
     return True, text.strip().splitlines()[-1] if text.strip() else f"exit {proc.returncode}"
+
+
+def content_sha256(path: str) -> str:
+    """sha256 of the whole file. Recorded when an image is published (the file was just written, so
+    it is cheap then) and compared by ``verify --deep`` / ``sync --verify-all``: the only check that
+    catches same-size corruption inside data blocks, which size and superblock checks cannot see."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

@@ -4,7 +4,8 @@ Why: a present image is skipped after a stat and a manifest lookup only (no hash
 so a re-run on every node update costs milliseconds even with tens of GB in the store. A ``.sqsh``
 whose size differs from the manifest (truncated or replaced) is re-imported; ``--verify-all``
 additionally runs ``unsquashfs -s`` and a superblock/size check on every present image (slower, reads
-metadata only). Only images that need work take the lock, and they are planned again under it (another
+metadata) and compares each file's sha256 with the one recorded when it was published (reads it all).
+Only images that need work take the lock, and they are planned again under it (another
 sync may have finished them meanwhile). A store still holding the previous layout's lock or node
 fingerprints takes the lock once to move them out (image_store.migrate_legacy).
 """
@@ -24,7 +25,7 @@ from image_store import (MANIFEST_VERSION, clean_debris, drop_stable_name, ensur
                          legacy_present, load_manifest_for_sync, migrate_legacy, point_stable_name,
                          read_manifest, stable_name_ok, sync_lock, unpublish, write_manifest)
 from image_versions import expect_problems
-from squashfs_check import check_squashfs
+from squashfs_check import check_squashfs, content_sha256
 from sync_config import SyncConfig, enroot_setting, enroot_version
 
 
@@ -54,6 +55,9 @@ def plan_image(store: str, manifest: dict, img: LockedImage, verify: bool) -> Pl
             ok, detail = check_squashfs(path)
             if not ok:
                 return Plan("reimport", f"--verify-all: {detail}")
+            if entry.get("sha256") and content_sha256(path) != entry["sha256"]:
+                return Plan("reimport", "--verify-all: content differs from the sha256 recorded at import "
+                                        "(same-size corruption)")
         problems = expect_problems(img.expect, entry.get("versions", {}))
         if problems:
             return Plan("demote", "; ".join(problems))

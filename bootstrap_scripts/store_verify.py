@@ -14,7 +14,7 @@ from typing import Dict, List, Tuple
 from console import EXIT_FAILED, EXIT_OK, error, format_versions, log, mb, warn
 from image_lock import LockedImage, load_lock
 from image_store import empty_manifest, file_size, manifest_path, read_manifest
-from squashfs_check import read_superblock, unsquashfs_can_read
+from squashfs_check import content_sha256, read_superblock, unsquashfs_can_read
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -78,4 +78,25 @@ def cmd_verify(args: argparse.Namespace) -> int:
             else:
                 log(f"verify: unsquashfs reads {comp} images ({img.name})")
     log(f"verify: {len(present)}/{len(images)} locked images present in {store}")
+    if getattr(args, "deep", False) and not deep_check(manifest, present):
+        return EXIT_FAILED
     return EXIT_OK
+
+
+def deep_check(manifest: dict, present: List[Tuple[LockedImage, str]]) -> bool:
+    """Every present image's bytes against the sha256 recorded when it was published."""
+    ok = True
+    for img, path in present:
+        recorded = manifest["images"][img.name].get("sha256")
+        if not recorded:
+            warn(f"verify: {img.name}: no sha256 recorded at import (an older ClusterKit imported it); "
+                 f"`sync --verify-all` re-checks it with unsquashfs only")
+            continue
+        actual = content_sha256(path)
+        if actual != recorded:
+            error(f"verify: {img.name}: {path} is corrupt: sha256 {actual[:12]} is not the {recorded[:12]} "
+                  f"recorded at import (`image_sync.py sync --verify-all` on the head node re-imports it)")
+            ok = False
+        else:
+            log(f"verify: {img.name}: content matches the sha256 recorded at import")
+    return ok

@@ -108,3 +108,32 @@ def test_a_full_disk_while_writing_the_manifest_is_one_line_and_leaves_nothing_h
     assert "Traceback" not in err
     assert "No space left on device (the file system is full" in err
     assert "store.manifest.json.tmp" not in err, "the partial temp manifest is removed at once"
+
+
+def test_same_size_corruption_inside_the_image_is_caught_by_the_deep_checks(sandbox):
+    """Flipped bytes in a data block keep the size and the superblock: the boot-time verify cannot see
+    them (it must stay cheap); `verify --deep` and `sync --verify-all` compare the sha256 recorded at
+    import and catch them, and the sync repairs the image."""
+    sandbox.set_spec({"test/app": {"big_mb": 1}})
+    sandbox.write_lock([sandbox.image("app")])
+    assert sandbox.sync().returncode == 0
+    entry = sandbox.manifest()["images"]["app"]
+    assert len(entry["sha256"]) == 64
+    final = sandbox.store / entry["file"]
+    with open(final, "r+b") as fh:
+        fh.seek(final.stat().st_size // 2)
+        chunk = fh.read(64)
+        fh.seek(-64, 1)
+        fh.write(bytes(b ^ 0xFF for b in chunk))
+    args = ("verify", "--store", str(sandbox.store), "--lock", str(sandbox.lock))
+    assert sandbox.run(*args).returncode == 0, "the cheap boot-time check does not read the data"
+    deep = sandbox.run(*args, "--deep")
+    assert deep.returncode == 1
+    assert "app: " in one_line(deep.stderr) and "is corrupt: sha256" in deep.stderr
+    fast = sandbox.sync()
+    assert fast.returncode == 0 and len(sandbox.imports()) == 1, "the O(1) path reads nothing"
+    full = sandbox.sync("--verify-all")
+    assert full.returncode == 0, full.stderr
+    assert "content differs from the sha256 recorded at import" in full.stdout
+    assert len(sandbox.imports()) == 2
+    assert sandbox.run(*args, "--deep").returncode == 0

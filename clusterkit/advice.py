@@ -8,6 +8,9 @@ warning, so ``validate`` still passes. Three checks:
   ``nodes x sum(.sqsh)`` at the file system's baseline throughput (capacity x per-unit throughput).
 - Head node root volume: image imports on a head node without local NVMe unpack into the root volume
   (bootstrap_scripts/enroot.sh ``ck_enroot_layout``); image_sync.py's disk preflight factors say how much.
+- Compute root volume: on a queue whose instances have no local NVMe, pyxis unpacks each job's image
+  into ENROOT_DATA_PATH on the root volume (enroot.sh ``ck_enroot_layout``), about TEMP_FACTOR x the
+  image's compressed size, and ParallelCluster sizes that volume like the AMI unless told otherwise.
 - Capacity blocks whose min/max differ from the block's instance count, when the spec states it.
 
 A compute subnet too small for max nodes x EFA interfaces is an error, not advice: rules.py owns it.
@@ -120,7 +123,7 @@ def advise(spec: ClusterSpec, marks: Marks, lock: dict | None) -> list[Problem]:
     """Every sizing warning for a spec that has no errors."""
     sizes = image_sizes(spec, lock)
     problems: list[Problem] = []
-    for check in (_fan_out, _head_root, _capacity_blocks):
+    for check in (_fan_out, _head_root, _compute_root, _capacity_blocks):
         problems.extend(check(spec, marks, sizes))
     return problems
 
@@ -194,6 +197,41 @@ def _head_root(spec: ClusterSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[
     yield m.problem("head_node.root_volume_gib",
                     f"importing the images needs {need:.0f} GiB on the root volume but it has {have} GiB",
                     f"{hint}; {assumed}" if assumed else hint, level="warning")
+
+
+def compute_root_need_gib(sizes: list[ImageSize]) -> float:
+    """Root volume a compute node without NVMe needs: the AMI plus the largest image unpacked."""
+    largest = max((s.compressed_bytes for s in sizes), default=0)
+    return OS_RESERVE_GIB + TEMP_FACTOR * largest / GIB
+
+
+def _compute_root(spec: ClusterSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[Problem]:
+    if not sizes:
+        return
+    need = compute_root_need_gib(sizes)
+    largest = max(sizes, key=lambda s: s.compressed_bytes)
+    for i, queue in enumerate(spec.queues):
+        if all((catalog.instance_type(cr.instance_type) or _NO_NVME).nvme_gib > 0 for cr in queue.compute_resources):
+            continue  # ParallelCluster mounts the instance store at /scratch; containers unpack there
+        have = queue.root_volume_gib if queue.root_volume_gib is not None else OS_RESERVE_GIB
+        if need <= have:
+            continue
+        said = f"{have} GiB" if queue.root_volume_gib is not None else f"the AMI's size (about {OS_RESERVE_GIB} GiB)"
+        hint = (f"{OS_RESERVE_GIB} GiB for the AMI + {TEMP_FACTOR:g}x the largest image ({largest.name}, "
+                f"{largest.compressed_bytes / GIB:.1f} GiB compressed) unpacked per job; set "
+                f"queues[{i}].root_volume_gib: {math.ceil(need)}")
+        assumed = _assumed(sizes)
+        yield m.problem(f"queues[{i}].root_volume_gib" if queue.root_volume_gib is not None else f"queues[{i}].name",
+                        f"queue {queue.name} has no instance-store NVMe: containers unpack onto a root volume of "
+                        f"{said}, and the largest image needs {need:.0f} GiB",
+                        f"{hint}; {assumed}" if assumed else hint, level="warning")
+
+
+class _NoNvme:
+    nvme_gib = 0
+
+
+_NO_NVME = _NoNvme()
 
 
 def _capacity_blocks(spec: ClusterSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[Problem]:

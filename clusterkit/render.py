@@ -161,6 +161,8 @@ def _queue(spec: ClusterSpec, queue: Queue, refs: Refs, artifacts: NodeArtifacts
     elif any(efa_enabled(cr) for cr in queue.compute_resources):
         networking["PlacementGroup"] = {"Enabled": False}  # PC wants EFA queues to say so explicitly
     local: dict[str, Any] = {"RootVolume": {"Encrypted": True}}
+    if queue.root_volume_gib is not None:
+        local["RootVolume"] = {"Size": queue.root_volume_gib, "Encrypted": True}
     if _has_nvme(queue):
         local["EphemeralVolume"] = {"MountDir": EPHEMERAL_MOUNT}
     args = compute_settings(spec)  # no bundle hash: an image change must not replace the compute fleet

@@ -22,6 +22,7 @@ MAX_QUEUES = 50
 MAX_COMPUTE_RESOURCES = 50
 AWS_RESERVED_IPS_PER_SUBNET = 5
 MIN_HEAD_ROOT_GIB = 40  # the official AMIs' root snapshots are 35 GiB and up
+MAX_EBS_GIB = 16384  # gp3 volume size limit (EBS user guide, "Amazon EBS volume types")
 PC_LOG_RETENTION_DAYS = {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1827, 3653}
 LOG_RETENTION_DAYS = {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192,
                       2557, 2922, 3288, 3653}
@@ -254,6 +255,9 @@ def _queues(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
 
 
 def _queue(spec: ClusterSpec, m: Marks, qp: str, queue: Queue, arches: dict[str, str]) -> Iterator[Problem]:
+    if queue.root_volume_gib is not None and not MIN_HEAD_ROOT_GIB <= queue.root_volume_gib <= MAX_EBS_GIB:
+        yield m.problem(f"{qp}.root_volume_gib", f"{queue.root_volume_gib} GiB is not a usable root volume",
+                        f"{MIN_HEAD_ROOT_GIB} (the AMI's root snapshot) to {MAX_EBS_GIB} (the EBS gp3 limit)")
     if not QUEUE_NAME.match(queue.name) or queue.name in RESERVED_NAMES:
         yield m.problem(f"{qp}.name", f"'{queue.name}' is not a valid queue name",
                         "lowercase letter first; lowercase letters, digits, hyphens; at most 25; not 'default'")

@@ -127,6 +127,9 @@ class Queue:
     capacity_type: CapacityType = doc("ondemand, spot or capacity_block", "ondemand")
     placement_group: bool | None = doc("cluster placement group; default: on for ondemand EFA queues, never for capacity blocks", None)
     job_exclusive: bool | None = doc("one job per node; default: on for GPU queues", None)
+    root_volume_gib: int | None = doc(
+        "compute root volume in GiB; default: the AMI's size. Without instance-store NVMe, containers "
+        "unpack onto it (validate warns when the largest image would not fit)", None)
 
 
 @dataclass(frozen=True)

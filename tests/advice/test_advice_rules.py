@@ -243,3 +243,39 @@ def disk_preflight():
                                      "-no-compression", "-comp lz4"])
 def test_uncompressed_test_is_image_syncs(disk_preflight, options):
     assert advice.data_uncompressed(options) == disk_preflight.data_uncompressed(options)
+
+
+def test_compute_queue_without_nvme_needs_a_root_volume_for_the_largest_image(tmp_path):
+    """Pyxis unpacks the job's image into ENROOT_DATA_PATH; without NVMe that is the root volume,
+    which ParallelCluster sizes like the AMI unless the queue says otherwise."""
+    from clusterkit.advice import compute_root_need_gib
+
+    text = textwrap.dedent("""\
+        name: t
+        region: us-east-1
+        availability_zone: us-east-1a
+        queues:
+          - name: cpu
+            compute_resources:
+              - name: c6i
+                instance_type: c6i.2xlarge
+                max: 2
+        containers:
+          images:
+            - name: a
+              uri: nvcr.io/nvidia/a:1@sha256:{a}
+        """).format(a="a" * 64)
+    (tmp_path / "t.yaml").write_text(text)
+    lock = {"cluster": "t", "lock_version": 1, "images": [{
+        "name": "a", "source": f"nvcr.io/nvidia/a:1@sha256:{'a' * 64}", "registry": "nvcr.io",
+        "repository": "nvidia/a", "digest": "sha256:" + "a" * 64, "platform": "linux/amd64",
+        "enroot_uri": f"docker://nvcr.io#nvidia/a@sha256:{'a' * 64}", "compressed_size": 10 * GIB, "expect": {}}]}
+    (tmp_path / "t.images.lock").write_text(json.dumps(lock, indent=2, sort_keys=True) + "\n")
+    (warning,) = [w for w in load(str(tmp_path / "t.yaml")).warnings if "NVMe" in w.message]
+    assert warning.path == "queues[0].name"
+    assert warning.message == ("queue cpu has no instance-store NVMe: containers unpack onto a root volume of the "
+                               "AMI's size (about 40 GiB), and the largest image needs 70 GiB")
+    assert warning.hint.endswith("set queues[0].root_volume_gib: 70")
+    assert compute_root_need_gib([]) == 40
+    (tmp_path / "t.yaml").write_text(text.replace("  - name: cpu\n", "  - name: cpu\n    root_volume_gib: 70\n"))
+    assert not [w for w in load(str(tmp_path / "t.yaml")).warnings if "NVMe" in w.message]

@@ -59,6 +59,8 @@ CASES = [
     ("rhel8: python 3.6 on the nodes", _extra("os: rhel8\n"),
      ["10:5: os: rhel8 is not supported: its python3 is 3.6 and ClusterKit's node tools need Python 3.9 or "
       "later (use rhel9, alinux2023, ubuntu2204 or ubuntu2404)"]),
+    ("compute root volume below the AMI", _with("    compute_resources:\n", "    root_volume_gib: 10\n    compute_resources:\n"),
+     ["6:22: queues[0].root_volume_gib: 10 GiB is not a usable root volume (40 (the AMI's root snapshot) to 16384 (the EBS gp3 limit))"]),
     ("old pc version", _extra("parallelcluster_version: 3.10.1\n"),
      ["10:26: parallelcluster_version: 3.10.1 is too old (ParallelCluster 3.11.1 or later ships Enroot and Pyxis on its official AMIs)"]),
     ("unknown instance type", _with("p5.48xlarge", "p5.48xlargee"),

@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from compat_harness import COMPAT_PY, RULES, Node, load_by_path, make_node  # noqa: E402
+from compat_harness import COMPAT_PY, RULES, load_by_path, make_node  # noqa: E402
 
 for _k, _v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}.items():

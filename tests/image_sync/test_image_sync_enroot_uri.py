@@ -29,7 +29,7 @@ def test_import_uri(enroot_uri, locked, version, expected):
 
 @pytest.mark.parametrize("bad", [
     "nvcr.io/nvidia/pytorch@" + DIGEST,               # no scheme
-    f"docker://nvcr.io#nvidia/pytorch:25.01",         # a tag, not a digest
+    "docker://nvcr.io#nvidia/pytorch:25.01",          # a tag, not a digest
     f"docker://nvcr.io#nvidia/pytorch@sha256:{HEX[:-1]}",
     f"docker://nvcr.io#Nvidia/pytorch@{DIGEST}",      # enroot's image grammar is lowercase
     f"docker://nvcr.io#nvidia/pytorch@{DIGEST}\n",

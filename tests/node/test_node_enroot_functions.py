@@ -92,7 +92,7 @@ def test_enroot_conf_evaluates_per_user(tmp_path: Path) -> None:
     conf.write_text(r.stdout)
     home = tmp_path / "home"
     values = enroot_config_eval(conf, home)
-    uid, gid = os.getuid(), os.getgid()
+    uid = os.getuid()
     assert values["ENROOT_RUNTIME_PATH"] == f"/run/enroot/user-{uid}"
     assert values["ENROOT_DATA_PATH"] == f"/var/tmp/enroot/data/user-{uid}"
     assert values["ENROOT_CACHE_PATH"] == f"/var/tmp/enroot/cache/user-{uid}"

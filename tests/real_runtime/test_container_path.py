@@ -182,7 +182,7 @@ def test_ecr_credentials_setup_against_a_basic_auth_registry(cluster: Cluster, t
         node.run(["rm", "-f", out])
 
 
-def test_pyxis_importer_never_ran(cluster: Cluster) -> None:
+def test_slurmd_never_saw_an_unknown_pyxis_option(cluster: Cluster) -> None:
     """Sanity: nothing in this flow used a pyxis option the installed pyxis does not know."""
     assert "unknown configuration option" not in cluster.node.read("/var/log/slurmd.log")
     assert json.loads((cluster.node.host_path(f"{STORE}/manifest.json")).read_text())["images"]

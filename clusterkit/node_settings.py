@@ -45,4 +45,7 @@ def head_settings(spec: ClusterSpec) -> list[str]:
 
 
 def compute_settings(spec: ClusterSpec) -> list[str]:
-    return common_settings(spec)
+    """Compute nodes pull too (`srun --container-image=<private ECR image>`): they get the ECR registries
+    for enroot's credentials file, only when there are any, so other clusters' Args stay as they were."""
+    registries = ecr_registries(spec)
+    return common_settings(spec) + ([f"CK_ECR_REGISTRIES={' '.join(registries)}"] if registries else [])

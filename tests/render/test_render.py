@@ -128,3 +128,22 @@ def test_bundle_contents():
                      "squashfs_check.py", "store_status.py", "store_sync.py", "store_verify.py", "sync_config.py"]
     assert "CK_CLUSTER=demo" in args and "ENROOT_SQUASH_OPTIONS=-comp zstd -Xcompression-level 3 -b 1M" in args
     assert lock == loaded.lock_path.read_bytes()
+
+
+def test_compute_nodes_get_the_ecr_registries_of_private_images(tmp_path):
+    """A compute node pulls a private ECR image when a job names it: its enroot needs the credentials
+    line, which compute_node_configured.sh writes from CK_ECR_REGISTRIES (tests/real_runtime runs it)."""
+    from clusterkit.loader import load
+    from clusterkit.node_settings import compute_settings, head_settings
+
+    ecr = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
+    spec = (tmp_path / "t.yaml")
+    spec.write_text(
+        "name: t\nregion: us-east-1\navailability_zone: us-east-1a\nqueues:\n  - name: gpu\n"
+        "    compute_resources:\n      - name: p5\n        instance_type: p5.48xlarge\n        max: 2\n"
+        f"containers:\n  images:\n    - name: app\n      uri: {ecr}/team/app@sha256:{'a' * 64}\n")
+    loaded = load(str(spec), check_lock=False)
+    assert f"CK_ECR_REGISTRIES={ecr}" in compute_settings(loaded.spec)
+    assert f"CK_ECR_REGISTRIES={ecr}" in head_settings(loaded.spec)
+    demo = load("demo", check_lock=False).spec
+    assert not [a for a in compute_settings(demo) if a.startswith("CK_ECR_REGISTRIES")]

@@ -17,8 +17,8 @@ from typing import Dict, Tuple
 from compat_loader import load_rules
 from console import EXIT_FAILED, EXIT_OK, UsageError, error, log, now_utc, warn
 from image_lock import LockedImage, load_lock
-from image_store import (FINGERPRINT_TMP_RE, NODES_DIR, TMP_DIR, ensure_staging, nodes_dir, pid_alive,
-                         read_manifest_bytes, tmp_dir, write_json_atomic)
+from image_store import (FINGERPRINT_TMP_RE, NODES_DIR, TMP_DIR, empty_manifest, ensure_staging, nodes_dir,
+                         pid_alive, read_manifest_bytes, tmp_dir, write_json_atomic)
 from image_versions import parse_efa_packages
 from node_facts import (EFA_PACKAGES, find_tool, imds_facts, libfabric_version, node_identity,
                         nvidia_facts, pyxis_version, read_host_text, tool_version)
@@ -58,8 +58,11 @@ def cmd_fingerprint(args: argparse.Namespace) -> int:
     try:
         manifest_sha, manifest = read_manifest_bytes(store)
     except ValueError as exc:
-        error(f"fingerprint: {exc} (the head node's image sync rewrites it)")
-        return EXIT_FAILED
+        # the head node's next sync rebuilds it; this node's own facts are still worth recording, and
+        # failing the boot over it would only feed Slurm's protected mode (as in `verify`)
+        warn(f"fingerprint: {exc} (the head node's next image sync moves it aside and rebuilds it); "
+             f"recorded without the store's images")
+        manifest_sha, manifest = None, empty_manifest()
     queue, resource = node_identity(host)
     driver, cuda_api, no_driver = nvidia_facts(env)
     imds, no_imds = imds_facts(env)

@@ -301,3 +301,14 @@ def test_fingerprint_and_drift_run_on_python_3_9(node):
     drift = subprocess.run(base + ["drift", "--store", str(node.store)], env=node.env, capture_output=True,
                            text=True, timeout=60)
     assert drift.returncode == 1 and "node gpu-st-p5-1: host driver 570.86.15 cannot run" in drift.stdout
+
+
+def test_an_unreadable_manifest_does_not_fail_the_node(node):
+    """As with `verify`: the head node rebuilds a corrupt manifest; the booting node records its own
+    facts and boots (failing it would only feed Slurm's protected mode)."""
+    synced(node)
+    (node.store / "manifest.json").write_text('{"manifest_version": 1, "images": {"a": "x"}}')
+    proc = node.fingerprint("gpu-st-p5-3")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "images.a: not an object" in proc.stderr
+    assert node.fingerprint_doc("gpu-st-p5-3")["manifest_sha256"] is None

@@ -78,7 +78,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             else:
                 log(f"verify: unsquashfs reads {comp} images ({img.name})")
     log(f"verify: {len(present)}/{len(images)} locked images present in {store}")
-    if getattr(args, "deep", False) and not deep_check(manifest, present):
+    if args.deep and not deep_check(manifest, present):
         return EXIT_FAILED
     return EXIT_OK
 

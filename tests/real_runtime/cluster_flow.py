@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,9 +168,3 @@ def slurmd_log(node: NodeRoot) -> str:
 def pyxis_version_logged(node: NodeRoot) -> str | None:
     found = re.findall(r"pyxis: version v(\d+\.\d+\.\d+)", slurmd_log(node))
     return found[-1] if found else None
-
-
-def timed(fn, *args, **kw) -> tuple[float, object]:
-    t = time.monotonic()
-    out = fn(*args, **kw)
-    return time.monotonic() - t, out

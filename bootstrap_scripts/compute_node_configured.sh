@@ -53,6 +53,30 @@ check_pyxis() {
         ck_die 1 "${CK_SLURM_ETC}/plugstack.conf does not load ${CK_PYXIS_SO} (the head node's OnNodeConfigured installs it; check /var/log/clusterkit/bootstrap.log there)"
     fi
     ck_log INFO "plugstack.conf loads ${CK_PYXIS_SO}"
+    check_pyxis_options
+}
+
+# check_pyxis_options: the plugstack line is the head node's (written for ITS pyxis, NFS-shared); a compute
+# AMI whose pyxis is older would refuse an option and slurmd would not start, so say it here, plainly.
+check_pyxis_options() {
+    local conf="${CK_ROOT}${CK_SLURM_ETC}/plugstack.conf.d/pyxis.conf" version line word key since
+    local -a words
+    [[ -f "${conf}" ]] || return 0
+    version="$(ck_pyxis_version "${CK_PYXIS_SO}")"
+    while IFS= read -r line; do
+        [[ "${line}" =~ ^[[:space:]]*required[[:space:]] ]] || continue
+        read -ra words <<<"${line}"
+        for word in "${words[@]}"; do
+            key="${word%%=*}"
+            since="${CK_PYXIS_OPTION_SINCE[${key}]:-}"
+            if [[ -n "${since}" ]] && ! { [[ -n "${version}" ]] && ck_version_ge "${version}" "${since}"; }; then
+                ck_die 1 "${CK_SLURM_ETC}/plugstack.conf.d/pyxis.conf has ${key}, which this node's pyxis ${version:-of unknown version} does not know (the head node's pyxis does): slurmd would not start; use an AMI with the head node's pyxis for this queue"
+            fi
+            if [[ "${key}" == importer && ! -x "${CK_ROOT}${word#importer=}" ]]; then
+                ck_die 1 "pyxis importer ${word#importer=} (from pyxis.conf) is not an executable file on this node: is /opt/parallelcluster/shared mounted and the head node's bundle live?"
+            fi
+        done
+    done <"${conf}"
 }
 
 check_srun() {

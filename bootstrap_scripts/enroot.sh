@@ -22,6 +22,9 @@ readonly CK_PYXIS_SO="/usr/local/lib/slurm/spank_pyxis.so"
 readonly CK_SLURM_ETC="/opt/slurm/etc"
 readonly CK_SLURM_BIN="/opt/slurm/bin"
 readonly CK_ENROOT_CREDENTIALS="/etc/enroot/credentials"
+# ClusterKit's pyxis importer, in the live bundle (head_node.sh keeps /opt/parallelcluster/shared/clusterkit
+# pointing at it; NFS-shared, so the one plugstack line names a file every node has).
+readonly CK_PYXIS_IMPORTER="/opt/parallelcluster/shared/clusterkit/pyxis_importer.py"
 # enroot's Slurm hooks: 50-slurm-pmi.sh passes PMI/PMIx env and mounts into containers, 50-slurm-pytorch.sh
 # sets MASTER_ADDR/RANK/WORLD_SIZE. Some enroot releases ship a separate 50-slurm-pmix.sh: enabled if present.
 readonly CK_ENROOT_HOOKS=(50-slurm-pmi.sh 50-slurm-pytorch.sh)
@@ -82,6 +85,7 @@ declare -gA CK_DEFAULTS=(
     [CK_BUNDLE]=""
     [CK_REGION]=""
     [CK_ECR_REGISTRIES]=""
+    [CK_UNLOCKED_IMAGES]="refuse"
     [ENROOT_SQUASH_OPTIONS]="-comp zstd -Xcompression-level 3 -b 1M"
     [ENROOT_MOUNT_HOME]="yes"
     [ENROOT_ROOTFS_WRITABLE]="yes"
@@ -93,6 +97,7 @@ declare -gA CK_DEFAULTS=(
     [PYXIS_SBATCH_SUPPORT]="1"
     [PYXIS_EXECUTE_ENTRYPOINT]="0"
     [PYXIS_USE_ENROOT_LOAD]="0"
+    [PYXIS_USE_SQUASHFUSE]="1"
 )
 
 # Values are validated strictly because they end up in files that other programs evaluate: enroot
@@ -104,6 +109,7 @@ declare -gA CK_PATTERNS=(
     [CK_BUNDLE]='^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/([A-Za-z0-9._-]+/)*[A-Za-z0-9._-]+\.zip$'
     [CK_REGION]='^[a-z]{2}(-[a-z]+)+-[0-9]+$'
     [CK_ECR_REGISTRIES]='^([0-9]{12}\.dkr\.ecr(-fips)?\.[a-z]{2}(-[a-z]+)+-[0-9]+\.amazonaws\.com(\.cn)?( +|$))*$'
+    [CK_UNLOCKED_IMAGES]='^(refuse|import)$'
     [ENROOT_SQUASH_OPTIONS]='^-[A-Za-z0-9._=, -]*$'
     [ENROOT_MOUNT_HOME]='^(yes|no)$'
     [ENROOT_ROOTFS_WRITABLE]='^(yes|no)$'
@@ -115,6 +121,7 @@ declare -gA CK_PATTERNS=(
     [PYXIS_SBATCH_SUPPORT]='^[01]$'
     [PYXIS_EXECUTE_ENTRYPOINT]='^[01]$'
     [PYXIS_USE_ENROOT_LOAD]='^[01]$'
+    [PYXIS_USE_SQUASHFUSE]='^[01]$'
 )
 
 declare -gA CK_HINTS=(
@@ -124,6 +131,7 @@ declare -gA CK_HINTS=(
     [CK_BUNDLE]="s3://<bucket>/<sha256>.zip"
     [CK_REGION]="an AWS region such as us-east-1"
     [CK_ECR_REGISTRIES]="space-separated <12-digit account>.dkr.ecr.<region>.amazonaws.com hosts"
+    [CK_UNLOCKED_IMAGES]="refuse or import (what a job's --container-image that is not in the image lock gets)"
     [ENROOT_SQUASH_OPTIONS]="mksquashfs options such as -comp zstd -Xcompression-level 3 -b 1M"
     [ENROOT_MOUNT_HOME]="yes or no"
     [ENROOT_ROOTFS_WRITABLE]="yes or no"
@@ -135,6 +143,7 @@ declare -gA CK_HINTS=(
     [PYXIS_SBATCH_SUPPORT]="0 or 1"
     [PYXIS_EXECUTE_ENTRYPOINT]="0 or 1"
     [PYXIS_USE_ENROOT_LOAD]="0 or 1"
+    [PYXIS_USE_SQUASHFUSE]="0 or 1"
 )
 
 # ck_role_keys ROLE: the keys a script accepts, sorted. CK_BUNDLE is head-node only (contract).
@@ -528,10 +537,12 @@ ck_setup_local_enroot() {
 # Pyxis plugstack (head node only: /opt/slurm is NFS-shared to compute nodes)
 # ---------------------------------------------------------------------------------------------------
 
-# Pyxis options newer than pyxis 0.20.0 (the first pyxis on ParallelCluster AMIs) and the release that
-# added each (pyxis CHANGELOG / config.c). Pyxis refuses options it does not know, and with a `required`
-# line that stops slurmd on every node (measured: real-runtime.md), so none is written for an older pyxis.
-declare -gA CK_PYXIS_OPTION_SINCE=([use_enroot_load]=0.21.0)
+# Pyxis options newer than pyxis 0.20.0 (the first pyxis on ParallelCluster AMIs) and the release ClusterKit
+# writes each for (pyxis config.c). Pyxis refuses options it does not know, and with a `required` line
+# that stops slurmd on every node (measured: real-runtime.md), so none is written for an older pyxis.
+# importer= (0.21) and use_squashfuse (0.22) are older than 0.24.0, but starting an importer's file in
+# place (pyxis_slurmstepd.c, pyxis_can_direct_start_squashfs) is what 0.24.0 does and what the tests ran.
+declare -gA CK_PYXIS_OPTION_SINCE=([use_enroot_load]=0.21.0 [use_squashfuse]=0.24.0 [importer]=0.24.0)
 
 # ck_pyxis_version SO: the version the plugin reports (the string slurmd logs as "pyxis: version vX"),
 # read from the .so itself; empty when it cannot be read.
@@ -547,10 +558,11 @@ ck_version_ge() {
 }
 
 # ck_pyxis_options SO: set CK_PYXIS_OPTIONS to the option words for the plugstack line, keeping only
-# what the installed pyxis knows (a requested option it does not know is logged and left out).
+# what the installed pyxis knows. An option the spec asked for (use_enroot_load) is a WARN when left
+# out; the defaults for newer pyxis (squashfuse starts, ClusterKit's importer) are an INFO line.
 ck_pyxis_options() {
-    local so="$1" version opt since
-    local -a wanted=()
+    local so="$1" version opt since level
+    local -a wanted=() defaults=(importer="${CK_PYXIS_IMPORTER}")
     version="$(ck_pyxis_version "${so}")"
     CK_PYXIS_OPTIONS="runtime_path=/run/pyxis container_scope=${PYXIS_CONTAINER_SCOPE} sbatch_support=${PYXIS_SBATCH_SUPPORT} execute_entrypoint=${PYXIS_EXECUTE_ENTRYPOINT}"
     if [[ -n "${version}" ]]; then
@@ -559,14 +571,25 @@ ck_pyxis_options() {
         ck_log WARN "cannot read the pyxis version from ${so}: writing only the options every pyxis >= 0.20 knows"
     fi
     [[ "${PYXIS_USE_ENROOT_LOAD}" == 1 ]] && wanted+=(use_enroot_load=1)
-    for opt in "${wanted[@]}"; do
+    [[ "${PYXIS_USE_SQUASHFUSE}" == 1 ]] && defaults+=(use_squashfuse=1)
+    for opt in "${wanted[@]}" "${defaults[@]}"; do
         since="${CK_PYXIS_OPTION_SINCE[${opt%%=*}]}"
         if [[ -n "${version}" ]] && ck_version_ge "${version}" "${since}"; then
             CK_PYXIS_OPTIONS+=" ${opt}"
-        else
-            ck_log WARN "pyxis ${version:-of unknown version} does not know ${opt%%=*} (added in pyxis ${since}): not written, so slurmd still starts"
+            continue
         fi
+        level=WARN
+        [[ " ${defaults[*]} " == *" ${opt} "* ]] && level=INFO
+        ck_log "${level}" "pyxis ${version:-of unknown version} does not know ${opt%%=*} (ClusterKit writes it for pyxis >= ${since}): not written, so slurmd still starts$(ck_pyxis_fallback "${opt%%=*}")"
     done
+}
+
+# ck_pyxis_fallback OPTION: what a node does without OPTION (for the log line).
+ck_pyxis_fallback() {
+    case "$1" in
+    importer) printf '%s' "; registry images are imported by pyxis itself (enroot import per job)" ;;
+    use_squashfuse) printf '%s' "; every container start extracts its image (enroot create)" ;;
+    esac
 }
 
 ck_render_pyxis_conf() {

@@ -30,7 +30,7 @@ readonly BUNDLE_FILES=(
     images.lock
     compat_loader.py console.py disk_preflight.py enroot_uri.py image_import.py image_lock.py image_store.py
     image_versions.py node_drift.py node_facts.py node_fingerprint.py squashfs_check.py store_status.py
-    store_sync.py store_verify.py sync_config.py
+    store_sync.py store_verify.py sync_config.py pyxis_importer.py
 )
 readonly SYNC_UNIT="clusterkit-image-sync.service"
 readonly SYNC_LOG="/var/log/clusterkit/image-sync.log"
@@ -107,6 +107,8 @@ fetch_bundle() {
         if ((${#missing[@]})); then
             boot_die 1 "bundle ${bundle} lacks ${missing[*]} at its root (rebuild it with the CDK app)"
         fi
+        # zip extraction drops modes; pyxis execs the importer directly, as the job's user
+        chmod 0755 "${BOOT_TMP}/unpacked/pyxis_importer.py"
         chmod -R u=rwX,go=rX "${BOOT_TMP}/unpacked"
         mv -T "${BOOT_TMP}/unpacked" "${version_dir}"
         boot_log INFO "unpacked bundle ${digest:0:16} into ${version_dir#"${CK_ROOT}"}"

@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from console import UsageError
-from enroot_uri import import_uri
+from enroot_uri import ImageRequest, import_uri, locked_location
 from image_store import MANIFEST_NAME
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -40,6 +40,30 @@ class LockedImage:
     @property
     def rel_file(self) -> str:
         return f"{self.name}/{self.hex}.sqsh"
+
+    @property
+    def location(self) -> Tuple[str, str]:
+        """(registry, repository) the image was locked from."""
+        return locked_location(self.enroot_uri)
+
+    @property
+    def tag(self) -> Optional[str]:
+        """The tag the spec named (``source``: ``[docker://]NAME[:TAG][@DIGEST]``), if any."""
+        name = self.source.split("://", 1)[-1].split("@", 1)[0]
+        last = re.split(r"[/#]", name)[-1]
+        return last.split(":", 1)[1] if ":" in last else None
+
+    def answers(self, request: ImageRequest) -> bool:
+        """Does a job's ``--container-image`` (as enroot would fetch it) name this locked image? Same
+        registry and repository, and the locked digest or the tag the lock was made from."""
+        if (request.registry, request.repository) != self.location:
+            return False
+        return request.reference == (self.digest if request.digest else self.tag)
+
+
+def find_locked(images: List[LockedImage], request: ImageRequest) -> Optional[LockedImage]:
+    """The locked image a request names, or None (first match: names are unique, locations may repeat)."""
+    return next((img for img in images if img.answers(request)), None)
 
 
 def load_lock(path: str) -> List[LockedImage]:

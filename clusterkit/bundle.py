@@ -24,8 +24,10 @@ IMAGE_SYNC_MODULES = ("compat_loader.py", "console.py", "disk_preflight.py", "en
                       "image_lock.py", "image_store.py", "image_versions.py", "node_drift.py",
                       "node_facts.py", "node_fingerprint.py", "squashfs_check.py", "store_status.py",
                       "store_sync.py", "store_verify.py", "sync_config.py")
+# pyxis (>= 0.24) runs the importer as the job's user (plugstack importer=); it imports image_sync's modules.
+PYXIS_IMPORTER = "pyxis_importer.py"
 BUNDLE_FILES = ("enroot.sh", "head_node.sh", "image_sync.py", *IMAGE_SYNC_MODULES, "compat.py", COMPUTE_START,
-                COMPUTE_CONFIGURED)
+                COMPUTE_CONFIGURED, PYXIS_IMPORTER)
 # Data files copied to the zip root: image_sync.py on the nodes reads them next to itself.
 BUNDLE_DATA = {"compat_rules.json": REPO / "clusterkit" / "data" / "compat_rules.json"}
 _EPOCH = (2020, 1, 1, 0, 0, 0)

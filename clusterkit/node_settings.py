@@ -27,6 +27,7 @@ def common_settings(spec: ClusterSpec) -> list[str]:
         f"CK_OS={spec.os}",
         f"CK_REGION={spec.region}",
         f"CK_STORE={spec.storage.fsx_lustre.store}",
+        f"CK_UNLOCKED_IMAGES={p.unlocked_images}",
         f"ENROOT_SQUASH_OPTIONS={e.squash_options}",
         f"ENROOT_MOUNT_HOME={_flag(e.mount_home)}",
         f"ENROOT_ROOTFS_WRITABLE={_flag(e.rootfs_writable)}",
@@ -37,6 +38,7 @@ def common_settings(spec: ClusterSpec) -> list[str]:
         f"PYXIS_SBATCH_SUPPORT={_flag(p.sbatch_support, '1', '0')}",
         f"PYXIS_EXECUTE_ENTRYPOINT={_flag(p.execute_entrypoint, '1', '0')}",
         f"PYXIS_USE_ENROOT_LOAD={_flag(p.use_enroot_load, '1', '0')}",
+        f"PYXIS_USE_SQUASHFUSE={_flag(p.use_squashfuse, '1', '0')}",
     ]
 
 

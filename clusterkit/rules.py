@@ -322,7 +322,7 @@ def _duplicates(m: Marks, named: list[tuple[str, str]], what: str) -> Iterator[P
 # each option is in bootstrap_scripts/enroot.sh (CK_PYXIS_OPTION_SINCE), which filters the plugstack line.
 PC_PYXIS = {(3, 11, 0): (0, 20, 0), (3, 11, 1): (0, 20, 0)}
 OLDEST_PC_PYXIS = (0, 20, 0)
-PYXIS_OPTION_SINCE = {"use_enroot_load": (0, 21, 0)}
+PYXIS_OPTION_SINCE = {"use_enroot_load": (0, 21, 0), "use_squashfuse": (0, 24, 0), "importer": (0, 24, 0)}
 
 
 def _dotted(version: tuple[int, ...]) -> str:

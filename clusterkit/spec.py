@@ -155,6 +155,12 @@ class Pyxis:
     execute_entrypoint: bool = doc("run the image entrypoint", False)
     use_enroot_load: bool = doc("load registry images with enroot load instead of import + create (pyxis >= 0.21; "
                                 "refused where the release's pyxis is not known to have it)", False)
+    use_squashfuse: bool = doc("start images in place with squashfuse instead of extracting them for every job "
+                               "(nodes with pyxis >= 0.24; older pyxis keeps extracting)", True)
+    unlocked_images: Literal["refuse", "import"] = doc(
+        "what `--container-image=<registry name>` gets when the name is not in the image lock, on nodes "
+        "with pyxis >= 0.24 (locked names always start from the store): refuse, or import it for the job",
+        "refuse")
 
 
 @dataclass(frozen=True)

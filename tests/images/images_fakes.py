@@ -169,8 +169,9 @@ def layer_tar(files: dict[str, bytes | str | tuple[bytes, int]]) -> bytes:
 
 
 def add_rootfs_image(registry: FakeRegistry, repo: str, tag: str,
-                     layers: list[dict[str, bytes | str | tuple[bytes, int]]]) -> str:
-    """Serve a runnable linux/amd64 image (Docker schema 2 manifest, gzip layers); returns its digest."""
+                     layers: list[dict[str, bytes | str | tuple[bytes, int]]], env: tuple[str, ...] = ()) -> str:
+    """Serve a runnable linux/amd64 image (Docker schema 2 manifest, gzip layers, config Env += env);
+    returns its digest."""
     blobs, diff_ids = [], []
     for files in layers:
         raw = layer_tar(files)
@@ -178,7 +179,7 @@ def add_rootfs_image(registry: FakeRegistry, repo: str, tag: str,
         blobs.append(gzip.compress(raw, mtime=0))
     config = json.dumps({
         "architecture": "amd64", "os": "linux",
-        "config": {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+        "config": {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", *env],
                    "Cmd": ["/bin/sh"], "WorkingDir": "/"},
         "rootfs": {"type": "layers", "diff_ids": diff_ids},
     }).encode()

@@ -129,7 +129,7 @@ sys.exit(rc)
 
 
 # The real modules image_sync.py imports from its own directory (shipped next to it in the bundle).
-from clusterkit.bundle import IMAGE_SYNC_MODULES  # noqa: E402  (one list: what the bundle ships)
+from clusterkit.bundle import IMAGE_SYNC_MODULES, PYXIS_IMPORTER  # noqa: E402  (one list: what the bundle ships)
 
 
 def bundle_zip(dest: Path, *, drop: tuple[str, ...] = (), image_sync: str = IMAGE_SYNC_STANDIN,
@@ -138,7 +138,7 @@ def bundle_zip(dest: Path, *, drop: tuple[str, ...] = (), image_sync: str = IMAG
     (the real image_sync modules ride along: a test passing the real image_sync.py needs them)."""
     files = {name: (SCRIPTS / name).read_bytes()
              for name in ("enroot.sh", "compat.py", "compute_node_start.sh", "compute_node_configured.sh",
-                          *IMAGE_SYNC_MODULES)}
+                          PYXIS_IMPORTER, *IMAGE_SYNC_MODULES)}
     files["compat_rules.json"] = (SCRIPTS.parent / "clusterkit/data/compat_rules.json").read_bytes()
     files["image_sync.py"] = image_sync.encode()
     files["images.lock"] = (json.dumps(lock or IMAGES_LOCK, indent=2, sort_keys=True) + "\n").encode()

@@ -119,7 +119,7 @@ def test_role_keys_match_the_contract() -> None:
                 "ENROOT_SQUASH_OPTIONS", "ENROOT_MOUNT_HOME", "ENROOT_ROOTFS_WRITABLE", "ENROOT_TRANSFER_RETRIES",
                 "ENROOT_CONNECT_TIMEOUT", "ENROOT_TRANSFER_TIMEOUT", "ENROOT_MAX_PROCESSORS",
                 "PYXIS_CONTAINER_SCOPE", "PYXIS_SBATCH_SUPPORT", "PYXIS_EXECUTE_ENTRYPOINT",
-                "PYXIS_USE_ENROOT_LOAD"}
+                "PYXIS_USE_ENROOT_LOAD", "PYXIS_USE_SQUASHFUSE", "CK_UNLOCKED_IMAGES"}
     out = subprocess.run(["/bin/bash", "-c", f"source {ENROOT_SH}; ck_role_keys head; echo --; ck_role_keys compute"],
                          capture_output=True, text=True, check=True).stdout
     head, compute = out.split("--\n")

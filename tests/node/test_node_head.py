@@ -53,10 +53,13 @@ def test_fresh_run_writes_exactly_the_expected_files(sandbox: Sandbox) -> None:
            "compute_node_configured.sh", "images.lock", "compat_loader.py", "console.py", "disk_preflight.py",
            "enroot_uri.py", "image_import.py", "image_lock.py", "image_store.py", "image_versions.py", "node_drift.py",
            "node_facts.py", "node_fingerprint.py", "squashfs_check.py", "store_status.py", "store_sync.py",
-           "store_verify.py", "sync_config.py")),
+           "store_verify.py", "sync_config.py", "pyxis_importer.py")),
     }
     modes = {p: after[p].mode for p in new_files if not p.startswith("opt/parallelcluster")}
     assert modes == {p: (0o755 if "hooks.d" in p else 0o644) for p in modes}
+    bundle_modes = {p.rsplit("/", 1)[1]: after[p].mode for p in new_files if p.startswith("opt/parallelcluster")}
+    # pyxis execs the importer as the job's user: executable, and (like every bundle file) world-readable
+    assert bundle_modes == {f: (0o755 if f == "pyxis_importer.py" else 0o644) for f in bundle_modes}
     for d in ("scratch/enroot/runtime", "scratch/enroot/data", "scratch/enroot/cache", "scratch/enroot/tmp"):
         assert sandbox.mode(d) == 0o1777, d
     assert sandbox.mode("fsx/containers") == 0o755

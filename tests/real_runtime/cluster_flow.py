@@ -16,8 +16,10 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from images_fakes import FakeRegistry, add_rootfs_image
 from node_root import NodeRoot
@@ -38,6 +40,8 @@ OS_RELEASE = 'NAME="ClusterKit test image"\nPRETTY_NAME="ClusterKit test image (
 BUSYBOX_APPLETS = ("sh", "cat", "ls", "echo", "id", "grep", "true", "sleep", "env", "hostname", "test",
                    "touch", "mkdir", "rm", "stat", "head", "wc", "dd", "sync", "find", "readlink")
 SYNC_UNIT = "clusterkit-image-sync.service"
+# As NGC's PyTorch images set it: enroot's 50-slurm-pytorch.sh hook acts only on images that have it.
+IMAGE_ENV = ("PYTORCH_VERSION=2.6.0",)
 
 
 def rootfs(cuda: str = CUDA_VERSION, extra: dict | None = None) -> dict:
@@ -75,6 +79,7 @@ class Cluster:
     lock: dict
     spec_path: Path
     bootstrap_log: str
+    compute_args: list[str]
 
     @property
     def sqsh(self) -> str:
@@ -118,7 +123,7 @@ LAUNCHER_ARGS = ("CK_REGION=us-east-1", "CK_BUNDLE_URI=s3://ck-test/bundle.zip")
 def prepare(node: NodeRoot, registry: FakeRegistry, workdir: Path, *, with_image: bool = True) -> Prepared:
     """Steps 1-3 of the flow: serve the image, lock the spec against the registry, build and upload the
     bundle; plus the site drop-in that lets enroot talk plain http to the loopback registry."""
-    digest = add_rootfs_image(registry, "ck/pytorch", "25.01", [rootfs()])
+    digest = add_rootfs_image(registry, "ck/pytorch", "25.01", [rootfs()], env=IMAGE_ENV)
     spec_path = workdir / "demo.yaml"
     text = spec_text(registry.host, "ck/pytorch", "25.01")
     if not with_image:
@@ -152,7 +157,20 @@ def bring_up(node: NodeRoot, registry: FakeRegistry, workdir: Path) -> Cluster:
     configured = node.run(["bash", f"{SHARED}/compute_node_configured.sh", *prep.compute_args])
     node.restart_slurmd()  # PC's finalize phase starts slurmd after OnNodeConfigured
     return Cluster(node, registry, prep.digest, prep.lock, prep.spec_path,
-                   "\n".join([head, sync_log, start.stdout, configured.stdout]))
+                   "\n".join([head, sync_log, start.stdout, configured.stdout]), prep.compute_args)
+
+
+@contextmanager
+def unlocked_images(cluster: Cluster, policy: str) -> Iterator[None]:
+    """The node configured with CK_UNLOCKED_IMAGES=policy (its compute script re-run with that Arg, as a
+    spec change reaches a node), restored afterwards."""
+    script = f"{SHARED}/compute_node_configured.sh"
+    args = [a for a in cluster.compute_args if not a.startswith("CK_UNLOCKED_IMAGES=")]
+    cluster.node.run(["bash", script, *args, f"CK_UNLOCKED_IMAGES={policy}"])
+    try:
+        yield
+    finally:
+        cluster.node.run(["bash", script, *cluster.compute_args])
 
 
 def srun_container(cluster: Cluster, *cmd: str, image: str | None = None, user: str | None = None,

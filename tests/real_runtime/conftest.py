@@ -12,6 +12,9 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "images"))
 
 import runtime_build  # noqa: E402
+from cluster_flow import bring_up  # noqa: E402
+from images_fakes import serve  # noqa: E402
+from tier import start_node  # noqa: E402
 
 
 @pytest.fixture(scope="module", params=sorted(runtime_build.GENERATIONS))
@@ -19,3 +22,14 @@ def generation(request: pytest.FixtureRequest) -> runtime_build.Generation:
     return runtime_build.GENERATIONS[request.param]
 
 
+
+
+@pytest.fixture(scope="module")
+def cluster(generation, tmp_path_factory):
+    """One cluster brought up for real per generation and test module (cluster_flow.bring_up)."""
+    node = start_node(generation, tmp_path_factory)
+    try:
+        with serve() as registry:
+            yield bring_up(node, registry, tmp_path_factory.mktemp(f"spec-{generation.key}"))
+    finally:
+        node.stop()

@@ -18,6 +18,7 @@ The node root (everything else is the host's own directory, bind-mounted read-wr
   /run        tmpfs (munge's default socket, /run/enroot, /run/pyxis)
   /fsx        a mount point (bind of a scratch directory: the FSx stand-in, a local file system)
   /proc       a fresh proc mount; /dev, /sys, /tmp, /root, /work ... the host's, bind-mounted
+  /dev/fuse   a 0666 node for the host's fuse device, as on PC AMIs (the host's own is root-only)
 
 What is a stand-in here, and why: FSx is a local directory (no Lustre here); S3, ECR's token call and
 systemd are the stand-ins in standins/usr/local/bin (no AWS, no systemd here); ParallelCluster's node
@@ -77,6 +78,10 @@ mount --bind "$S/vartmp" "$R/var/tmp"
 if [ "$FSX_AT_START" = yes ]; then mount --bind "$S/fsx" "$R/fsx"; fi
 mount -t proc proc "$R/proc"
 mount --rbind /dev "$R/dev"
+# ParallelCluster AMIs ship /dev/fuse 0666 (unprivileged squashfuse starts need it); this host's is root-only,
+# so the node gets its own 0666 node for the same device (10,229).
+rm -f "$S/fuse"; mknod -m 0666 "$S/fuse" c 10 229
+mount --bind "$S/fuse" "$R/dev/fuse"
 mount --rbind /sys "$R/sys"
 mount -t tmpfs -o mode=0755 run "$R/run"
 # pivot_root, not chroot: the kernel refuses to create user namespaces (which enroot needs) for a

@@ -14,22 +14,11 @@ import re
 from pathlib import Path
 
 import pytest
-from cluster_flow import (IMAGE_NAME, OS_RELEASE, REPO, SHARED, STORE, Cluster, bring_up, pyxis_version_logged,
-                          rootfs, srun_container)
+from cluster_flow import (IMAGE_ENV, IMAGE_NAME, OS_RELEASE, REPO, SHARED, STORE, Cluster, pyxis_version_logged,
+                          rootfs, srun_container, unlocked_images)
 from images_fakes import add_rootfs_image, serve
-from tier import start_node
 
 PRETTY = "ClusterKit test image (busybox)"
-
-
-@pytest.fixture(scope="module")
-def cluster(generation, tmp_path_factory):
-    node = start_node(generation, tmp_path_factory)
-    try:
-        with serve() as registry:
-            yield bring_up(node, registry, tmp_path_factory.mktemp(f"spec-{generation.key}"))
-    finally:
-        node.stop()
 
 
 # ------------------------------------------------------------------------------------ head node side
@@ -70,8 +59,10 @@ def test_slurm_loads_the_exact_plugstack_line_the_head_node_wrote(cluster: Clust
     node = cluster.node
     line = [ln for ln in node.read("/opt/slurm/etc/plugstack.conf.d/pyxis.conf").splitlines()
             if not ln.startswith("#")]
+    newer = (" importer=/opt/parallelcluster/shared/clusterkit/pyxis_importer.py use_squashfuse=1"
+             if _version(generation.pyxis_version) >= (0, 24, 0) else "")
     assert line == ["required /usr/local/lib/slurm/spank_pyxis.so runtime_path=/run/pyxis container_scope=job "
-                    "sbatch_support=1 execute_entrypoint=0"]
+                    "sbatch_support=1 execute_entrypoint=0" + newer]
     assert node.read("/opt/slurm/etc/plugstack.conf").strip().endswith("include /opt/slurm/etc/plugstack.conf.d/*")
     assert pyxis_version_logged(node) == generation.pyxis_version
     assert "--container-image" in node.run(["srun", "--help"]).stdout
@@ -133,12 +124,15 @@ def test_named_container_is_reused_across_steps_of_one_job(cluster: Cluster) -> 
 
 def test_two_users_of_one_group_pull_from_the_registry(cluster: Cluster) -> None:
     """The shared-group cache defect: the first user's enroot created .../group-<gid> 0700, so the
-    second user of the same primary group could not pull at all."""
-    for user in ("ckuser1", "ckuser2"):
-        proc = srun_container(cluster, "cat", "/etc/os-release", image=cluster.registry_uri(), user=user,
-                              check=False)
-        assert proc.returncode == 0, f"{user}: {proc.stderr}"
-        assert proc.stdout == OS_RELEASE
+    second user of the same primary group could not pull at all. The tag is not in the lock: pyxis 0.20
+    imports it itself, pyxis 0.24 through ClusterKit's importer once unlocked images may be imported."""
+    add_rootfs_image(cluster.registry, "ck/pytorch", "unlocked", [rootfs()], env=IMAGE_ENV)
+    with unlocked_images(cluster, "import"):
+        for user in ("ckuser1", "ckuser2"):
+            proc = srun_container(cluster, "cat", "/etc/os-release", image=cluster.registry_uri(tag="unlocked"),
+                                  user=user, check=False)
+            assert proc.returncode == 0, f"{user}: {proc.stderr}"
+            assert proc.stdout == OS_RELEASE
 
 
 # ------------------------------------------------------------------------------------ registry auth
@@ -209,13 +203,13 @@ def test_pyxis_options_are_filtered_for_the_installed_pyxis(cluster: Cluster, ge
                         f"{SHARED}/enroot.sh", "CK_CLUSTER=demo", "CK_OS=alinux2023", "PYXIS_USE_ENROOT_LOAD=1"])
         assert ("use_enroot_load=1" in node.read(PYXIS_CONF)) == knows
         if not knows:
-            assert (f"pyxis {generation.pyxis_version} does not know use_enroot_load (added in pyxis 0.21.0): "
-                    "not written, so slurmd still starts") in out.stdout
+            assert (f"pyxis {generation.pyxis_version} does not know use_enroot_load (ClusterKit writes it for "
+                    "pyxis >= 0.21.0): not written, so slurmd still starts") in out.stdout
         node.restart_slurmd()
         assert srun_container(cluster, "true", user="ckuser1").returncode == 0
-        if knows:  # the registry path really goes through `enroot load` now
-            got = srun_container(cluster, "cat", "/etc/os-release", image=cluster.registry_uri(), user="ckuser2")
-            assert got.stdout == OS_RELEASE
+        # (with importer= configured, as for pyxis 0.24, pyxis asks the importer and never `enroot load`s)
+        got = srun_container(cluster, "cat", "/etc/os-release", image=cluster.registry_uri(), user="ckuser2")
+        assert got.stdout == OS_RELEASE
     finally:
         node.write(PYXIS_CONF, original)
         node.restart_slurmd()

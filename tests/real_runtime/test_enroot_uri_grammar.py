@@ -92,3 +92,46 @@ def test_makefile_installs_what_the_tier_needs():
     assert m, "DEB_PACKAGES not found in the Makefile"
     listed = set(m.group(1).replace("\\\n", " ").split())
     assert set(runtime_build.DEB_PACKAGES) <= listed, set(runtime_build.DEB_PACKAGES) - listed
+
+
+# The importer's reading of a job's --container-image (enroot_uri.parse_request) against the parser of
+# the enroot it runs with (enroot 4.1.2 src/docker.sh docker::_parse_uri, sourced and called directly):
+# the importer must name exactly the registry, repository and tag/digest enroot would fetch.
+HEX = "0123456789abcdef" * 4
+PARSE_CASES = [
+    "docker://ubuntu", "docker://ubuntu:24.04", f"docker://ubuntu@sha256:{HEX}", f"docker://ubuntu:24.04@sha256:{HEX}",
+    "docker://nvidia/cuda:12.8.1-base", "docker://library/ubuntu:24.04", "docker://a/b/c:1",
+    "docker://nvcr.io/nvidia/pytorch:25.01-py3", "docker://nvcr.io#nvidia/pytorch:25.01-py3",
+    f"docker://nvcr.io/nvidia/pytorch@sha256:{HEX}", f"docker://nvcr.io#nvidia/pytorch@sha256:{HEX}",
+    f"docker://nvcr.io/nvidia/pytorch:25.01-py3@sha256:{HEX}", f"docker://nvcr.io#nvidia/pytorch:x@sha256:{HEX}",
+    "docker://localhost:5000/team/app:v1", "docker://localhost:5000#team/app", "docker://127.0.0.1:5000/x:y",
+    "docker://registry-1.docker.io/library/ubuntu:24.04", "docker://docker.io/library/ubuntu:24.04",
+    "docker://$oauthtoken@nvcr.io#nvidia/pytorch:25.01-py3", "docker://user@host.example/team/app:1",
+    "docker://u:p@ubuntu:24.04", "docker://a@b@nvcr.io#x/y:z", "docker://u/v@nvcr.io#x/y:z",
+    "docker://123456789012.dkr.ecr.us-east-1.amazonaws.com#team/app:v1", f"docker://nvcr.io#nvidia/pytorch:sha256:{HEX}",
+    # what enroot refuses (Invalid image reference) and the importer must not resolve either
+    "docker://Nvcr.io#Nvidia/PyTorch:1", "docker://nvcr.io#nvidia/pytorch:bad tag", "docker://", "docker://a#b#c",
+    "docker://nvcr.io/nvidia/pytorch:25.01@sha1:abc", "dockerd://ubuntu:24.04", "docker://x:y:z",
+]
+
+
+def real_parse(lib: Path, uris: list[str]) -> list[tuple[str, ...] | None]:
+    """(registry, image, tag) as the real docker::_parse_uri prints them, None where it errors."""
+    # enroot's own variables, pointed at nothing (no credentials file: the user is not inferred from one)
+    script = ('cd "$1"; export ENROOT_LIBRARY_PATH="$1" ENROOT_CACHE_PATH=/nonexistent ENROOT_CONFIG_PATH=/nonexistent; '
+              'source ./common.sh; source ./docker.sh; shift; '
+              'for u in "$@"; do ( docker::_parse_uri "$u" | tr "\\n" "\\t"; exit "${PIPESTATUS[0]}" ) 2>/dev/null'
+              ' && echo || echo ERR; done')
+    out = subprocess.run(["bash", "-c", script, "parse", str(lib), *uris], capture_output=True, text=True,
+                         check=True, timeout=60).stdout.splitlines()
+    assert len(out) == len(uris), out
+    return [None if line == "ERR" else tuple(line.split("\t")[1:4]) for line in out]
+
+
+def test_importer_reads_a_uri_exactly_as_the_real_enroot_4_parses_it() -> None:
+    import tier
+    lib = tier.stage_for("gen4") / "usr" / "lib" / "enroot"
+    real = real_parse(lib, PARSE_CASES)
+    ours = [enroot_uri.parse_request(u) for u in PARSE_CASES]
+    assert [tuple(r) if r else None for r in ours] == real
+    assert sum(r is None for r in real) >= 5  # the refusal cases really are refusals

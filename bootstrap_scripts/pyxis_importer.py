@@ -1,0 +1,181 @@
+#!/usr/bin/python3 -I
+"""ClusterKit's pyxis importer: a registry name a user knows starts the locked image from the store.
+
+pyxis >= 0.24 runs the program named by ``importer=`` in plugstack instead of ``enroot import`` (pyxis
+0.24.0 importers/README.md, pyxis_slurmstepd.c enroot_container_create) for every ``--container-image``
+that is not a file path:
+
+  importer get URI   stdout: one absolute path to a squashfs file; diagnostics on stderr, which pyxis
+                     prints only when the exit code is not 0. With ``use_squashfuse=1`` and a temporary
+                     container pyxis starts that file in place (squashfuse), else ``enroot create``s it.
+  importer release   clean up; pyxis may call it twice per step (after ``enroot create`` and at task
+                     cleanup), so it is idempotent and never fails for something already gone.
+
+pyxis runs it as the job's user with the job's environment (PATH removed, SLURM_JOB_UID/GID set, plus
+PYXIS_RUNTIME_PATH), hence ``python3 -I`` (no PYTHON* variables or user site from the job) and a fixed
+PATH for enroot. Resolution: the URI is parsed as enroot 4.x parses it (enroot_uri.parse_request); the
+image lock next to this file names the image when registry, repository and the locked tag or digest
+match; the answer is the digest-named store file ``<store>/<name>/<hex>.sqsh`` (immutable, unlike the
+stable ``<name>.sqsh`` link a sync may re-point mid-job), so a node never contacts a registry for a
+locked image and always runs the locked digest. Anything else follows CK_UNLOCKED_IMAGES from the
+node's settings: ``refuse`` (default, reproducible: one line naming `make lock`) or ``import``
+(``enroot import`` of that URI, or of the locked digest while the store does not have it yet, into a
+per-step file under PYXIS_RUNTIME_PATH, as pyxis' own import does; ``release`` removes it).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from typing import Dict, List, Optional
+
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+
+from console import UsageError, os_error_line  # noqa: E402
+from enroot_uri import import_uri, parse_request  # noqa: E402
+from image_lock import LockedImage, find_locked, load_lock  # noqa: E402
+
+PROG = "clusterkit importer"
+CK_ROOT = os.environ.get("CK_ROOT", "")  # a throwaway root in tests; the job user gains nothing by it
+NODE_ENV = "/etc/clusterkit/node.env"
+LOCK = os.path.join(os.path.dirname(os.path.realpath(__file__)), "images.lock")
+POLICIES = ("refuse", "import")
+ENROOT_PATH = "/usr/local/bin:/usr/bin:/bin"  # what pyxis' own enroot calls get
+_ID_RE = re.compile(r"[0-9]{1,10}")
+_STEP_RE = re.compile(r"[0-9]{1,10}|batch|extern|interactive")
+_STORE_RE = re.compile(r"(/[A-Za-z0-9._-]+)+")
+
+
+class Refused(Exception):
+    """The image cannot be given to this job; the message is the one line pyxis shows the user."""
+
+
+def node_settings(path: str = NODE_ENV) -> Dict[str, str]:
+    """KEY=VALUE pairs of the node's settings file (written by enroot.sh ck_write_node_env, shell-quoted)."""
+    settings: Dict[str, str] = {}
+    with open(CK_ROOT + path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip() and not line.lstrip().startswith("#"):
+                for word in shlex.split(line):
+                    key, sep, value = word.partition("=")
+                    if sep:
+                        settings[key] = value
+    store, policy = settings.get("CK_STORE", ""), settings.get("CK_UNLOCKED_IMAGES", "refuse")
+    if not _STORE_RE.fullmatch(store) or "/../" in store + "/":
+        raise Refused(f"{path}: CK_STORE={store!r} is not an absolute store path (re-run the node's bootstrap)")
+    if policy not in POLICIES:
+        raise Refused(f"{path}: CK_UNLOCKED_IMAGES={policy!r} is not one of {', '.join(POLICIES)}")
+    return settings
+
+
+def step_file() -> str:
+    """This step's private import target (PYXIS_RUNTIME_PATH/<uid>/clusterkit.<job>.<step>.sqsh), the
+    same for `get` and both `release` calls since it depends only on what pyxis sets."""
+    runtime = os.environ.get("PYXIS_RUNTIME_PATH", "")
+    uid, job = os.environ.get("SLURM_JOB_UID", ""), os.environ.get("SLURM_JOB_ID", "")
+    step = os.environ.get("SLURM_STEP_ID") or "batch"
+    if not (_STORE_RE.fullmatch(runtime) and "/../" not in runtime + "/" and _ID_RE.fullmatch(uid)
+            and _ID_RE.fullmatch(job) and _STEP_RE.fullmatch(step)):
+        raise Refused("not run by pyxis (PYXIS_RUNTIME_PATH, SLURM_JOB_UID, SLURM_JOB_ID or SLURM_STEP_ID "
+                      "missing or malformed)")
+    return os.path.join(runtime, uid, f"clusterkit.{job}.{step}.sqsh")
+
+
+def store_file(store: str, img: LockedImage) -> Optional[str]:
+    """The store's file for img when it is there and this user can read it."""
+    path = os.path.join(store, img.rel_file)
+    return path if os.path.isfile(CK_ROOT + path) and os.access(CK_ROOT + path, os.R_OK) else None
+
+
+def enroot_env() -> Dict[str, str]:
+    return dict(os.environ, PATH=ENROOT_PATH)
+
+
+def enroot_import(uri: str) -> str:
+    """`enroot import` URI into this step's file (enroot's progress goes to stderr); returns the file."""
+    target = step_file()
+    os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
+    if os.path.lexists(target):
+        os.unlink(target)  # a retried step: enroot import -o refuses an existing file
+    cmd = ["enroot", "import", "--output", target, uri]
+    if subprocess.run(cmd, stdout=sys.stderr, env=enroot_env(), check=False).returncode != 0:
+        raise Refused(f"enroot import {uri} failed (its output is above)")
+    return target
+
+
+def locked_label(img: LockedImage) -> str:
+    registry, repository = img.location
+    return f"{img.name}={registry}/{repository}:{img.tag}" if img.tag else f"{img.name}={registry}/{repository}@{img.digest}"
+
+
+def resolve(uri: str, settings: Dict[str, str], images: List[LockedImage]) -> str:
+    """The squashfs path for URI (see the module docstring); Refused says why there is none."""
+    store, policy = settings["CK_STORE"], settings.get("CK_UNLOCKED_IMAGES", "refuse")
+    cluster = settings.get("CK_CLUSTER", "?")
+    request = parse_request(uri)
+    img = find_locked(images, request) if request else None
+    if img is not None:
+        found = store_file(store, img)
+        if found:
+            return found
+        if os.path.isfile(CK_ROOT + os.path.join(store, img.rel_file)):
+            raise Refused(f"{store}/{img.rel_file} (locked {img.name}) is not readable by uid {os.getuid()}: store "
+                          f"files must be mode 0644, as image_sync publishes them (check who changed it: ls -l)")
+        if policy == "import":
+            version = subprocess.run(["enroot", "version"], capture_output=True, text=True, env=enroot_env(),
+                                     check=False).stdout
+            return enroot_import(import_uri(img.enroot_uri, version))
+        raise Refused(f"{uri} is locked as {img.name} ({img.digest[:19]}...) but {store}/{img.rel_file} is not "
+                      f"in the store yet: the head node's image sync is importing it (check with "
+                      f"`image_sync.py status --store {store}` on the head node) - retry when it is there")
+    if policy == "import":
+        return enroot_import(uri)
+    locked = ", ".join(locked_label(i) for i in images) or "none"
+    what = "is not an image reference enroot understands" if request is None else \
+        f"is not in the image lock of cluster {cluster}"
+    raise Refused(f"{uri} {what} (locked: {locked}); add it to containers.images in the cluster spec, run "
+                  f"`make lock CLUSTER={cluster}` and deploy, or start a store file: "
+                  f"--container-image={store}/<name>.sqsh")
+
+
+def release() -> None:
+    """Remove this step's import, if any; store files are never touched."""
+    try:
+        os.unlink(step_file())
+    except FileNotFoundError:
+        pass
+
+
+def fail(message: str) -> int:
+    print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
+    return 1
+
+
+def main(argv: List[str]) -> int:
+    try:
+        if len(argv) == 2 and argv[0] == "get":
+            if len(argv[1]) > 4096 or any(ord(c) < 0x20 or c == "\x7f" for c in argv[1]):
+                raise Refused(f"{argv[1][:80]!r}: control characters or over 4096 characters in the image name")
+            settings = node_settings()
+            if not os.path.isfile(LOCK):
+                raise Refused(f"{LOCK} not found: the ClusterKit bundle next to the importer is incomplete "
+                              f"(the head node's bootstrap installs it; redeploy)")
+            print(resolve(argv[1], settings, load_lock(LOCK)), flush=True)
+            return 0
+        if argv == ["release"]:
+            release()
+            return 0
+        print(f"usage: {os.path.basename(sys.argv[0])} get URI | release (called by pyxis)", file=sys.stderr)
+        return 2
+    except Refused as exc:
+        return fail(str(exc))
+    except UsageError as exc:
+        return fail(" | ".join(exc.lines))
+    except OSError as exc:
+        return fail(os_error_line(exc))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -19,9 +19,19 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from clusterkit.bundle import Artifact, NodeArtifacts, node_artifacts
+from clusterkit.imageref import parse_image_ref
 from clusterkit.loader import Loaded
 from clusterkit.render import Refs, bundle_parameter_name, render_config
+from stacks import nag
 from stacks.ttl import TtlTeardown, iso_z, now_to_the_minute
+
+# ParallelCluster's provider Lambda attaches AdditionalIamPolicies to the node roles it creates, and may
+# attach only customer policies whose ARN is policy/parallelcluster* or policy/parallelcluster/*
+# (aws-parallelcluster cloudformation/policies/parallelcluster-policies.yaml, Sid IamPolicy): the node
+# policies live under this IAM path.
+NODE_POLICY_PATH = "/parallelcluster/"
+# Pulling a locked private ECR image (enroot's registry client): the token, then manifests and layers.
+ECR_PULL_ACTIONS = ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]
 
 
 PROVIDER_TEMPLATE = ("https://{region}-aws-parallelcluster.s3.{region}.{suffix}/parallelcluster/{version}"
@@ -49,10 +59,13 @@ class ClusterStack(cdk.Stack):
             string_value=assets[artifacts.bundle.name].s3_object_url,
             description=f"Current ClusterKit bootstrap bundle of cluster {spec.name} (read by the head node launcher)")
 
+        # Both node kinds pull locked private ECR images: the head node syncs them, compute nodes pull when
+        # pyxis imports (pyxis < 0.24, or unlocked_images: import).
+        ecr = self._ecr_repositories(loaded)
         head_policy = self._node_policy("HeadNodePolicy", f"{spec.name}-{spec.region}-head-node", bucket,
-                                        [artifacts.launcher, artifacts.bundle], parameter)
+                                        [artifacts.launcher, artifacts.bundle], parameter, ecr)
         compute_policy = self._node_policy("ComputeNodePolicy", f"{spec.name}-{spec.region}-compute-node", bucket,
-                                           [artifacts.compute_start, artifacts.compute_configured], None)
+                                           [artifacts.compute_start, artifacts.compute_configured], None, ecr)
 
         provider = cdk.CfnStack(self, "ParallelClusterProvider",
                                 template_url=provider_template_url(spec.parallelcluster_version))
@@ -97,8 +110,18 @@ class ClusterStack(cdk.Stack):
         return s3_assets.Asset(self, f"Asset-{artifact.name}", path=str(staging),
                                asset_hash=artifact.sha256, asset_hash_type=cdk.AssetHashType.CUSTOM)
 
+    def _ecr_repositories(self, loaded: Loaded) -> list[str]:
+        """ARNs of the private ECR repositories the spec's images come from (sorted, once each)."""
+        arns = set()
+        for image in loaded.spec.containers.images:
+            ref = parse_image_ref(image.uri)
+            if ref.ecr_account_region is not None:
+                account, region = ref.ecr_account_region
+                arns.add(f"arn:{cdk.Aws.PARTITION}:ecr:{region}:{account}:repository/{ref.repository}")
+        return sorted(arns)
+
     def _node_policy(self, construct_id: str, name: str, bucket: str, objects: list[Artifact],
-                     parameter: ssm.IStringParameter | None) -> iam.ManagedPolicy:
+                     parameter: ssm.IStringParameter | None, ecr_repositories: list[str]) -> iam.ManagedPolicy:
         statements = [iam.PolicyStatement(
             sid="ReadBootstrapObjects", actions=["s3:GetObject"],
             resources=[cdk.Arn.format(cdk.ArnComponents(service="s3", region="", account="", resource=bucket,
@@ -106,8 +129,19 @@ class ClusterStack(cdk.Stack):
         if parameter is not None:
             statements.append(iam.PolicyStatement(sid="ReadBundleParameter", actions=["ssm:GetParameter"],
                                                   resources=[parameter.parameter_arn]))
-        return iam.ManagedPolicy(self, construct_id, managed_policy_name=f"ClusterKit-{name}", statements=statements,
-                                 description=f"ClusterKit {name}: read its bootstrap artifacts only")
+        if ecr_repositories:
+            statements.append(iam.PolicyStatement(sid="EcrLogin", actions=["ecr:GetAuthorizationToken"],
+                                                  resources=["*"]))
+            statements.append(iam.PolicyStatement(sid="PullLockedEcrImages", actions=ECR_PULL_ACTIONS,
+                                                  resources=ecr_repositories))
+        policy = iam.ManagedPolicy(self, construct_id, managed_policy_name=f"ClusterKit-{name}", path=NODE_POLICY_PATH,
+                                   statements=statements,
+                                   description=f"ClusterKit {name}: read its bootstrap artifacts and pull its locked images")
+        if ecr_repositories:
+            nag.acknowledge(policy, "AwsSolutions-IAM5", "ecr:GetAuthorizationToken has no resource-level "
+                            "permissions (ECR User Guide, 'Private registry authentication'); pulls are limited to "
+                            "the locked repositories", applies_to=["Resource::*"])
+        return policy
 
     def _output(self, name: str, value: str, description: str) -> None:
         cdk.CfnOutput(self, name, value=value, description=description)

@@ -28,8 +28,8 @@ the ratios within one run, not absolute times across machines.
 
 What it does not measure: FSx for Lustre network throughput or many nodes reading at once (the store is
 a local disk here, so reading fewer bytes matters far less than on FSx, where it is the bottleneck);
-import time (`enroot import`, see squash_options.py for mksquashfs cost); squashfuse (pyxis'
-use_squashfuse, root-only /dev/fuse here); warm-cache starts of the same image on the same node; GPUs
+import time (`enroot import`, see squash_options.py for mksquashfs cost); starting in place with squashfuse
+(pyxis' use_squashfuse: squashfuse_start.py); warm-cache starts of the same image on the same node; GPUs
 (none here: the nvidia hook does nothing). The image is synthetic (see squash_options.build_tree).
 
 Run as root from the repo root (needs the real-runtime tier's Debian packages; builds enroot/pyxis via
@@ -74,9 +74,10 @@ class SquashOption:
 OPTIONS = (
     SquashOption("lzo", "-comp lzo -noD", "enroot default"),
     SquashOption("uncompressed", "-noI -noD -noF -noX -no-duplicates", "no compression (pyxis wiki / PC sample)"),
-    SquashOption("zstd", "-comp zstd -Xcompression-level 3 -b 1M", "ClusterKit default"),
+    SquashOption("zstd", "-comp zstd -Xcompression-level 3 -b 1M", "1 MiB blocks (ClusterKit default until 2026-12-01)"),
+    SquashOption("zstd-128k-nf", "-comp zstd -Xcompression-level 3 -b 128K -no-fragments", "ClusterKit default"),
 )
-OURS = "zstd"
+OURS = "zstd-128k-nf"
 GOAL_RATIO = 1.3
 STORE = "/fsx/bench"
 # Top-level host dirs the node root does not share (node_root._SETUP): a scratch dir there breaks start().

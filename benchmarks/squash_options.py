@@ -31,7 +31,8 @@ from pathlib import Path
 OPTION_SETS = [
     ("-comp lzo -noD", "enroot default"),
     ("-noI -noD -noF -noX -no-duplicates", "no compression (pyxis wiki / PC sample)"),
-    ("-comp zstd -Xcompression-level 3 -b 1M", "ClusterKit default"),
+    ("-comp zstd -Xcompression-level 3 -b 1M", "ClusterKit default until 2026-12-01"),
+    ("-comp zstd -Xcompression-level 3 -b 128K -no-fragments", "ClusterKit default (squashfuse_start.py)"),
     ("-comp lz4", ""),
 ]
 

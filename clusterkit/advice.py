@@ -3,9 +3,11 @@
 ``advise`` runs after the rules on a spec without errors (``loader.load``); everything it says is a
 warning, so ``validate`` still passes. Three checks:
 
-- FSx fan-out: every compute node turns each locked image into a container once, and ``enroot
-  create`` unpacks the whole ``.sqsh`` from FSx to do it, so a job start on all max nodes reads
-  ``nodes x sum(.sqsh)`` at the file system's baseline throughput (capacity x per-unit throughput).
+- FSx fan-out: every compute node turns each locked image into a container, and where pyxis extracts
+  (``enroot create``: pyxis < 0.24, or ``use_squashfuse: false``) it reads the whole ``.sqsh`` from FSx
+  to do it, so a job start on all max nodes reads ``nodes x sum(.sqsh)`` at the file system's baseline
+  throughput (capacity x per-unit throughput). Squashfuse starts (pyxis >= 0.24) read only the blocks a
+  job touches: the message adds that figure, from the measured share (SQUASHFUSE_READ_SHARE).
 - Head node root volume: image imports on a head node without local NVMe unpack into the root volume
   (bootstrap_scripts/enroot.sh ``ck_enroot_layout``); image_sync.py's disk preflight factors say how much.
 - Compute root volume: on a queue whose instances have no local NVMe, pyxis unpacks each job's image
@@ -47,6 +49,14 @@ CACHE_FACTOR = 1.0  # ENROOT_CACHE_PATH keeps every downloaded layer
 STORE_FACTOR_COMPRESSED = 1.2  # .sqsh with compressed data blocks, relative to the layers
 STORE_FACTOR_UNCOMPRESSED_DATA = 3.0  # .sqsh with -noD (uncompressed data): about the unpacked size
 
+# Squashfuse starts: bytes read from the store, as a share of the .sqsh, by a job that reads JOB_READS of
+# its image's bytes, by (squashfs block size, -no-fragments). Measured with the real enroot 4.1.2 + pyxis
+# 0.24.0, 4 GB image, zstd level 3, store read-ahead 128 KiB: docs/benchmarks.md (benchmarks/squashfuse_start.py,
+# 2026-12-01). A block, and a fragment block of small files' tails, is read and decompressed whole.
+JOB_READS = 0.25
+SQUASHFUSE_READ_SHARE = {(128 * 1024, False): 0.354, (128 * 1024, True): 0.349,
+                         (1024 * 1024, False): 0.438, (1024 * 1024, True): 0.363}
+
 
 @dataclass(frozen=True)
 class ImageSize:
@@ -75,6 +85,26 @@ def data_uncompressed(squash_options: str) -> bool:
 
 def store_factor(squash_options: str) -> float:
     return STORE_FACTOR_UNCOMPRESSED_DATA if data_uncompressed(squash_options) else STORE_FACTOR_COMPRESSED
+
+
+def block_size(squash_options: str) -> int:
+    """mksquashfs -b (bytes, K/M suffixes); 128 KiB when not given or unreadable."""
+    words = shlex.split(squash_options)
+    for flag, value in zip(words, words[1:]):
+        if flag == "-b":
+            number, unit = value.rstrip("KkMm"), value[len(value.rstrip("KkMm")):].upper()
+            if number.isdigit():
+                return int(number) * {"": 1, "K": 1024, "M": 1024 ** 2}.get(unit, 1)
+    return 128 * 1024
+
+
+def squashfuse_share(squash_options: str) -> float:
+    """Measured share of the .sqsh a squashfuse start reads for a JOB_READS job, at the nearest measured
+    block size at or above this one (the largest measured beyond them)."""
+    block = block_size(squash_options)
+    no_fragments = "-no-fragments" in shlex.split(squash_options)
+    measured = sorted({b for b, _ in SQUASHFUSE_READ_SHARE})
+    return SQUASHFUSE_READ_SHARE[(next((b for b in measured if b >= block), measured[-1]), no_fragments)]
 
 
 def sqsh_bytes(spec: ClusterSpec, sizes: list[ImageSize]) -> int:
@@ -148,12 +178,14 @@ def _fan_out(spec: ClusterSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[Pr
         hints.append(f"squash options store data uncompressed ({STORE_FACTOR_UNCOMPRESSED_DATA:g}x the layers); "
                      f"compressed ones (-comp zstd) read about {STORE_FACTOR_COMPRESSED:g}x")
     hints.append(_assumed(sizes))
-    yield m.problem(
-        path,
-        f"image fan-out: {fan.nodes} nodes x {len(sizes)} images ({fan.per_node_bytes / GB:.1f} GB of .sqsh per node) "
-        f"= {fan.total_bytes / GB:.1f} GB at {fan.mb_per_s:.0f} MB/s takes {fan.seconds / 60:.1f} min "
-        f"(over {FANOUT_WARN_SECONDS // 60} min)",
-        "; ".join(h for h in hints if h), level="warning")
+    message = (f"image fan-out: {fan.nodes} nodes x {len(sizes)} images ({fan.per_node_bytes / GB:.1f} GB of .sqsh "
+               f"per node) = {fan.total_bytes / GB:.1f} GB at {fan.mb_per_s:.0f} MB/s takes {fan.seconds / 60:.1f} min "
+               f"(over {FANOUT_WARN_SECONDS // 60} min)")
+    if spec.containers.pyxis.use_squashfuse:
+        share = squashfuse_share(spec.containers.enroot.squash_options)
+        message += (f" where pyxis extracts (pyxis < 0.24); squashfuse starts (pyxis >= 0.24) read about "
+                    f"{share:.0%} of it for jobs reading {JOB_READS:.0%} of their image: {share * fan.seconds / 60:.1f} min")
+    yield m.problem(path, message, "; ".join(h for h in hints if h), level="warning")
 
 
 def _faster(new: NewFsx, total_bytes: int) -> str:

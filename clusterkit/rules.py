@@ -342,7 +342,7 @@ def _containers(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
                         "option would stop slurmd), so it would not take effect")
     if not SQUASH_OPTIONS.match(c.enroot.squash_options):
         yield m.problem("containers.enroot.squash_options", f"'{c.enroot.squash_options}' is not a list of mksquashfs options",
-                        "e.g. -comp zstd -Xcompression-level 3 -b 1M")
+                        "e.g. -comp zstd -Xcompression-level 3 -b 128K -no-fragments")
     for key in ("transfer_retries", "connect_timeout_s", "transfer_timeout_s"):
         if getattr(c.enroot, key) < 0:
             yield m.problem(f"containers.enroot.{key}", "must be >= 0")

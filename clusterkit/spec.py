@@ -18,7 +18,7 @@ OsName = Literal["alinux2023", "ubuntu2204", "ubuntu2404", "rhel8", "rhel9"]
 CapacityType = Literal["ondemand", "spot", "capacity_block"]
 FsxDeploymentType = Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"]
 
-DEFAULT_SQUASH_OPTIONS = "-comp zstd -Xcompression-level 3 -b 1M"
+DEFAULT_SQUASH_OPTIONS = "-comp zstd -Xcompression-level 3 -b 128K -no-fragments"
 DEFAULT_THROUGHPUT = {"PERSISTENT_2": 250, "PERSISTENT_1": 200}  # MB/s/TiB; SCRATCH_2 has no setting
 
 

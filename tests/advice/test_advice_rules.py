@@ -25,7 +25,7 @@ DIGEST = "sha256:" + "ab" * 32
 
 
 def _spec(tmp_path: Path, *, nodes: int = 8, fsx: str = "", head: str = "", images: dict[str, int | None] | None = None,
-          squash: str = "", extra: str = "") -> list:
+          squash: str = "", extra: str = "", pyxis: str = "") -> list:
     """Write t.yaml (+ t.images.lock when images are given) and return the loaded warnings."""
     text = textwrap.dedent(f"""\
         name: t
@@ -40,10 +40,12 @@ def _spec(tmp_path: Path, *, nodes: int = 8, fsx: str = "", head: str = "", imag
         """)
     text += head + fsx + extra
     images = images or {}
-    if images or squash:
+    if images or squash or pyxis:
         text += "containers:\n"
         if squash:
             text += f"  enroot:\n    squash_options: {squash}\n"
+        if pyxis:
+            text += f"  pyxis:\n    {pyxis}\n"
         if images:
             text += "  images:\n" + "".join(
                 f"    - name: {n}\n      uri: example.com/{n}@{DIGEST}\n" for n in images)
@@ -71,11 +73,12 @@ def test_fan_out_under_ten_minutes_is_quiet(tmp_path):
 
 
 def test_fan_out_warns_with_the_tier_that_fixes_it(tmp_path):
-    # 8 nodes x 12,884,901,888 B = 103.1 GB at 146.48 MB/s = 703.7 s = 11.7 min; 250 MB/s/TiB: 293 MB/s, 5.9 min
+    # 8 nodes x 12,884,901,888 B = 103.1 GB at 146.48 MB/s = 703.7 s = 11.7 min; 250 MB/s/TiB: 293 MB/s, 5.9 min;
+    # squashfuse, default -b 128K -no-fragments: 34.9 % of it, 245.6 s = 4.1 min
     assert _texts(_spec(tmp_path, nodes=8, fsx=P2_125, images={"a": 10 * GIB})) == [(
         "storage.fsx_lustre.new.throughput_mb_per_tib",
         "image fan-out: 8 nodes x 1 images (12.9 GB of .sqsh per node) = 103.1 GB at 146 MB/s takes 11.7 min "
-        "(over 10 min)",
+        "(over 10 min) where pyxis extracts (pyxis < 0.24); squashfuse starts (pyxis >= 0.24) read about 35% of it for jobs reading 25% of their image: 4.1 min",
         "throughput_mb_per_tib: 250 takes 5.9 min")]
 
 
@@ -86,35 +89,54 @@ def test_fan_out_points_at_the_spec_line(tmp_path):
 
 def test_fan_out_says_when_sizes_are_assumed(tmp_path):
     # no size in the lock: 20 GiB assumed -> 8 x 25,769,803,776 B = 206.2 GB: 1407.4 s = 23.5 min;
-    # needed 343.6 MB/s -> 500 MB/s/TiB: 585.9 MB/s, 5.9 min
+    # needed 343.6 MB/s -> 500 MB/s/TiB: 585.9 MB/s, 5.9 min; squashfuse: 0.349 x 1407.4 s = 491.2 s = 8.2 min
     assert _texts(_spec(tmp_path, nodes=8, fsx=P2_125, images={"a": None})) == [(
         "storage.fsx_lustre.new.throughput_mb_per_tib",
         "image fan-out: 8 nodes x 1 images (25.8 GB of .sqsh per node) = 206.2 GB at 146 MB/s takes 23.5 min "
-        "(over 10 min)",
+        "(over 10 min) where pyxis extracts (pyxis < 0.24); squashfuse starts (pyxis >= 0.24) read about 35% of it for jobs reading 25% of their image: 8.2 min",
         "throughput_mb_per_tib: 500 takes 5.9 min; 1 of 1 image sizes assumed 20 GiB, none in the lock: "
         "`make lock` records them")]
 
 
 def test_scratch_fan_out_suggests_capacity(tmp_path):
     # SCRATCH_2: 1200/1024 x 200 = 234.4 MB/s; 16 x 12.9 GB = 206.2 GB: 879.6 s = 14.7 min;
-    # needed 343.6 MB/s -> 1.72 TiB -> the next valid size, 2400 GiB: 468.8 MB/s, 7.3 min
+    # needed 343.6 MB/s -> 1.72 TiB -> the next valid size, 2400 GiB: 468.8 MB/s, 7.3 min;
+    # squashfuse: 0.349 x 879.6 s = 307.0 s = 5.1 min
     scratch = "storage:\n  fsx_lustre:\n    new:\n      deployment_type: SCRATCH_2\n      throughput_mb_per_tib: null\n"
     assert _texts(_spec(tmp_path, nodes=16, fsx=scratch, images={"a": 10 * GIB})) == [(
         "storage.fsx_lustre.new.capacity_gib",
         "image fan-out: 16 nodes x 1 images (12.9 GB of .sqsh per node) = 206.2 GB at 234 MB/s takes 14.7 min "
-        "(over 10 min)",
+        "(over 10 min) where pyxis extracts (pyxis < 0.24); squashfuse starts (pyxis >= 0.24) read about 35% of it for jobs reading 25% of their image: 5.1 min",
         "capacity_gib: 2400 takes 7.3 min")]
 
 
 def test_uncompressed_squash_options_are_named(tmp_path):
-    # -noD: 3 x 10 GiB = 32.2 GB per node, 4 nodes = 128.8 GB: 879.6 s = 14.7 min; 250 MB/s/TiB: 7.3 min
+    # -noD: 3 x 10 GiB = 32.2 GB per node, 4 nodes = 128.8 GB: 879.6 s = 14.7 min; 250 MB/s/TiB: 7.3 min;
+    # squashfuse: mksquashfs' default 128 KiB blocks with fragments, 0.354 x 879.6 s = 311.4 s = 5.2 min
     warnings = _spec(tmp_path, nodes=4, fsx=P2_125, images={"a": 10 * GIB}, squash="-noI -noD -noF -noX -no-duplicates")
     assert _texts(warnings) == [(
         "storage.fsx_lustre.new.throughput_mb_per_tib",
         "image fan-out: 4 nodes x 1 images (32.2 GB of .sqsh per node) = 128.8 GB at 146 MB/s takes 14.7 min "
-        "(over 10 min)",
+        "(over 10 min) where pyxis extracts (pyxis < 0.24); squashfuse starts (pyxis >= 0.24) read about 35% of it for jobs reading 25% of their image: 5.2 min",
         "throughput_mb_per_tib: 250 takes 7.3 min; squash options store data uncompressed (3x the layers); "
         "compressed ones (-comp zstd) read about 1.2x")]
+
+
+def test_fan_out_squashfuse_figure_follows_the_block_size_and_the_setting(tmp_path):
+    # 8 nodes, 10 GiB: 703.7 s extracting; 1 MiB blocks with fragments read 43.8 %: 308.2 s = 5.1 min
+    (one,) = _spec(tmp_path, nodes=8, fsx=P2_125, images={"a": 10 * GIB}, squash="-comp zstd -b 1M")
+    assert one.message.endswith("read about 44% of it for jobs reading 25% of their image: 5.1 min")
+    (off,) = _spec(tmp_path, nodes=8, fsx=P2_125, images={"a": 10 * GIB}, pyxis="use_squashfuse: false")
+    assert off.message.endswith("takes 11.7 min (over 10 min)")
+
+
+@pytest.mark.parametrize("options, block, share", [
+    ("", 128 * 1024, 0.354), ("-b 128K -no-fragments", 128 * 1024, 0.349), ("-b 1M", 1024 ** 2, 0.438),
+    ("-b 1M -no-fragments", 1024 ** 2, 0.363), ("-b 65536", 65536, 0.354), ("-b 256K", 256 * 1024, 0.438),
+    ("-b 4M", 4 * 1024 ** 2, 0.438), ("-b", 128 * 1024, 0.354)])
+def test_block_size_and_measured_share(options, block, share):
+    assert advice.block_size(options) == block
+    assert advice.squashfuse_share(options) == share
 
 
 def test_existing_file_system_is_not_judged(tmp_path):
@@ -202,11 +224,13 @@ def test_a_spec_with_errors_gets_no_advice(tmp_path):
 
 
 def test_shipped_specs():
-    """demo fans 2 images out to 12 nodes through 293 MB/s; the other two specs are sized fine."""
+    """demo fans 2 images out to 12 nodes through 293 MB/s (squashfuse: 0.349 x 2111 s = 736.8 s = 12.3 min);
+    the other two specs are sized fine."""
     assert _texts(load("demo").warnings) == [(
         "storage.fsx_lustre.new.throughput_mb_per_tib",
         "image fan-out: 12 nodes x 2 images (51.5 GB of .sqsh per node) = 618.5 GB at 293 MB/s takes 35.2 min "
-        "(over 10 min)",
+        "(over 10 min) where pyxis extracts (pyxis < 0.24); squashfuse starts (pyxis >= 0.24) read about 35% of it "
+        "for jobs reading 25% of their image: 12.3 min",
         "throughput_mb_per_tib: 1000 takes 8.8 min; 2 of 2 image sizes assumed 20 GiB, none in the lock: "
         "`make lock` records them")]
     assert load("p4d-existing").warnings == [] and load("p5-capacity-block").warnings == []

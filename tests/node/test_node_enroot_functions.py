@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 from node_sandbox import SCRIPTS
+from clusterkit.spec import DEFAULT_SQUASH_OPTIONS
 
 ENROOT_SH = SCRIPTS / "enroot.sh"
 
@@ -97,7 +98,7 @@ def test_enroot_conf_evaluates_per_user(tmp_path: Path) -> None:
     assert values["ENROOT_DATA_PATH"] == f"/var/tmp/enroot/data/user-{uid}"
     assert values["ENROOT_CACHE_PATH"] == f"/var/tmp/enroot/cache/user-{uid}"
     assert values["ENROOT_CONFIG_PATH"] == f"{home}/.config/enroot"
-    assert values["ENROOT_SQUASH_OPTIONS"] == "-comp zstd -Xcompression-level 3 -b 1M"
+    assert values["ENROOT_SQUASH_OPTIONS"] == DEFAULT_SQUASH_OPTIONS
     # The system-wide ECR credentials are linked for this user, once, without clobbering.
     link = home / ".config/enroot/.credentials"
     assert os.readlink(link) == "/etc/enroot/credentials"
@@ -111,7 +112,8 @@ def test_parse_args_ignores_environment(tmp_path: Path) -> None:
     """Settings come only from Args: an exported ENROOT_SQUASH_OPTIONS must not leak in."""
     r = bash("ck_parse_args compute CK_CLUSTER=c CK_OS=rhel9; echo \"[$ENROOT_SQUASH_OPTIONS] [$CK_STORE]\"",
              tmp_path, ENROOT_SQUASH_OPTIONS="-comp lzo", CK_STORE="/elsewhere")
-    assert r.stdout.strip().splitlines()[-1] == "[-comp zstd -Xcompression-level 3 -b 1M] [/fsx/containers]"
+    # the node's default is the spec's (clusterkit.spec.DEFAULT_SQUASH_OPTIONS), not a copy that drifted
+    assert r.stdout.strip().splitlines()[-1] == f"[{DEFAULT_SQUASH_OPTIONS}] [/fsx/containers]"
 
 
 def test_role_keys_match_the_contract() -> None:

@@ -81,19 +81,19 @@ def test_fresh_run_content_essentials(sandbox: Sandbox) -> None:
                  "ENROOT_CACHE_PATH /scratch/enroot/cache/user-$(id -u)",
                  "ENROOT_TEMP_PATH /scratch/enroot/tmp",
                  "ENROOT_CONFIG_PATH ${HOME:-$(echo ~)}/.config/enroot",
-                 "ENROOT_SQUASH_OPTIONS -comp zstd -Xcompression-level 3 -b 1M",
+                 "ENROOT_SQUASH_OPTIONS -comp zstd -Xcompression-level 3 -b 128K -no-fragments",
                  "ENROOT_MAX_PROCESSORS 8", "ENROOT_TRANSFER_RETRIES 5", "ENROOT_CONNECT_TIMEOUT 30",
                  "ENROOT_TRANSFER_TIMEOUT 600", "ENROOT_MOUNT_HOME yes", "ENROOT_ROOTFS_WRITABLE yes"):
         assert line in conf.splitlines(), line
     assert "/fsx" not in conf
     env = sandbox.read("etc/clusterkit/node.env")
     assert "CK_BUNDLE='" + BUNDLE_URI + "'" in env and "PYXIS_CONTAINER_SCOPE='global'" in env
-    assert "ENROOT_SQUASH_OPTIONS='-comp zstd -Xcompression-level 3 -b 1M'" in env
+    assert "ENROOT_SQUASH_OPTIONS='-comp zstd -Xcompression-level 3 -b 128K -no-fragments'" in env
     unit = sandbox.read(UNIT)
     assert ("ExecStart=/bin/bash -o pipefail -c 'python3 /opt/parallelcluster/shared/clusterkit/image_sync.py "
             "sync --lock /opt/parallelcluster/shared/clusterkit/images.lock --store /fsx/containers 2>&1 "
             "| tee -a /var/log/clusterkit/image-sync.log'") in unit
-    assert 'Environment="ENROOT_SQUASH_OPTIONS=-comp zstd -Xcompression-level 3 -b 1M"' in unit
+    assert 'Environment="ENROOT_SQUASH_OPTIONS=-comp zstd -Xcompression-level 3 -b 128K -no-fragments"' in unit
     assert "RequiresMountsFor=/fsx/containers /opt/parallelcluster/shared" in unit
     dropin = sandbox.read("etc/systemd/system/slurmctld.service.d/clusterkit-path.conf")
     assert 'Environment="PATH=/opt/slurm/bin:' in dropin

@@ -126,7 +126,7 @@ def test_bundle_contents():
                      "image_import.py", "image_lock.py", "image_store.py", "image_sync.py", "image_versions.py",
                      "images.lock", "node.args", "node_drift.py", "node_facts.py", "node_fingerprint.py",
                      "pyxis_importer.py", "squashfs_check.py", "store_status.py", "store_sync.py", "store_verify.py", "sync_config.py"]
-    assert "CK_CLUSTER=demo" in args and "ENROOT_SQUASH_OPTIONS=-comp zstd -Xcompression-level 3 -b 1M" in args
+    assert "CK_CLUSTER=demo" in args and "ENROOT_SQUASH_OPTIONS=-comp zstd -Xcompression-level 3 -b 128K -no-fragments" in args
     assert lock == loaded.lock_path.read_bytes()
 
 

@@ -40,7 +40,8 @@ def build(app: cdk.App, loaded: Loaded) -> dict[str, cdk.Stack]:
                            head_node_subnet_id=network.head_node_subnet_id,
                            compute_subnet_id=network.compute_subnet_id,
                            security_group_id=network.cluster_security_group.security_group_id,
-                           file_system_id=storage.file_system_id, deploy_time=deploy_time, env=env, tags=tags,
+                           file_system_id=storage.file_system_id, alert_topic=storage.alert_topic,
+                           deploy_time=deploy_time, env=env, tags=tags,
                            description=f"ClusterKit {spec.name}: ParallelCluster {spec.parallelcluster_version} cluster")
     return {"network": network, "storage": storage, "cluster": cluster}
 

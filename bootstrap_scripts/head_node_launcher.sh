@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# ClusterKit head-node launcher: HeadNode OnNodeConfigured AND OnNodeUpdated action.
+# ClusterKit head-node launcher: the HeadNode OnNodeUpdated action, and what stage 0 runs at OnNodeConfigured.
 #
-# Why a launcher: ParallelCluster refuses any change to HeadNode OnNodeConfigured after the cluster
-# exists (update policy UNSUPPORTED). So this script and its Args never change: it reads the S3 URI of
-# the current bootstrap bundle from an SSM parameter the Cluster stack keeps up to date, unpacks it,
-# and runs the bundle's head_node.sh with the cluster settings from the bundle's node.args.
-# OnNodeUpdated passes CK_BUNDLE_SHA256 as well, only so that a new bundle changes the config and
-# ParallelCluster runs this again; the launcher checks the downloaded bundle against it.
+# It reads the S3 URI of the current bootstrap bundle from an SSM parameter the Cluster stack keeps up
+# to date, unpacks it, and runs the bundle's head_node.sh with the cluster settings from the bundle's
+# node.args. OnNodeUpdated passes CK_BUNDLE_SHA256 as well, only so that a new bundle changes the config
+# and ParallelCluster runs this again; the launcher checks the downloaded bundle against it.
+# OnNodeConfigured (never updatable) runs head_node_stage0.sh instead, which runs the copy of this file
+# inside the current bundle: so this file may change without touching an UNSUPPORTED field.
 #
 # Clusters written by `clusterkit export` (for the pcluster CLI) have no SSM parameter: they pass
 # CK_BUNDLE_URI, a stable S3 key that `export --upload` overwrites with each new bundle.

@@ -1,8 +1,14 @@
 """The node artifacts shipped to S3: per-file scripts for PC CustomActions and one bootstrap bundle zip.
 
-Keys are content hashes, computed here without CDK, so the committed rendered config names the exact
-objects a deploy uploads: a script or lock change shows up in the pull-request diff. The zip is built
-byte-for-byte deterministically (fixed timestamps and modes, sorted entries) so its hash is stable.
+Keys are content hashes under the cluster's own prefix (``artifact_prefix``), computed here without CDK,
+so the committed rendered config names the exact objects a deploy uploads: a script or lock change shows
+up in the pull-request diff. Nodes may read the whole prefix, not just today's keys: a node launched from
+the previous launch template while ParallelCluster replaces the fleet still fetches the previous scripts.
+The zip is built byte-for-byte deterministically (fixed timestamps and modes, sorted entries).
+
+The head node's OnNodeConfigured names ``head_node_stage0.sh``, whose bytes are frozen (STAGE0_SHA256):
+ParallelCluster never lets that field change (update policy UNSUPPORTED), so everything that may change
+lives in the bundle, the launcher included; stage 0 only fetches the current bundle and runs its launcher.
 """
 from __future__ import annotations
 
@@ -16,7 +22,10 @@ from .loader import REPO, Loaded
 from .node_settings import head_settings
 
 SCRIPTS = REPO / "bootstrap_scripts"
-LAUNCHER = "head_node_launcher.sh"  # stable: HeadNode OnNodeConfigured cannot change after creation
+LAUNCHER = "head_node_launcher.sh"  # HeadNode OnNodeUpdated (may change); also in the bundle for stage 0
+# HeadNode OnNodeConfigured (UNSUPPORTED: never changes after creation): its bytes, and so its key, are frozen.
+STAGE0 = "head_node_stage0.sh"
+STAGE0_SHA256 = "0421a15b22841a16611e785eff3c41107af3dc376fc88dcf0322885b9ae1fe09"
 COMPUTE_START = "compute_node_start.sh"
 COMPUTE_CONFIGURED = "compute_node_configured.sh"
 # image_sync.py imports these from its own directory (one job each; the zip's root is that directory).
@@ -26,12 +35,17 @@ IMAGE_SYNC_MODULES = ("compat_loader.py", "console.py", "disk_preflight.py", "en
                       "store_sync.py", "store_verify.py", "sync_config.py")
 # pyxis (>= 0.24) runs the importer as the job's user (plugstack importer=); it imports image_sync's modules.
 PYXIS_IMPORTER = "pyxis_importer.py"
-BUNDLE_FILES = ("enroot.sh", "head_node.sh", "image_sync.py", *IMAGE_SYNC_MODULES, "compat.py", COMPUTE_START,
+BUNDLE_FILES = ("enroot.sh", LAUNCHER, "head_node.sh", "image_sync.py", *IMAGE_SYNC_MODULES, "compat.py", COMPUTE_START,
                 COMPUTE_CONFIGURED, PYXIS_IMPORTER)
 # Data files copied to the zip root: image_sync.py on the nodes reads them next to itself.
 BUNDLE_DATA = {"compat_rules.json": REPO / "clusterkit" / "data" / "compat_rules.json"}
 _EPOCH = (2020, 1, 1, 0, 0, 0)
 EMPTY_LOCK = '{\n  "cluster": "",\n  "images": [],\n  "lock_version": 1\n}\n'
+
+
+def artifact_prefix(name: str) -> str:
+    """The S3 key prefix of one cluster's node artifacts (the Cluster stack's assets, or ``export``'s)."""
+    return f"clusterkit/{name}/"
 
 
 @dataclass(frozen=True)
@@ -53,13 +67,14 @@ class Artifact:
 
 @dataclass(frozen=True)
 class NodeArtifacts:
+    stage0: Artifact
     launcher: Artifact
     compute_start: Artifact
     compute_configured: Artifact
     bundle: Artifact
 
     def all(self) -> list[Artifact]:
-        return [self.launcher, self.compute_start, self.compute_configured, self.bundle]
+        return [self.stage0, self.launcher, self.compute_start, self.compute_configured, self.bundle]
 
 
 def _file(name: str) -> Artifact:
@@ -85,6 +100,7 @@ def node_artifacts(loaded: Loaded) -> NodeArtifacts:
     files["images.lock"] = lock.read_bytes() if lock.exists() else EMPTY_LOCK.encode()
     files["node.args"] = ("\n".join(head_settings(loaded.spec)) + "\n").encode()
     return NodeArtifacts(
+        stage0=_file(STAGE0),
         launcher=_file(LAUNCHER),
         compute_start=_file(COMPUTE_START),
         compute_configured=_file(COMPUTE_CONFIGURED),

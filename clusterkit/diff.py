@@ -7,8 +7,9 @@ things (queues, compute resources, images, shared storage, tags) are matched by 
 no change and a path reads ``Scheduling.SlurmQueues[gpu].ComputeResources[p5].MaxCount``.
 
 The base side is what is committed at the ref, never re-rendered with today's code: a review is about
-the committed files. Rendered changes get ParallelCluster's own update impact (``diff_impact``); the
-cost delta comes from ``clusterkit.cost`` when it is there; ``diff_render`` formats the report.
+the committed files. Rendered changes get ParallelCluster's own update impact (``diff_impact``), and so
+does a spec's ParallelCluster version (not in the rendered file, yet a new cluster); the cost delta comes
+from ``clusterkit.cost`` when it is there; ``diff_render`` formats the report.
 """
 from __future__ import annotations
 
@@ -289,6 +290,7 @@ class ClusterDiff:
     cost: CostDelta | str | None = None  # str: why there is no number
     notes: tuple[str, ...] = ()
     text_only: tuple[str, ...] = ()  # files whose text changed with the same data (comments, layout)
+    spec_impacts: tuple[Any, ...] = ()  # diff_impact.Assessed: spec changes outside the rendered config (PC version)
 
     @property
     def changed(self) -> bool:
@@ -331,8 +333,10 @@ def diff_cluster(
     head: dict[str, str | None],
     assess: Callable[[list[Change], Any, Any], list[Any]],
     cost: Callable[..., CostDelta | str] | None = None,
+    assess_spec: Callable[[list[Change]], list[Any]] | None = None,
 ) -> ClusterDiff:
-    """Compare one cluster's files; ``assess`` turns rendered changes into assessed, sorted ones."""
+    """Compare one cluster's files; ``assess`` turns rendered changes into assessed, sorted ones,
+    ``assess_spec`` the spec changes whose impact the rendered config cannot show."""
     notes: list[str] = []
     docs: dict[str, tuple[Any, Any]] = {}
     for kind in KINDS:
@@ -361,8 +365,9 @@ def diff_cluster(
     changed = bool(spec or rendered or images or lock or notes)
     if not changed:
         return ClusterDiff(name, "unchanged", text_only=tuple(text_only))
+    spec_assessed = assess_spec(spec) if assess_spec and spec else []
     return ClusterDiff(name, "changed", tuple(spec), tuple(assessed), tuple(images), tuple(lock), priced(),
-                       tuple(notes), tuple(text_only))
+                       tuple(notes), tuple(text_only), tuple(spec_assessed))
 
 
 def _by_cluster(snapshot: Snapshot) -> dict[str, dict[str, str | None]]:
@@ -374,7 +379,7 @@ def _by_cluster(snapshot: Snapshot) -> dict[str, dict[str, str | None]]:
 
 def build_report(root: Path, base_ref: str | None = None, names: list[str] | None = None) -> Report:
     """Diff every cluster (or ``names``) between ``base_ref`` and the working tree of ``root``."""
-    from .diff_impact import Assessor
+    from .diff_impact import Assessor, spec_impacts
 
     how, sha = resolve_base(root, base_ref)
     base, head = _by_cluster(git_snapshot(root, sha)), _by_cluster(tree_snapshot(root))
@@ -384,7 +389,7 @@ def build_report(root: Path, base_ref: str | None = None, names: list[str] | Non
         raise DiffError(f"no cluster named {', '.join(unknown)} at {how} or in the working tree "
                         f"(known: {', '.join(known) or 'none'})")
     assessor = Assessor()
-    clusters = [diff_cluster(n, base.get(n, {}), head.get(n, {}), assessor.assess, _cost_delta)
+    clusters = [diff_cluster(n, base.get(n, {}), head.get(n, {}), assessor.assess, _cost_delta, spec_impacts)
                 for n in (names or known)]
     return Report(how, sha, tuple(clusters), tuple(assessor.notes))
 

@@ -7,6 +7,8 @@ the list's policy, as ParallelCluster does. The conditional policies are then re
 ``pcluster/config/update_policy.py`` decides them for a cluster with running compute nodes (the case a
 reviewer must plan for): growth vs shrink of counts, list additions vs removals, and the target
 config's ``QueueUpdateStrategy``. The result is a severity rank and a plain-language label.
+``spec_impacts`` covers the one spec value outside the rendered config with an impact of its own: the
+ParallelCluster version, which needs a new cluster.
 """
 from __future__ import annotations
 
@@ -20,6 +22,10 @@ from .diff import MISSING, Change, Item, diff_values
 RECREATE, HEAD_NODE, FLEET, QUEUE, LIVE, UNKNOWN = range(6)
 
 RECREATE_LABEL = "cannot be updated: recreate the cluster"
+VERSION_LABEL = "cannot be updated (another ParallelCluster version): recreate the cluster"
+VERSION_REASON = ("ParallelCluster updates only clusters created by the same version; "
+                  "make destroy-cluster, then make deploy (README \"Upgrading ParallelCluster\")")
+VERSION_PATH = ("parallelcluster_version",)
 HEAD_NODE_LABEL = "stop the head node"
 FLEET_LABEL = "stop the compute fleet"
 LIVE_LABEL = "live"
@@ -252,6 +258,33 @@ def classify(change: Change, policies: Policies, ctx: _Context) -> Impact:
             return Impact(LIVE, LIVE_LABEL, policy)
         return Impact(FLEET, "stop the login nodes", policy)
     return Impact(RECREATE, f"unknown policy {policy}: treat as not updatable", policy)
+
+
+def default_version() -> str:
+    """The version a spec without ``parallelcluster_version`` gets (today's ClusterKit default)."""
+    import dataclasses
+
+    from .spec import ClusterSpec
+
+    (field,) = [f for f in dataclasses.fields(ClusterSpec) if f.name == VERSION_PATH[0]]
+    return str(field.default)
+
+
+def spec_impacts(changes: list[Change], default: Callable[[], str] = default_version) -> list[Assessed]:
+    """Spec changes with an update impact the rendered config cannot show, most disruptive first.
+
+    The ParallelCluster version is not part of ParallelCluster's config: it picks the provider template
+    (stacks/cluster.py), and ``update_cluster`` refuses a cluster created by another version
+    (aws-parallelcluster ``api/controllers/cluster_operations_controller.py``), so any change of it needs
+    a new cluster. An absent key counts as ``default()``; that is today's default, as a diff of committed
+    files cannot know the default of the code at the base commit."""
+    found = []
+    for change in changes:
+        if change.path == VERSION_PATH:
+            old, new = (default() if side is MISSING else str(side) for side in (change.old, change.new))
+            if old != new:
+                found.append(Assessed(change, Impact(RECREATE, VERSION_LABEL, "")))
+    return found
 
 
 class Assessor:

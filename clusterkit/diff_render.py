@@ -12,7 +12,7 @@ from typing import Any, TextIO
 
 from .diff import MISSING, Change, ClusterDiff, CostDelta, ImageChange, Report, file_path
 from .imageref import ImageRefError, parse_image_ref
-from .diff_impact import FLEET, HEAD_NODE, LIVE, QUEUE, RECREATE, UNKNOWN, Assessed
+from .diff_impact import FLEET, HEAD_NODE, LIVE, QUEUE, RECREATE, UNKNOWN, VERSION_LABEL, VERSION_REASON, Assessed
 
 MARKER = "<!-- clusterkit-diff -->"  # lets the PR workflow find and update its own comment
 MARKDOWN_LIMIT = 60_000  # GitHub rejects comments over 65,536 characters
@@ -183,7 +183,13 @@ def _cost_cell(cost: CostDelta | str | None) -> str:
 
 
 def _worst(cluster: ClusterDiff) -> Assessed | None:
-    return cluster.rendered[0] if cluster.rendered else None
+    """The most disruptive impact; on a tie the spec's (update_cluster checks the version before the config)."""
+    found = [*cluster.spec_impacts[:1], *cluster.rendered[:1]]
+    return min(found, key=lambda a: a.impact.rank) if found else None
+
+
+def _why(item: Assessed) -> str:
+    return VERSION_REASON if item.impact.label == VERSION_LABEL else ""
 
 
 def _status(cluster: ClusterDiff) -> str:
@@ -225,6 +231,7 @@ def render_text(report: Report, color: bool = False) -> str:
         lines.append(head)
         lines += [f"  note: {note}" for note in cluster.notes]
         lines += [f"  cost: {line}" if n == 0 else f"        {line}" for n, line in enumerate(cost_lines(cluster.cost))]
+        lines += _text_spec_impacts(cluster, paint)
         lines += _text_rendered(cluster, paint)
         lines += _text_images(cluster)
         for title, kind, changes in (("image lock", "lock", cluster.lock), ("spec", "spec", cluster.spec)):
@@ -234,6 +241,17 @@ def render_text(report: Report, color: bool = False) -> str:
     if unchanged:
         lines += ["", f"unchanged: {', '.join(unchanged)}"]
     return "\n".join(lines) + "\n"
+
+
+def _text_spec_impacts(cluster: ClusterDiff, paint: _Paint) -> list[str]:
+    if not cluster.spec_impacts:
+        return []
+    lines = [f"  update impact of spec values outside the ParallelCluster config ({file_path(cluster.name, 'spec')}):"]
+    for item in cluster.spec_impacts:
+        lines.append("    " + paint(item.impact.label, _ANSI[item.impact.rank]))
+        lines.append(f"      {item.change.dotted}: {_arrow(*before_after(item.change))}")
+        lines += [f"      {_why(item)}"] if _why(item) else []
+    return lines
 
 
 def _text_rendered(cluster: ClusterDiff, paint: _Paint) -> list[str]:
@@ -313,7 +331,7 @@ def _markdown(report: Report) -> str:
         costs = cost_lines(cluster.cost)
         if costs:
             lines += ["", f"**Cost** (list prices, USD): {_cell(costs[0])}"] + [f"<br>{_cell(c)}" for c in costs[1:]]
-        lines += _md_rendered(cluster) + _md_images(cluster)
+        lines += _md_spec_impacts(cluster) + _md_rendered(cluster) + _md_images(cluster)
         for title, kind, changes in (("Image lock", "lock", cluster.lock), ("Spec", "spec", cluster.spec)):
             if changes:
                 lines += ["", f"**{title}** (`{file_path(cluster.name, kind)}`):", "",
@@ -322,6 +340,20 @@ def _markdown(report: Report) -> str:
                     before, after = before_after(change)
                     lines.append(f"| {_code(change.dotted)} | {_code(before)} | {_code(after)} |")
     return "\n".join(lines) + "\n"
+
+
+def _md_spec_impacts(cluster: ClusterDiff) -> list[str]:
+    if not cluster.spec_impacts:
+        return []
+    lines = ["", f"**Update impact of spec values outside the ParallelCluster config** "
+                 f"(`{file_path(cluster.name, 'spec')}`):", "",
+             "| impact | path | before | after | why |", "|---|---|---|---|---|"]
+    for item in cluster.spec_impacts:
+        before, after = before_after(item.change)
+        impact = f"{_EMOJI[item.impact.rank]} {item.impact.label}"
+        lines.append(f"| {_cell(impact)} | {_code(item.change.dotted)} | {_code(before)} | {_code(after)} | "
+                     f"{_cell(_why(item))} |")
+    return lines
 
 
 def _md_rendered(cluster: ClusterDiff) -> list[str]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from .bundle import NodeArtifacts, node_artifacts
+from .bundle import NodeArtifacts, artifact_prefix, node_artifacts
 from .errors import ClusterKitError
 from .loader import Loaded
 from .naming import stack_names
@@ -28,10 +28,6 @@ STORAGE_OUTPUTS = ("FileSystemId",)
 class Exported:
     text: str
     uploaded: list[str]  # s3:// URIs written (empty without --upload)
-
-
-def artifact_prefix(name: str) -> str:
-    return f"clusterkit/{name}/"
 
 
 def stable_bundle_key(name: str) -> str:

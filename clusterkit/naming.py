@@ -34,3 +34,40 @@ def ttl_schedule_name(name: str) -> str:
     digest = hashlib.sha256(name.encode()).hexdigest()[:8]
     keep = SCHEDULE_NAME_MAX - len("ClusterKit--ttl") - len(digest) - 1
     return f"ClusterKit-{name[:keep]}-{digest}-ttl"
+
+
+SCHEDULE_GROUP_NAME_MAX = 64  # EventBridge Scheduler: 1-64 characters of [0-9a-zA-Z-_.], like schedule names
+TTL_RETRY_MINUTES = 15  # the teardown schedule's rate (stacks/ttl.py), which `clusterkit status` reports too
+
+
+def ttl_schedule_group_name(name: str) -> str:
+    """The per-cluster schedule group holding the TTL teardown schedule: ``clusterkit-<name>``.
+
+    Its own group (not ``default``) gives the teardown its own CloudWatch metrics (Scheduler's only metric
+    dimension is the group) and lets the schedule role trust exactly this group. Long names are cut and
+    made unique with a short hash of the full name, like ``ttl_schedule_name``.
+    """
+    full = f"clusterkit-{name}"
+    if len(full) <= SCHEDULE_GROUP_NAME_MAX:
+        return full
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    keep = SCHEDULE_GROUP_NAME_MAX - len("clusterkit--") - len(digest)
+    return f"clusterkit-{name[:keep]}-{digest}"
+
+
+def alarm_prefix(name: str) -> str:
+    """Every CloudWatch alarm ClusterKit makes for cluster ``name`` starts with this (the alert topic and its
+    key let CloudWatch publish for alarms matching ``<prefix>*`` only)."""
+    return f"ClusterKit-{name}-"
+
+
+def teardown_alarm_names(name: str) -> dict[str, str]:
+    """The TTL teardown's two alarms: ``refused`` (DeleteStack refused repeatedly) and ``overdue`` (teardown
+    attempted for about an hour while the stack still exists). Alarm names allow 255 characters, so the
+    60-character cluster names always fit."""
+    return {kind: f"{alarm_prefix(name)}teardown-{kind}" for kind in ("refused", "overdue")}
+
+
+def alert_topic_name(name: str) -> str:
+    """The SNS topic of cluster ``name``'s alerts (lives in the storage stack, which outlives clusters)."""
+    return f"ClusterKit-{name}-alerts"

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import catalog
-from .bundle import NodeArtifacts
+from .bundle import NodeArtifacts, artifact_prefix
 from .node_settings import compute_settings
 from .rules import efa_enabled
 from .spec import ClusterSpec, Queue
@@ -53,6 +53,7 @@ def placeholder_refs(spec: ClusterSpec) -> Refs:
         bundle_arg=f"CK_BUNDLE_PARAMETER={bundle_parameter_name(spec)}",
         head_node_policy_arn="${Cluster.HeadNodePolicyArn}",
         compute_node_policy_arn="${Cluster.ComputeNodePolicyArn}",
+        assets_prefix=artifact_prefix(spec.name),
         partition="${AWS::Partition}",
     )
 
@@ -108,7 +109,6 @@ def _iam(refs: Refs, policy_arn: str | None) -> dict[str, Any]:
 
 
 def _head_node(spec: ClusterSpec, refs: Refs, artifacts: NodeArtifacts) -> dict[str, Any]:
-    launcher = _s3(refs, artifacts.launcher.key)
     stable_args = [f"CK_REGION={spec.region}", refs.bundle_arg]
     return {
         "InstanceType": spec.head_node.instance_type,
@@ -119,10 +119,10 @@ def _head_node(spec: ClusterSpec, refs: Refs, artifacts: NodeArtifacts) -> dict[
         "Iam": _iam(refs, refs.head_node_policy_arn),
         "CustomActions": {
             # OnNodeConfigured cannot change once the cluster exists (PC update policy UNSUPPORTED), so
-            # it names only the stable launcher; the launcher finds the current bundle at a stable place.
-            "OnNodeConfigured": {"Script": launcher, "Args": stable_args},
+            # it names the frozen stage 0, which runs the launcher of the bundle it finds at a stable place.
+            "OnNodeConfigured": {"Script": _s3(refs, artifacts.stage0.key), "Args": stable_args},
             # OnNodeUpdated may change: the bundle hash makes every bundle change re-run it (re-sync).
-            "OnNodeUpdated": {"Script": launcher,
+            "OnNodeUpdated": {"Script": _s3(refs, artifacts.launcher.key),
                               "Args": stable_args + [f"CK_BUNDLE_SHA256={artifacts.bundle.sha256}"]},
         },
     }

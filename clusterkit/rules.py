@@ -23,6 +23,10 @@ MAX_COMPUTE_RESOURCES = 50
 AWS_RESERVED_IPS_PER_SUBNET = 5
 MIN_HEAD_ROOT_GIB = 40  # the official AMIs' root snapshots are 35 GiB and up
 MAX_EBS_GIB = 16384  # gp3 volume size limit (EBS user guide, "Amazon EBS volume types")
+# lifecycle.ttl_hours: the teardown is created first and counts from the deploy, and creating the cluster
+# can take up to an hour (custom resource timeout), so a shorter TTL could delete a cluster still being made.
+TTL_MIN_HOURS = 2.0
+TTL_MAX_HOURS = 24.0 * 90
 PC_LOG_RETENTION_DAYS = {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1827, 3653}
 LOG_RETENTION_DAYS = {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192,
                       2557, 2922, 3288, 3653}
@@ -34,6 +38,12 @@ RESOURCE_NAME = QUEUE_NAME  # ParallelCluster's NameValidator applies the same r
 RESERVED_NAMES = {"default"}
 IMAGE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 SQUASH_OPTIONS = re.compile(r"^-[A-Za-z0-9 ._-]*$")
+# lifecycle.notify_email becomes an SNS email subscription endpoint: one plain address (RFC 5321 dot-atom local
+# part, DNS host names), so nothing else (spaces, commas, quotes, control characters) can reach the template.
+NOTIFY_EMAIL = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
+                          r"@([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}")
+EMAIL_MAX = 254  # RFC 5321 path limit
+EMAIL_LOCAL_MAX = 64
 IDS = {
     "vpc": re.compile(r"^vpc-[0-9a-f]{8}([0-9a-f]{9})?$"),
     "subnet": re.compile(r"^subnet-[0-9a-f]{8}([0-9a-f]{9})?$"),
@@ -373,10 +383,32 @@ def _misc(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
                         f"{spec.monitoring.log_retention_days} is not a retention ParallelCluster accepts",
                         _nearest(spec.monitoring.log_retention_days, PC_LOG_RETENTION_DAYS))
     ttl = spec.lifecycle.ttl_hours
-    if ttl is not None and not 0.25 <= ttl <= 24 * 90:
-        yield m.problem("lifecycle.ttl_hours", f"{ttl} is outside 0.25..2160 hours", "unset it to keep the cluster")
+    if ttl is not None and not TTL_MIN_HOURS <= ttl <= TTL_MAX_HOURS:
+        yield m.problem("lifecycle.ttl_hours", f"{ttl:g} is outside {TTL_MIN_HOURS:g}..{TTL_MAX_HOURS:g} hours",
+                        f"at least {TTL_MIN_HOURS:g}: the clock starts at the deploy and creating the cluster may take "
+                        f"up to an hour (ParallelCluster's custom resource timeout); unset it to keep the cluster")
+    email = spec.lifecycle.notify_email
+    if email is not None:
+        problem = _email_problem(email)
+        if problem:
+            yield m.problem("lifecycle.notify_email", problem,
+                            "one address like ops@example.com; SNS mails it a confirmation link")
     for key, value in spec.tags.items():
         if key.lower().startswith(("aws:", "parallelcluster:")) or not 1 <= len(key) <= 128:
             yield m.problem(f"tags.{key}", "tag key is reserved or too long", "keys may not start with aws: or parallelcluster:")
         if len(value) > 256:
             yield m.problem(f"tags.{key}", "tag value is longer than 256 characters")
+
+
+def _email_problem(value: str) -> str | None:
+    """Why ``value`` cannot be an SNS email endpoint, shown safely on one line; None when it can."""
+    shown = f"'{value}'" if value.isprintable() else repr(value)
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    if not value.isprintable():
+        return f"{shown} contains a control or invisible character"
+    if len(value) > EMAIL_MAX or len(value.partition("@")[0]) > EMAIL_LOCAL_MAX:
+        return f"{shown} is longer than an email address may be ({EMAIL_LOCAL_MAX} before the @, {EMAIL_MAX} in all)"
+    if not NOTIFY_EMAIL.fullmatch(value):
+        return f"{shown} is not an email address"
+    return None

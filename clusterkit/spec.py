@@ -197,6 +197,9 @@ class Monitoring:
 @dataclass(frozen=True)
 class Lifecycle:
     ttl_hours: float | None = doc("delete the cluster stack this many hours after deploy (network and storage stay)", None)
+    notify_email: str | None = doc(
+        "email address subscribed to the cluster's alert topic: failed or overdue TTL teardowns (SNS asks it to "
+        "confirm once)", None)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,21 @@
-"""``clusterkit status NAME``: what is deployed, when the cluster expires, and how to get a shell.
+"""``clusterkit status NAME``: what is deployed, when the cluster expires, whether its teardown is stuck, and how
+to get a shell.
 
 Reads the three stacks with CloudFormation ``DescribeStacks`` (boto3, the spec's region): each stack's
 status, the cluster stack's ``ExpiresAt`` output (``lifecycle.ttl_hours``), the head node and the SSM
 command. A stack that does not exist is reported as not deployed, not as an error.
+
+The teardown, one line per fact (stacks/ttl.py retries DeleteStack every 15 minutes from the expiry on):
+
+- **overdue**: the expiry has passed and the stack still exists (and is not being deleted right now);
+- **deletion failed**: for a stack in ``DELETE_FAILED``, the first resource that failed in the latest
+  deletion attempt, from ``DescribeStackEvents`` (newest first; the attempt starts at the stack's own
+  ``DELETE_IN_PROGRESS`` event), and the command that retries it;
+- **alarms**: the TTL alarms by the names ``clusterkit.naming.teardown_alarm_names`` gives them
+  (CloudWatch ``DescribeAlarms``).
+
+AWS errors never print a traceback: reading the stacks fails with one line (exit 2); failing to read events
+or alarms, which only add detail, becomes that line's value.
 """
 from __future__ import annotations
 
@@ -11,8 +24,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .errors import ClusterKitError
-from .naming import stack_names
+from .naming import TTL_RETRY_MINUTES, stack_names, teardown_alarm_names
 from .spec import ClusterSpec
+
+EVENT_PAGES = 10  # DescribeStackEvents pages read back to the start of the latest deletion
+LABEL = 34
 
 
 @dataclass(frozen=True)
@@ -20,6 +36,29 @@ class StackState:
     name: str
     status: str | None  # None: not deployed
     outputs: dict[str, str]
+
+
+@dataclass(frozen=True)
+class DeleteFailure:
+    """The first resource that failed in the latest deletion attempt (or the stack's own reason)."""
+
+    logical_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class AlarmState:
+    name: str
+    state: str | None  # OK | ALARM | INSUFFICIENT_DATA; None: no such alarm
+
+
+def _aws_error(exc: Exception) -> str:
+    from botocore.exceptions import ClientError
+
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        return f"{error.get('Code', 'Error')}: {error.get('Message', '') or exc}"
+    return str(exc)
 
 
 def describe(cfn: Any, stack_name: str) -> StackState:
@@ -39,15 +78,57 @@ def describe(cfn: Any, stack_name: str) -> StackState:
     return StackState(stack_name, stack["StackStatus"], outputs)
 
 
-def time_left(expires: datetime, now: datetime) -> str:
-    """``2d 3h 10m`` until ``expires``, or ``expired 5m ago``."""
-    seconds = int((expires - now).total_seconds())
-    past = seconds < 0
-    minutes = abs(seconds) // 60
+def first_delete_failure(cfn: Any, stack_name: str) -> DeleteFailure | None:
+    """The earliest ``DELETE_FAILED`` resource event since the stack's latest ``DELETE_IN_PROGRESS``.
+
+    Resource failures come first in time and name the cause; the stack's own event only lists them
+    ("The following resource(s) failed to delete: [...]"), so it is the fallback.
+    """
+    failures: list[dict] = []
+    stack_failure: dict | None = None
+    paginator = cfn.get_paginator("describe_stack_events")
+    for page_number, page in enumerate(paginator.paginate(StackName=stack_name)):
+        for event in page.get("StackEvents", []):  # newest first
+            own = event.get("ResourceType") == "AWS::CloudFormation::Stack" and event.get(
+                "LogicalResourceId") == stack_name
+            status = event.get("ResourceStatus")
+            if own and status == "DELETE_IN_PROGRESS":
+                return _failure(failures, stack_failure)
+            if status == "DELETE_FAILED":
+                if own:
+                    stack_failure = stack_failure or event
+                else:
+                    failures.append(event)
+        if page_number + 1 >= EVENT_PAGES:
+            break
+    return _failure(failures, stack_failure)
+
+
+def _failure(failures: list[dict], stack_failure: dict | None) -> DeleteFailure | None:
+    event = failures[-1] if failures else stack_failure
+    if event is None:
+        return None
+    reason = " ".join(str(event.get("ResourceStatusReason") or "no reason given").split())
+    return DeleteFailure(event.get("LogicalResourceId", "?"), reason)
+
+
+def alarm_states(cloudwatch: Any, names: list[str]) -> list[AlarmState]:
+    """The alarms called ``names``, in that order; a missing alarm has ``state`` None."""
+    found = {a["AlarmName"]: a for a in cloudwatch.describe_alarms(AlarmNames=names).get("MetricAlarms", [])}
+    return [AlarmState(name, found[name].get("StateValue") if name in found else None) for name in names]
+
+
+def span(expires: datetime, now: datetime) -> str:
+    """``2d 3h 10m`` between ``now`` and ``expires``, either way round, to the minute."""
+    minutes = abs(int((expires - now).total_seconds())) // 60
     days, rest = divmod(minutes, 24 * 60)
     hours, mins = divmod(rest, 60)
-    text = " ".join(f"{n}{unit}" for n, unit in ((days, "d"), (hours, "h"), (mins, "m")) if n) or "0m"
-    return f"expired {text} ago" if past else f"in {text}"
+    return " ".join(f"{n}{unit}" for n, unit in ((days, "d"), (hours, "h"), (mins, "m")) if n) or "0m"
+
+
+def time_left(expires: datetime, now: datetime) -> str:
+    """``in 2d 3h 10m`` until ``expires``, or ``expired 5m ago``."""
+    return f"expired {span(expires, now)} ago" if expires < now else f"in {span(expires, now)}"
 
 
 def parse_expiry(value: str) -> datetime | None:
@@ -57,25 +138,32 @@ def parse_expiry(value: str) -> datetime | None:
         return None
 
 
-def status_lines(spec: ClusterSpec, cfn: Any, now: datetime | None = None) -> list[str]:
-    """The report for ``spec``'s stacks; ``now`` is injectable so tests need no clock."""
+def _line(label: str, value: str) -> str:
+    return f"  {label:<{LABEL}} {value}"
+
+
+def status_lines(spec: ClusterSpec, cfn: Any, now: datetime | None = None, *, cloudwatch: Any = None) -> list[str]:
+    """The report for ``spec``'s stacks; ``now`` is injectable so tests need no clock. ``cloudwatch`` defaults
+    to a client for the spec's region, created only when the cluster stack exists."""
     now = now or datetime.now(UTC)
     names = stack_names(spec.name)
     states = {kind: describe(cfn, stack) for kind, stack in names.items()}
     lines = [f"{spec.name} ({spec.region})"]
-    for kind, state in states.items():
-        lines.append(f"  {state.name:<34} {state.status or 'not deployed'}")
+    lines += [_line(state.name, state.status or "not deployed") for state in states.values()]
     cluster = states["cluster"]
     if cluster.status is None or cluster.status == "DELETE_COMPLETE":
         lines.append(f"  no cluster: `make deploy CLUSTER={spec.name}` creates it (network and storage are reused)")
         return lines
-    lines.append(f"  {'expires':<34} {_expiry_text(spec, cluster, now)}")
+    expires = parse_expiry(cluster.outputs.get("ExpiresAt", ""))
+    lines.append(_line("expires", _expiry_text(spec, cluster, now)))
+    lines += _teardown_lines(spec, cfn, cluster, expires, now)
+    lines += _alarm_lines(spec, cloudwatch, ttl="ExpiresAt" in cluster.outputs)
     head = cluster.outputs.get("HeadNodeInstanceId")
     if head:
-        lines.append(f"  {'head node':<34} {head}")
+        lines.append(_line("head node", head))
     shell = cluster.outputs.get("SsmSession")
     if shell:
-        lines.append(f"  {'shell':<34} {shell}")
+        lines.append(_line("shell", shell))
     return lines
 
 
@@ -86,10 +174,52 @@ def _expiry_text(spec: ClusterSpec, cluster: StackState, now: datetime) -> str:
     expires = parse_expiry(raw)
     if expires is None:
         return f"{raw} (not a time)"
-    left = time_left(expires, now)
     if expires <= now:
-        return f"{raw}, {left}: the teardown should be under way (see the stack's events)"
-    return f"{raw}, {left}; extend: make deploy CLUSTER={spec.name} TTL=<hours from now>"
+        return f"{raw}, {time_left(expires, now)}"
+    return f"{raw}, {time_left(expires, now)}; extend: make deploy CLUSTER={spec.name} TTL=<hours from now>"
+
+
+def _teardown_lines(spec: ClusterSpec, cfn: Any, cluster: StackState, expires: datetime | None,
+                    now: datetime) -> list[str]:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    status = cluster.status or ""
+    lines = []
+    if status == "DELETE_IN_PROGRESS":
+        lines.append(_line("deletion", "under way (DELETE_IN_PROGRESS)"))
+    elif expires is not None and expires <= now:
+        busy = f"; CloudFormation refuses it while {status}" if status.endswith("_IN_PROGRESS") else ""
+        lines.append(_line("overdue", f"yes, by {span(expires, now)}: the stack still exists; the TTL schedule "
+                                      f"retries DeleteStack every {TTL_RETRY_MINUTES} minutes{busy}"))
+    if status == "DELETE_FAILED":
+        try:
+            failure = first_delete_failure(cfn, cluster.name)
+            text = f"{failure.logical_id}: {failure.reason}" if failure else "no failed resource in the stack's events"
+        except (ClientError, BotoCoreError) as exc:
+            text = f"cannot read the stack's events ({_aws_error(exc)})"
+        lines.append(_line("deletion failed", text))
+        lines.append(_line("retry", f"aws cloudformation delete-stack --region {spec.region} "
+                                    f"--stack-name {cluster.name}"))
+    return lines
+
+
+def _alarm_lines(spec: ClusterSpec, cloudwatch: Any, *, ttl: bool) -> list[str]:
+    """One line per TTL alarm; none for a cluster without a TTL and without such alarms."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    names = teardown_alarm_names(spec.name)
+    try:
+        states = alarm_states(cloudwatch or cloudwatch_client(spec.region), list(names.values()))
+    except (ClientError, BotoCoreError) as exc:
+        return [_line("alarms", f"cannot read ({_aws_error(exc)})")] if ttl else []
+    if not ttl and all(a.state is None for a in states):
+        return []
+    lines = []
+    for kind, alarm in zip(names, states, strict=True):
+        value = (f"missing ({alarm.name}; a deploy with lifecycle.ttl_hours creates it)" if alarm.state is None
+                 else f"{alarm.state} ({alarm.name})")
+        lines.append(_line(f"alarm teardown-{kind}", value))
+    return lines
 
 
 def cloudformation_client(region: str) -> Any:
@@ -97,3 +227,10 @@ def cloudformation_client(region: str) -> Any:
     import boto3
 
     return boto3.session.Session().client("cloudformation", region_name=region)
+
+
+def cloudwatch_client(region: str) -> Any:
+    """Like ``cloudformation_client``: the TTL alarms live in the cluster's region."""
+    import boto3
+
+    return boto3.session.Session().client("cloudwatch", region_name=region)

@@ -15,15 +15,17 @@ from pathlib import Path
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3_assets as s3_assets
+from aws_cdk import aws_sns as sns
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from clusterkit.bundle import Artifact, NodeArtifacts, node_artifacts
+from clusterkit.bundle import Artifact, artifact_prefix, node_artifacts
 from clusterkit.imageref import parse_image_ref
 from clusterkit.loader import Loaded
 from clusterkit.render import Refs, bundle_parameter_name, render_config
 from stacks import nag
 from stacks.ttl import TtlTeardown, iso_z, now_to_the_minute
+from stacks.version_guard import ParallelClusterVersionGuard, guard_depends
 
 # ParallelCluster's provider Lambda attaches AdditionalIamPolicies to the node roles it creates, and may
 # attach only customer policies whose ARN is policy/parallelcluster* or policy/parallelcluster/*
@@ -47,7 +49,10 @@ class ClusterStack(cdk.Stack):
 
     def __init__(self, scope: Construct, construct_id: str, *, loaded: Loaded, head_node_subnet_id: str,
                  compute_subnet_id: str, security_group_id: str, file_system_id: str,
-                 deploy_time: datetime | None = None, **kwargs) -> None:
+                 alert_topic: sns.ITopic | None = None, deploy_time: datetime | None = None, **kwargs) -> None:
+        # Node artifacts go under the cluster's own key prefix, which the node policies may read whole.
+        self.assets_prefix = artifact_prefix(loaded.spec.name)
+        synthesizer = kwargs.setdefault("synthesizer", cdk.DefaultStackSynthesizer(bucket_prefix=self.assets_prefix))
         super().__init__(scope, construct_id, **kwargs)
         spec = loaded.spec
         artifacts = node_artifacts(loaded)
@@ -63,18 +68,24 @@ class ClusterStack(cdk.Stack):
         # pyxis imports (pyxis < 0.24, or unlocked_images: import).
         ecr = self._ecr_repositories(loaded)
         head_policy = self._node_policy("HeadNodePolicy", f"{spec.name}-{spec.region}-head-node", bucket,
-                                        [artifacts.launcher, artifacts.bundle], parameter, ecr)
+                                        parameter, ecr)
         compute_policy = self._node_policy("ComputeNodePolicy", f"{spec.name}-{spec.region}-compute-node", bucket,
-                                           [artifacts.compute_start, artifacts.compute_configured], None, ecr)
+                                           None, ecr)
 
         provider = cdk.CfnStack(self, "ParallelClusterProvider",
                                 template_url=provider_template_url(spec.parallelcluster_version))
+        # ParallelCluster updates only clusters created by the same version: refuse a version change first,
+        # with the way out, before the provider or the cluster is touched.
+        guard = ParallelClusterVersionGuard(self, "VersionGuard", cluster_name=spec.name,
+                                            version=spec.parallelcluster_version)
+        guard_depends(provider, guard)
         refs = Refs(
             head_node_subnet_id=head_node_subnet_id, compute_subnet_id=compute_subnet_id,
             security_group_id=security_group_id, file_system_id=file_system_id, assets_bucket=bucket,
             head_node_policy_arn=head_policy.managed_policy_arn,
             compute_node_policy_arn=compute_policy.managed_policy_arn,
-            bundle_arg=f"CK_BUNDLE_PARAMETER={bundle_parameter_name(spec)}", partition=cdk.Aws.PARTITION)
+            bundle_arg=f"CK_BUNDLE_PARAMETER={bundle_parameter_name(spec)}", assets_prefix=self.assets_prefix,
+            partition=cdk.Aws.PARTITION)
         config = render_config(spec, refs, artifacts)
         cluster = cdk.CustomResource(
             self, "ParallelCluster", resource_type="Custom::PclusterCluster",
@@ -96,10 +107,11 @@ class ClusterStack(cdk.Stack):
         self._output("BootstrapBundleUrl", assets[artifacts.bundle.name].s3_object_url, "bootstrap bundle of this deploy")
         if spec.lifecycle.ttl_hours is not None:
             ttl = TtlTeardown(self, "TtlTeardown", cluster_name=spec.name, hours=spec.lifecycle.ttl_hours,
-                              deploy_time=deploy_time or now_to_the_minute())
-            ttl.node.add_dependency(cluster)  # never fire into a stack that is still creating the cluster
+                              deploy_time=deploy_time or now_to_the_minute(), alert_topic=alert_topic,
+                              synthesizer=synthesizer)
             self._output("ExpiresAt", iso_z(ttl.expires_at),
                          "UTC time the TTL schedule deletes this stack (a redeploy moves it; network and storage stay)")
+            ttl.delete_last()  # created before, deleted after every other resource (stacks/ttl.py); keep last
 
     def _asset(self, artifact: Artifact) -> s3_assets.Asset:
         """An S3 asset keyed by our own sha256, so the rendered config can name the key without CDK."""
@@ -107,8 +119,13 @@ class ClusterStack(cdk.Stack):
         staging = Path(cdk.Stage.of(self).outdir) / ".clusterkit-staging" / artifact.sha256 / artifact.name
         staging.parent.mkdir(parents=True, exist_ok=True)
         staging.write_bytes(artifact.data)
-        return s3_assets.Asset(self, f"Asset-{artifact.name}", path=str(staging),
-                               asset_hash=artifact.sha256, asset_hash_type=cdk.AssetHashType.CUSTOM)
+        asset = s3_assets.Asset(self, f"Asset-{artifact.name}", path=str(staging),
+                                asset_hash=artifact.sha256, asset_hash_type=cdk.AssetHashType.CUSTOM)
+        if asset.s3_object_key != self.assets_prefix + artifact.key:
+            raise ValueError(f"{self.stack_name}: asset {artifact.name} lands at {asset.s3_object_key}, not under "
+                             f"{self.assets_prefix} where the config and the node policies expect it; use "
+                             f"DefaultStackSynthesizer(bucket_prefix='{self.assets_prefix}')")
+        return asset
 
     def _ecr_repositories(self, loaded: Loaded) -> list[str]:
         """ARNs of the private ECR repositories the spec's images come from (sorted, once each)."""
@@ -120,12 +137,12 @@ class ClusterStack(cdk.Stack):
                 arns.add(f"arn:{cdk.Aws.PARTITION}:ecr:{region}:{account}:repository/{ref.repository}")
         return sorted(arns)
 
-    def _node_policy(self, construct_id: str, name: str, bucket: str, objects: list[Artifact],
-                     parameter: ssm.IStringParameter | None, ecr_repositories: list[str]) -> iam.ManagedPolicy:
-        statements = [iam.PolicyStatement(
-            sid="ReadBootstrapObjects", actions=["s3:GetObject"],
-            resources=[cdk.Arn.format(cdk.ArnComponents(service="s3", region="", account="", resource=bucket,
-                                                        resource_name=o.key), self) for o in objects])]
+    def _node_policy(self, construct_id: str, name: str, bucket: str, parameter: ssm.IStringParameter | None,
+                     ecr_repositories: list[str]) -> iam.ManagedPolicy:
+        artifacts_arn = cdk.Arn.format(cdk.ArnComponents(service="s3", region="", account="", resource=bucket,
+                                                         resource_name=f"{self.assets_prefix}*"), self)
+        statements = [iam.PolicyStatement(sid="ReadBootstrapObjects", actions=["s3:GetObject"],
+                                          resources=[artifacts_arn])]
         if parameter is not None:
             statements.append(iam.PolicyStatement(sid="ReadBundleParameter", actions=["ssm:GetParameter"],
                                                   resources=[parameter.parameter_arn]))
@@ -137,6 +154,10 @@ class ClusterStack(cdk.Stack):
         policy = iam.ManagedPolicy(self, construct_id, managed_policy_name=f"ClusterKit-{name}", path=NODE_POLICY_PATH,
                                    statements=statements,
                                    description=f"ClusterKit {name}: read its bootstrap artifacts and pull its locked images")
+        nag.acknowledge(policy, "AwsSolutions-IAM5", "read-only on this cluster's own node-artifact prefix: keys are "
+                        "content hashes, and nodes launched from the previous launch template while ParallelCluster "
+                        "replaces the fleet must still read the previous deploy's scripts",
+                        applies_to=[f"Resource::{nag.finding_text(self, artifacts_arn)}"])
         if ecr_repositories:
             nag.acknowledge(policy, "AwsSolutions-IAM5", "ecr:GetAuthorizationToken has no resource-level "
                             "permissions (ECR User Guide, 'Private registry authentication'); pulls are limited to "

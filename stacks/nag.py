@@ -10,6 +10,7 @@ cover them (no prefix matching in cdk-nag 3.0).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,31 @@ def acknowledge(construct: IConstruct, rule: str, reason: str, *, applies_to: Se
     base = rule if "::" in rule else f"{PACK}::{rule}"
     for ack_id in [f"{base}[{finding}]" for finding in applies_to] or [base]:
         cdk.Validations.of(construct).acknowledge(cdk.Acknowledgment(id=ack_id, reason=text))
+
+
+def finding_text(stack: cdk.Stack, value: str) -> str:
+    """``value`` (a string that may hold tokens) as cdk-nag prints it in a finding: ``Ref`` and ``${}``
+    in ``Fn::Sub`` -> ``<Name>``.
+
+    For ``applies_to`` entries naming a resource whose ARN is built from pseudo parameters.
+    """
+    resolved = stack.resolve(value)
+    if isinstance(resolved, str):
+        return resolved
+    parts = resolved.get("Fn::Join", [None, None])[1] if isinstance(resolved, dict) else None
+    if not isinstance(parts, list):
+        raise ValueError(f"cannot name {resolved!r} as a cdk-nag finding")
+    out = ""
+    for part in parts:
+        if isinstance(part, str):
+            out += part
+        elif isinstance(part, dict) and "Ref" in part:
+            out += f"<{part['Ref']}>"
+        elif isinstance(part, dict) and isinstance(part.get("Fn::Sub"), str):
+            out += re.sub(r"\$\{([^}]+)\}", r"<\1>", part["Fn::Sub"])
+        else:
+            raise ValueError(f"cannot name {resolved!r} as a cdk-nag finding")
+    return out
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,10 @@ so image_sync keeps only published content there (``<name>/<hex>.sqsh``, the ``<
 ``manifest.json``); its lock, import temp files and node fingerprints live in the unlinked sibling
 ``.<store name>.clusterkit/`` (``/fsx/.containers.clusterkit``) and never reach S3.
 
-Existing FSx: nothing is created but a no-op placeholder (a template needs one resource); the file
-system id comes from the spec. The stack outlives clusters and never refers to the cluster stack.
+Existing FSx: no storage is created; the file system id comes from the spec. The stack outlives clusters
+and never refers to the cluster stack, which is why it also holds the cluster's alert topic and the rule
+that reports a failed cluster-stack deletion (``ClusterAlerts``, stacks/alerts.py): those must still exist
+when the cluster stack is half deleted. The cluster stack receives ``alert_topic`` for its TTL alarms.
 
 Deleting the stack with ``retain_on_delete: false``: CloudFormation cannot delete a bucket that
 still holds objects, and this stack deliberately has no auto-delete Lambda, so empty the image
@@ -24,9 +26,11 @@ import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from clusterkit.spec import ClusterSpec, FsxLustre, NewFsx
+from stacks.alerts import ClusterAlerts
 
 
 LUSTRE_VERSION = "2.15"  # newest; required for PERSISTENT_2 metadata configuration, supports DRAs everywhere
@@ -46,10 +50,11 @@ def image_store_path(fsx_cfg: FsxLustre) -> str:
 
 
 class StorageStack(cdk.Stack):
-    """FSx for Lustre (new or existing) and the image store bucket of one cluster spec."""
+    """FSx for Lustre (new or existing), the image store bucket and the alert topic of one cluster spec."""
 
     file_system_id: str
     image_store_bucket: s3.IBucket | None
+    alert_topic: sns.ITopic
 
     def __init__(self, scope: Construct, construct_id: str, *, spec: ClusterSpec, vpc: ec2.IVpc, subnet_id: str,
                  security_group: ec2.ISecurityGroup, **kwargs) -> None:
@@ -62,11 +67,13 @@ class StorageStack(cdk.Stack):
         fsx_cfg = spec.storage.fsx_lustre
         new = fsx_cfg.created
         self.image_store_bucket = None
+        self.alerts = ClusterAlerts(self, "Alerts", cluster_name=spec.name, notify_email=spec.lifecycle.notify_email)
+        self.alert_topic = self.alerts.topic
+        self._output("AlertTopicArn", self.alert_topic.topic_arn,
+                     "SNS topic of this cluster's alerts (failed or overdue teardowns); subscribe to be told")
         if new is None:
             assert fsx_cfg.existing is not None
             self.file_system_id = fsx_cfg.existing.file_system_id
-            # A template needs a resource; this one costs nothing and changes nothing.
-            cdk.CfnWaitConditionHandle(self, "NothingToCreate")
             self._output("FileSystemId", self.file_system_id, "existing FSx for Lustre file system (not managed here)")
             return
 

@@ -91,17 +91,19 @@ def test_assets_are_uploaded_under_the_rendered_keys(synthesized):
     keys = {d["objectKey"] for f in json.loads(manifest.read_text())["files"].values()
             for d in f["destinations"].values()}
     artifacts = node_artifacts(load("demo"))
-    assert {a.key for a in artifacts.all()} <= keys
+    assert {f"clusterkit/demo/{a.key}" for a in artifacts.all()} <= keys
 
 
 def test_node_policies_are_least_privilege(synthesized):
+    """Read-only: this cluster's artifact prefix and its bundle parameter (no ECR in the demo)."""
     cluster = _template(synthesized, "demo", "cluster")
     policies = cluster.find_resources("AWS::IAM::ManagedPolicy")
     assert len(policies) == 2
     for policy in policies.values():
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
             assert statement["Action"] in ("s3:GetObject", "ssm:GetParameter")
-            assert "*" not in json.dumps(statement["Resource"])
+            wildcard = "*" in json.dumps(statement["Resource"])
+            assert not wildcard or json.dumps(statement["Resource"]).endswith('/clusterkit/demo/*"]]}')
 
 
 def test_bundle_parameter_points_at_the_bundle(synthesized):

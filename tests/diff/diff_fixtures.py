@@ -41,6 +41,8 @@ SPEC_EDITS: dict[str, list[tuple[str, str]]] = {
     "fsx-throughput": [("      throughput_mb_per_tib: 250\n", "      throughput_mb_per_tib: 500\n")],
     "head-node": [("  instance_type: c6i.2xlarge\n  root_volume_gib: 200\n",
                    "  instance_type: c6i.4xlarge\n  root_volume_gib: 200\n")],
+    # Not in the rendered config at all (it picks the provider template): only the spec changes.
+    "pc-version": [("parallelcluster_version: 3.16.1\n", "parallelcluster_version: 3.14.0\n")],
 }
 # A pull request doing several of the above at once (the README's sample).
 SPEC_EDITS["mixed"] = [*SPEC_EDITS["queue-max"], *SPEC_EDITS["instance-type"], *SPEC_EDITS["image-digest"],

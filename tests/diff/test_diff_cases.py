@@ -21,7 +21,7 @@ from diff_repo import check_golden, make_repo
 from clusterkit import cost
 from clusterkit.cli import main
 from clusterkit.diff import CostDelta, build_report
-from clusterkit.diff_impact import FLEET, LIVE, RECREATE
+from clusterkit.diff_impact import FLEET, LIVE, RECREATE, VERSION_LABEL
 from clusterkit.pcluster_runner import pcluster_python
 
 pytestmark = pytest.mark.skipif(not pcluster_python().exists(), reason="run `make pcluster-venv`")
@@ -116,6 +116,15 @@ def test_head_node_change_means_recreate_and_comes_first(repo_for) -> None:
     assert (first.change.dotted, first.impact.rank, first.impact.policy) == (
         "HeadNode.InstanceType", RECREATE, "UNSUPPORTED")
     assert first.impact.label == "cannot be updated: recreate the cluster"
+
+
+def test_parallelcluster_version_change_means_recreate(repo_for) -> None:
+    """Not in the rendered config (it picks the provider template), yet ParallelCluster refuses the update."""
+    _, demo = _demo(repo_for("pc-version"))
+    assert demo.rendered == ()
+    assert [(c.dotted, c.old, c.new) for c in demo.spec] == [("parallelcluster_version", "3.16.1", "3.14.0")]
+    ((path, rank, label),) = [(a.change.dotted, a.impact.rank, a.impact.label) for a in demo.spec_impacts]
+    assert (path, rank, label) == ("parallelcluster_version", RECREATE, VERSION_LABEL)
 
 
 def test_clusters_added_and_removed(repo_for) -> None:

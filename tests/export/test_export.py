@@ -59,7 +59,7 @@ def test_export_resolves_ids_and_uploads(deployed):
         assert body == artifact.data
     assert s3.get_object(Bucket="team-artifacts", Key=stable_bundle_key("demo"))["Body"].read() == artifacts.bundle.data
     script = head["CustomActions"]["OnNodeConfigured"]["Script"]
-    assert script == f"s3://team-artifacts/clusterkit/demo/{artifacts.launcher.key}"
+    assert script == f"s3://team-artifacts/clusterkit/demo/{artifacts.stage0.key}"
 
 
 @pytest.mark.skipif(not pcluster_python().exists(), reason="run `make pcluster-venv`")

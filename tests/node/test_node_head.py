@@ -261,13 +261,13 @@ def test_bundle_lacking_a_file_fails_and_stays_inactive(sandbox: Sandbox, tmp_pa
 
 def test_head_checks_for_every_file_the_bundle_ships() -> None:
     """head_node.sh's BUNDLE_FILES (checked before a bundle goes live) is what clusterkit/bundle.py zips,
-    less head_node.sh and node.args (the launcher checks and uses those), so a module image_sync.py
-    imports can never be missing on the nodes."""
-    from clusterkit.bundle import BUNDLE_DATA, BUNDLE_FILES, SCRIPTS
+    less head_node.sh and node.args (the launcher checks and uses those) and the launcher (stage 0 checks
+    and runs it), so a module image_sync.py imports can never be missing on the nodes."""
+    from clusterkit.bundle import BUNDLE_DATA, BUNDLE_FILES, LAUNCHER, SCRIPTS
 
     m = re.search(r"^readonly BUNDLE_FILES=\(([^)]*)\)", (SCRIPTS / "head_node.sh").read_text(), re.M)
     assert m, "readonly BUNDLE_FILES=(...) not found in head_node.sh"
-    assert sorted(m.group(1).split()) == sorted({*BUNDLE_FILES, *BUNDLE_DATA, "images.lock"} - {"head_node.sh"})
+    assert sorted(m.group(1).split()) == sorted({*BUNDLE_FILES, *BUNDLE_DATA, "images.lock"} - {"head_node.sh", LAUNCHER})
 
 
 def test_download_failure_names_the_bundle(sandbox: Sandbox) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPTS = ["bootstrap_scripts/enroot.sh", "bootstrap_scripts/head_node.sh",
+SCRIPTS = ["bootstrap_scripts/enroot.sh", "bootstrap_scripts/head_node.sh", "bootstrap_scripts/head_node_stage0.sh",
            "bootstrap_scripts/compute_node_start.sh", "bootstrap_scripts/compute_node_configured.sh"]
 JOBS = ["jobs/nccl-tests.sbatch", "jobs/hello-container.sbatch"]
 # bash the tests themselves run on a node root or in front of the real enroot

@@ -142,14 +142,19 @@ def prepare(node: NodeRoot, registry: FakeRegistry, workdir: Path, *, with_image
     return Prepared(digest, lock, spec_path, compute_settings(loaded.spec))
 
 
+def run_stage0(node: NodeRoot) -> str:
+    """The head node's OnNodeConfigured action (stage 0, which runs the bundle's launcher), as PC runs it."""
+    return node.run(["bash", str(SCRIPTS / "head_node_stage0.sh"), *LAUNCHER_ARGS], timeout=120).stdout
+
+
 def run_launcher(node: NodeRoot) -> str:
-    """The head node's OnNodeConfigured / OnNodeUpdated action, as ParallelCluster runs it."""
+    """The head node's OnNodeUpdated action, as ParallelCluster runs it."""
     return node.run(["bash", str(SCRIPTS / "head_node_launcher.sh"), *LAUNCHER_ARGS], timeout=120).stdout
 
 
 def bring_up(node: NodeRoot, registry: FakeRegistry, workdir: Path) -> Cluster:
     prep = prepare(node, registry, workdir)
-    head = run_launcher(node)
+    head = run_stage0(node)
     rc = wait_unit(node, SYNC_UNIT)
     sync_log = node.read(f"/run/ck-test/units/{SYNC_UNIT}.log")
     assert rc == "0", f"image sync exited {rc}:\n{sync_log}"

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from cluster_flow import SHARED, run_launcher
+from cluster_flow import SHARED, run_launcher, run_stage0
 from node_root import NodeRoot
 
 PHASES = ("init", "OnNodeStart", "config", "OnNodeConfigured", "finalize")
@@ -67,8 +67,8 @@ class Lifecycle:
                 self.node.start_controller()
                 boot.steps.append((phase, "FSx mounted at /fsx; slurmctld started"))
             elif phase == "OnNodeConfigured":
-                boot.output += run_launcher(self.node)
-                boot.steps.append((phase, "head_node_launcher.sh"))
+                boot.output += run_stage0(self.node)
+                boot.steps.append((phase, "head_node_stage0.sh -> the bundle's head_node_launcher.sh"))
         return boot
 
     def compute_boot(self, *, first: bool) -> Boot:

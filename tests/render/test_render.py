@@ -96,7 +96,8 @@ def test_security_defaults(rendered, name):
 def test_scripts_are_content_addressed(rendered):
     artifacts = node_artifacts(load("demo"))
     head = rendered["demo"]["HeadNode"]["CustomActions"]
-    assert head["OnNodeConfigured"]["Script"] == f"s3://${{Assets.Bucket}}/{artifacts.launcher.key}"
+    assert head["OnNodeConfigured"]["Script"] == f"s3://${{Assets.Bucket}}/clusterkit/demo/{artifacts.stage0.key}"
+    assert head["OnNodeUpdated"]["Script"] == f"s3://${{Assets.Bucket}}/clusterkit/demo/{artifacts.launcher.key}"
     gpu = _queue(rendered["demo"], "gpu")["CustomActions"]
     assert gpu["OnNodeStart"]["Script"].endswith(f"/{artifacts.compute_start.key}")
     assert gpu["OnNodeConfigured"]["Script"].endswith(f"/{artifacts.compute_configured.key}")
@@ -123,7 +124,7 @@ def test_bundle_contents():
         lock = zf.read("images.lock")
     assert names == ["compat.py", "compat_loader.py", "compat_rules.json", "compute_node_configured.sh",
                      "compute_node_start.sh", "console.py", "disk_preflight.py", "enroot.sh", "enroot_uri.py", "head_node.sh",
-                     "image_import.py", "image_lock.py", "image_store.py", "image_sync.py", "image_versions.py",
+                     "head_node_launcher.sh", "image_import.py", "image_lock.py", "image_store.py", "image_sync.py", "image_versions.py",
                      "images.lock", "node.args", "node_drift.py", "node_facts.py", "node_fingerprint.py",
                      "pyxis_importer.py", "squashfs_check.py", "store_status.py", "store_sync.py", "store_verify.py", "sync_config.py"]
     assert "CK_CLUSTER=demo" in args and "ENROOT_SQUASH_OPTIONS=-comp zstd -Xcompression-level 3 -b 128K -no-fragments" in args

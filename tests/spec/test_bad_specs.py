@@ -31,6 +31,7 @@ def _extra(text: str) -> str:
 
 
 IMAGE = "containers:\n  images:\n    - name: {name}\n      uri: {uri}\n"
+EMAIL_HINT = "one address like ops@example.com; SNS mails it a confirmation link"
 
 CASES = [
     ("unknown top-level key", _extra("regoin: us-east-1\n"),
@@ -127,6 +128,19 @@ CASES = [
     ("invalid yaml", "name: t\nqueues: [\n", ["3:1: not valid YAML: expected the node content, but found '<stream end>'"]),
     ("image store outside mount", _extra("storage:\n  fsx_lustre:\n    image_store: /data/containers\n"),
      ["12:18: storage.fsx_lustre.image_store: '/data/containers' is not inside mount_dir /fsx (e.g. /fsx/containers)"]),
+    ("notify_email not an address", _extra("lifecycle:\n  notify_email: ops-at-example.com\n"),
+     ["11:17: lifecycle.notify_email: 'ops-at-example.com' is not an email address (" + EMAIL_HINT + ")"]),
+    ("notify_email two addresses", _extra("lifecycle:\n  notify_email: a@example.com, b@example.com\n"),
+     ["11:17: lifecycle.notify_email: 'a@example.com, b@example.com' is not an email address (" + EMAIL_HINT + ")"]),
+    ("notify_email header injection", _extra('lifecycle:\n  notify_email: "ops@example.com\\nBcc: x@example.com"\n'),
+     ["11:17: lifecycle.notify_email: 'ops@example.com\\nBcc: x@example.com' contains a control or invisible "
+      "character (" + EMAIL_HINT + ")"]),
+    ("notify_email terminal escape", _extra('lifecycle:\n  notify_email: "ops@example.com\\e[2J"\n'),
+     ["11:17: lifecycle.notify_email: 'ops@example.com\\x1b[2J' contains a control or invisible character ("
+      + EMAIL_HINT + ")"]),
+    ("notify_email too long", _extra("lifecycle:\n  notify_email: " + "a" * 65 + "@example.com\n"),
+     ["11:17: lifecycle.notify_email: '" + "a" * 65 + "@example.com' is longer than an email address may be "
+      "(64 before the @, 254 in all) (" + EMAIL_HINT + ")"]),
 ]
 
 
@@ -139,6 +153,13 @@ def _errors(tmp_path, text: str) -> list[str]:
     lines = info.value.lines()
     assert all(line.startswith(prefix) for line in lines), lines
     return [line[len(prefix):] for line in lines]
+
+
+@pytest.mark.parametrize("email", ["ops@example.com", "first.last+gpu@mail.example.co.uk", "o'brien@example.org"])
+def test_notify_email_accepts_plain_addresses(tmp_path, email):
+    path = tmp_path / "t.yaml"
+    path.write_text(_extra(f'lifecycle:\n  notify_email: "{email}"\n'))
+    assert load(str(path), check_lock=False).spec.lifecycle.notify_email == email
 
 
 def test_base_spec_is_valid(tmp_path):

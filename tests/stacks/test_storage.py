@@ -207,15 +207,20 @@ def test_no_auto_delete_custom_resource(synths):
 
 # --- existing file system --------------------------------------------------------------------------------
 
-def test_existing_file_system_creates_nothing(synths):
+ALERT_TYPES = {"AWS::KMS::Key", "AWS::SNS::Topic", "AWS::SNS::TopicPolicy", "AWS::Events::Rule"}
+
+
+def test_existing_file_system_creates_no_storage(synths):
+    """Only the alerts: an existing file system is the spec's, not this stack's."""
     synth = synths("p4d-existing")
     fs_id = synth.spec.storage.fsx_lustre.existing.file_system_id
     template = synth.templates["storage"]
-    assert {r["Type"] for r in template["Resources"].values()} == {"AWS::CloudFormation::WaitConditionHandle"}
+    assert {r["Type"] for r in template["Resources"].values()} == ALERT_TYPES
     assert synth.storage.file_system_id == fs_id and synth.storage.image_store_bucket is None
-    assert template["Outputs"] == {"FileSystemId": {
+    assert template["Outputs"]["FileSystemId"] == {
         "Description": "existing FSx for Lustre file system (not managed here)", "Value": fs_id,
-        "Export": {"Name": "P4d-Existing-Storage-FileSystemId"}}}
+        "Export": {"Name": "P4d-Existing-Storage-FileSystemId"}}
+    assert set(template["Outputs"]) == {"FileSystemId", "AlertTopicArn"}
 
 
 def test_new_file_system_in_an_existing_vpc(synths):
@@ -226,6 +231,117 @@ def test_new_file_system_in_an_existing_vpc(synths):
     assert synth.resources("network", "AWS::EC2::VPC") == {}
 
 
+# --- cluster alerts (stacks/alerts.py) ---------------------------------------------------------------------
+
+def _one(synth, type_name: str) -> tuple[str, dict]:
+    (item,) = synth.resources("storage", type_name).items()
+    return item
+
+
+def _account(synth):
+    """The account as the storage template has it: the spec's, else the AWS::AccountId pseudo parameter."""
+    return synth.ref("storage", synth.storage.account)
+
+
+def _arn(synth, middle: str, tail: str) -> dict:
+    account = _account(synth)
+    if isinstance(account, str):
+        return {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, f"{middle}{account}{tail}"]]}
+    return {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, middle, account, tail]]}
+
+
+def _alarms_arn(synth) -> dict:
+    return _arn(synth, f":cloudwatch:{synth.spec.region}:", f":alarm:ClusterKit-{synth.spec.name}-*")
+
+
+@pytest.mark.parametrize("name", ["demo", "p4d-existing", "demo-no-account"])
+def test_alert_topic_is_encrypted_with_its_own_rotated_key(synths, name):
+    """SNS2/SNS3 (cdk-nag); a customer managed key, because AWS services publishing to an encrypted topic
+    need their principal in the key policy (SNS Developer Guide, sns-key-management.html)."""
+    synth = synths(name)
+    key_id, key = _one(synth, "AWS::KMS::Key")
+    _, topic = _one(synth, "AWS::SNS::Topic")
+    assert topic["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    assert topic["Properties"]["TopicName"] == f"ClusterKit-{synth.spec.name}-alerts"
+    assert key["Properties"]["EnableKeyRotation"] is True and key["Properties"]["PendingWindowInDays"] == 7
+    assert key["DeletionPolicy"] == "Delete"
+    statements = {st.get("Sid"): st for st in key["Properties"]["KeyPolicy"]["Statement"]}
+    cloudwatch, events = statements["CloudWatchAlarmsOfThisCluster"], statements["EventBridgeUnconditioned"]
+    assert cloudwatch["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+    assert cloudwatch["Action"] == events["Action"] == ["kms:GenerateDataKey*", "kms:Decrypt"]
+    assert cloudwatch["Condition"] == {"StringEquals": {"aws:SourceAccount": _account(synth)},
+                                      "ArnLike": {"aws:SourceArn": _alarms_arn(synth)}}
+    # "not supported for EventBridge-to-encrypted topics": a condition here would drop every message
+    assert events["Principal"] == {"Service": "events.amazonaws.com"} and "Condition" not in events
+
+
+def test_alert_topic_policy_lets_only_this_clusters_alarms_and_rule_publish(synths):
+    synth = synths("demo")
+    topic_id, _ = _one(synth, "AWS::SNS::Topic")
+    rule_id, _ = _one(synth, "AWS::Events::Rule")
+    _, policy = _one(synth, "AWS::SNS::TopicPolicy")
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert {"Action": "sns:Publish", "Condition": {"Bool": {"aws:SecureTransport": "false"}}, "Effect": "Deny",
+            "Principal": "*", "Resource": {"Ref": topic_id}, "Sid": "AllowPublishThroughSSLOnly"} in statements
+    allows = {st["Sid"]: st for st in statements if st["Effect"] == "Allow"}
+    assert set(allows) == {"CloudWatchAlarmsOfThisCluster", "DeleteFailedRuleOfThisCluster"}
+    assert allows["CloudWatchAlarmsOfThisCluster"]["Condition"] == {
+        "StringEquals": {"aws:SourceAccount": _account(synth)}, "ArnLike": {"aws:SourceArn": _alarms_arn(synth)}}
+    assert allows["DeleteFailedRuleOfThisCluster"]["Principal"] == {"Service": "events.amazonaws.com"}
+    assert allows["DeleteFailedRuleOfThisCluster"]["Condition"] == {
+        "ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": [rule_id, "Arn"]}}}
+
+
+def test_delete_failed_of_the_cluster_stack_reaches_the_topic(synths):
+    """Field names from CloudFormation's "Stack Status Change event detail" (event-detail-stack-status-change)."""
+    synth = synths("p5-capacity-block")
+    topic_id, _ = _one(synth, "AWS::SNS::Topic")
+    _, rule = _one(synth, "AWS::Events::Rule")
+    props = rule["Properties"]
+    assert props["EventPattern"] == {
+        "source": ["aws.cloudformation"], "detail-type": ["CloudFormation Stack Status Change"],
+        "detail": {"stack-id": [{"prefix": _arn(synth, f":cloudformation:{synth.spec.region}:",
+                                                 ":stack/P5-Capacity-Block-Cluster/")}],  # slash: no nested stacks
+                   "status-details": {"status": ["DELETE_FAILED"]}}}
+    (target,) = props["Targets"]
+    assert target["Arn"] == {"Ref": topic_id} and "RoleArn" not in target  # SNS: resource policy, no role
+    transformer = target["InputTransformer"]
+    assert transformer["InputPathsMap"] == {
+        "detail-status-details-status-reason": "$.detail.status-details.status-reason"}
+    message = json.loads(transformer["InputTemplate"])
+    assert message.startswith("ClusterKit p5-capacity-block: stack P5-Capacity-Block-Cluster is DELETE_FAILED: "
+                              "<detail-status-details-status-reason> ")
+    assert "aws cloudformation delete-stack --region us-east-2 --stack-name P5-Capacity-Block-Cluster" in message
+
+
+def _storage_with(notify_email: str | None, outdir) -> dict:
+    from clusterkit.spec import Lifecycle
+
+    spec = load("demo", check_lock=False).spec
+    spec = dataclasses.replace(spec, lifecycle=Lifecycle(ttl_hours=spec.lifecycle.ttl_hours, notify_email=notify_email))
+    app = cdk.App(outdir=str(outdir))
+    nag.add_checks(app)
+    env = cdk.Environment(account="123456789012", region=spec.region)
+    net = cdk.Stack(app, "Net", env=env)
+    vpc = ec2.Vpc.from_vpc_attributes(net, "Vpc", vpc_id="vpc-12345678", availability_zones=["us-east-1a"])
+    group = ec2.SecurityGroup.from_security_group_id(net, "Sg", "sg-12345678")
+    storage = StorageStack(app, "Demo-Storage", spec=spec, vpc=vpc, subnet_id="subnet-12345678",
+                           security_group=group, env=env)
+    return app.synth().get_stack_artifact(storage.artifact_id).template
+
+
+def test_notify_email_subscribes_one_address_and_changes_nothing_else(tmp_path):
+    without = _storage_with(None, tmp_path / "without")
+    with_email = _storage_with("ops@example.com", tmp_path / "with")
+    added = {k: r for k, r in with_email["Resources"].items() if k not in without["Resources"]}
+    (subscription,) = added.values()
+    topic_id = next(k for k, r in without["Resources"].items() if r["Type"] == "AWS::SNS::Topic")
+    assert subscription == {"Type": "AWS::SNS::Subscription", "Properties": {
+        "Protocol": "email", "TopicArn": {"Ref": topic_id}, "Endpoint": "ops@example.com"}}
+    assert {k: r for k, r in with_email["Resources"].items() if k in without["Resources"]} == without["Resources"]
+    assert not any(r["Type"] == "AWS::SNS::Subscription" for r in without["Resources"].values())
+
+
 # --- outputs, independence, one-field diff -----------------------------------------------------------------
 
 @pytest.mark.parametrize("name", NEW_FSX)
@@ -234,7 +350,7 @@ def test_storage_outputs(synths, name):
     outputs = synth.templates["storage"]["Outputs"]
     prefix = synth.storage.stack_name
     assert {k: v["Export"]["Name"] for k, v in outputs.items()} == {
-        key: f"{prefix}-{key}" for key in ("FileSystemId", "MountName", "ImageStoreBucketName")}
+        key: f"{prefix}-{key}" for key in ("FileSystemId", "MountName", "ImageStoreBucketName", "AlertTopicArn")}
     assert outputs["FileSystemId"]["Value"] == {"Ref": "FileSystem"} == synth.ref("storage", synth.storage.file_system_id)
     assert outputs["MountName"]["Value"] == {"Fn::GetAtt": ["FileSystem", "LustreMountName"]}
     assert outputs["ImageStoreBucketName"]["Value"] == {"Ref": image_bucket_id(synth)}
@@ -249,8 +365,11 @@ def test_storage_refers_only_to_the_network_stack(synths, name):
     assert imports["network"] == []
     assert imports["storage"] and all(i.startswith(f"{synth.network.stack_name}:") for i in imports["storage"])
     cluster_stack = synth.network.stack_name.replace("-Network", "-Cluster")
-    for kind in ("network", "storage"):
-        assert cluster_stack not in json.dumps(synth.templates[kind])
+    assert cluster_stack not in json.dumps(synth.templates["network"])
+    # the alert rule names the cluster stack in its event pattern and message, as text; nothing else does
+    mentions = {k for k, r in synth.templates["storage"]["Resources"].items() if cluster_stack in json.dumps(r)}
+    assert {synth.templates["storage"]["Resources"][k]["Type"] for k in mentions} == {"AWS::Events::Rule"}
+    assert cluster_stack not in json.dumps(synth.templates["storage"]["Outputs"])
 
 
 def _walk(node):

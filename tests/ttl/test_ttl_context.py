@@ -5,8 +5,10 @@ CLI runs it), GNU make's dry run of the deploy recipe, a CDK stack with another 
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -15,10 +17,13 @@ from pathlib import Path
 import pytest
 
 from clusterkit.loader import load
-from clusterkit.naming import SCHEDULE_NAME_MAX, ttl_schedule_name
+from clusterkit.naming import SCHEDULE_GROUP_NAME_MAX, SCHEDULE_NAME_MAX, ttl_schedule_group_name, ttl_schedule_name
 from stacks.ttl import TtlError, TtlTeardown, expiry, parse_deploy_time, with_ttl_override
 
 REPO = Path(__file__).resolve().parents[2]
+
+HINT = ("at least 2: the clock starts at the deploy and creating the cluster may take up to an hour "
+        "(ParallelCluster's custom resource timeout); unset it to keep the cluster")
 
 
 def test_deploy_time_parses_utc():
@@ -50,8 +55,8 @@ def test_expiry_is_to_the_minute():
 
 
 @pytest.mark.parametrize("value,message", [
-    ("5000", "-c ttl_hours=5000: 5000.0 is outside 0.25..2160 hours (unset it to keep the cluster)"),
-    ("0.1", "-c ttl_hours=0.1: 0.1 is outside 0.25..2160 hours (unset it to keep the cluster)"),
+    ("5000", "-c ttl_hours=5000: 5000 is outside 2..2160 hours (" + HINT + ")"),
+    ("0.1", "-c ttl_hours=0.1: 0.1 is outside 2..2160 hours (" + HINT + ")"),
     ("soon", "-c ttl_hours=soon: not a number of hours (or 'none' to keep the cluster)"),
     ("nan", "-c ttl_hours=nan: not a number of hours (or 'none' to keep the cluster)"),
 ])
@@ -87,6 +92,22 @@ def test_schedule_names_fit_and_stay_unique():
     assert all(n.startswith("ClusterKit-aaaa") and n.endswith("-ttl") for n in names)
 
 
+def test_schedule_group_names_fit_and_stay_unique():
+    assert ttl_schedule_group_name("demo") == "clusterkit-demo"
+    long_a, long_b = "a" * 59 + "b", "a" * 59 + "c"
+    names = {ttl_schedule_group_name(long_a), ttl_schedule_group_name(long_b)}
+    assert len(names) == 2 and all(len(n) == SCHEDULE_GROUP_NAME_MAX for n in names)
+    assert all(re.fullmatch(r"clusterkit-a+-[0-9a-f]{8}", n) for n in names)  # Scheduler: [0-9a-zA-Z-_.]{1,64}
+
+
+def test_ttl_override_keeps_the_rest_of_lifecycle():
+    demo = load("demo")
+    spec = dataclasses.replace(demo.spec, lifecycle=dataclasses.replace(demo.spec.lifecycle,
+                                                                        notify_email="ops@example.com"))
+    changed = with_ttl_override(dataclasses.replace(demo, spec=spec), "6").spec.lifecycle
+    assert (changed.ttl_hours, changed.notify_email) == (6.0, "ops@example.com")
+
+
 def test_bad_ttl_context_fails_the_app_with_one_line():
     """app.py as the CDK CLI runs it: exit 2, one line, no traceback."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
@@ -94,7 +115,7 @@ def test_bad_ttl_context_fails_the_app_with_one_line():
     result = subprocess.run([sys.executable, "app.py"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
-        "-c ttl_hours=999999: 999999.0 is outside 0.25..2160 hours (unset it to keep the cluster)")
+        "-c ttl_hours=999999: 999999 is outside 2..2160 hours (" + HINT + ")")
 
 
 def _deploy_recipe(*args: str) -> str:

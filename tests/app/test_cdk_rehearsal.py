@@ -1,0 +1,80 @@
+"""Deploy rehearsal with the real CDK CLI (node_modules/.bin/cdk), no AWS credentials at all.
+
+What runs for real: ``cdk synth`` of every shipped spec, and ``cdk diff --template`` comparing the Cluster
+stack of the working tree with the one synthesized from an earlier version of the spec (the template a
+deployed stack would have), which is what a reviewer runs before ``make deploy``. What only a real
+account adds is listed in the README ("What a real deploy still adds"): the provider's own template,
+ParallelCluster's AWS-side validators, the custom resource's create/update, and node bootstrap.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from test_provider_contract import SPECS
+
+from clusterkit.loader import load
+from clusterkit.naming import stack_names
+
+REPO = Path(__file__).resolve().parents[2]
+CDK = REPO / "node_modules/.bin/cdk"
+DEPLOY_TIME = "2026-12-01T00:00:00Z"  # the TTL clock, pinned so two synths differ only by the edit
+
+
+def _cdk(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(AWS_EC2_METADATA_DISABLED="true", HOME=str(tmp_path))
+    result = subprocess.run([str(CDK), *args, "-c", f"deploy_time={DEPLOY_TIME}"], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    return result
+
+
+def _synth(tmp_path: Path, cluster: str, out: Path) -> Path:
+    _cdk(tmp_path, "synth", "--quiet", "-c", f"cluster={cluster}", "-o", str(out))
+    return out
+
+
+@pytest.mark.parametrize("name", [s for s in SPECS if s != "p4d-existing"])  # test_app.py runs that one
+def test_cdk_cli_synthesizes_every_spec(tmp_path: Path, name: str) -> None:
+    out = _synth(tmp_path, name, tmp_path / "out")
+    names = stack_names(load(name).spec.name)
+    assert sorted(p.name for p in out.glob("*.template.json")) == sorted(f"{s}.template.json" for s in names.values())
+
+
+def _earlier(tmp_path: Path, old: str, new: str) -> Path:
+    """The Cluster template of the demo spec before a pull request that replaced ``old`` by ``new``."""
+    demo = load("demo")
+    text = demo.source.path.read_text(encoding="utf-8")
+    assert text.count(new) == 1, new
+    spec = tmp_path / "before" / "demo.yaml"
+    spec.parent.mkdir()
+    spec.write_text(text.replace(new, old), encoding="utf-8")
+    (spec.parent / "demo.images.lock").write_bytes(demo.lock_path.read_bytes())
+    out = _synth(tmp_path, str(spec), tmp_path / "before-out")
+    return out / f"{stack_names('demo')['cluster']}.template.json"
+
+
+def _diff(tmp_path: Path, template: Path) -> str:
+    result = _cdk(tmp_path, "diff", "--exclusively", "-c", "cluster=demo", "-o", str(tmp_path / "after-out"),
+                  "--template", str(template), stack_names("demo")["cluster"])
+    return result.stdout + result.stderr
+
+
+def test_cdk_diff_of_a_queue_resize_updates_only_the_cluster_in_place(tmp_path: Path) -> None:
+    text = _diff(tmp_path, _earlier(tmp_path, "        max: 2\n", "        max: 4\n"))
+    assert "[~] Custom::PclusterCluster ParallelCluster" in text
+    assert '[-] "MaxCount": 2,' in text and '[+] "MaxCount": 4,' in text
+    assert "requires replacement" not in text and "may be replaced" not in text
+    assert "AWS::IAM" not in text and "Number of stacks with differences: 1" in text
+
+
+def test_cdk_diff_of_a_version_change_goes_through_the_guard_first(tmp_path: Path) -> None:
+    """A ParallelCluster upgrade changes no ClusterConfiguration: only the provider template and the version
+    guard, which the provider depends on, so CloudFormation meets the guard's refusal first."""
+    text = _diff(tmp_path, _earlier(tmp_path, "parallelcluster_version: 3.15.0\n", "parallelcluster_version: 3.16.1\n"))
+    assert "[~] Custom::ClusterKitVersionGuard VersionGuard" in text
+    assert "[~] AWS::CloudFormation::Stack ParallelClusterProvider" in text and "3.16.1/templates" in text
+    assert "Custom::PclusterCluster" not in text

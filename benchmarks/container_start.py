@@ -52,6 +52,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -420,25 +421,32 @@ def main(argv: list[str] | None = None) -> int:
                     help="where the store's backing file and the node root (whose /var/tmp receives the "
                          "extractions) go: a local disk with about 3.5x --size-mb free (default /tmp)")
     args = ap.parse_args(argv)
+    return run_as_root("container_start.py", ("mksquashfs", "unsquashfs", "mkfs.ext4", "losetup", "unshare",
+                       "nsenter", "busybox", "slurmd", "slurmctld", "munged", "srun"),
+                       "ck-container-bench-", args, run)
+
+
+def run_as_root(script: str, tools: tuple[str, ...], prefix: str, args: argparse.Namespace,
+                body: Callable[[argparse.Namespace, Path, list], int]) -> int:
+    """Check root and tools, then ``body(args, work, cleanup)`` in a fresh work dir; the cleanup steps run
+    in reverse (also on SIGTERM/Ctrl-C) and the work dir is removed. Shared by the start benchmarks."""
     if os.geteuid() != 0:
-        print("container_start.py: run as root (mount namespaces, loop devices, slurmd)", file=sys.stderr)
+        print(f"{script}: run as root (mount namespaces, loop devices, slurmd)", file=sys.stderr)
         return 2
-    missing = [t for t in ("mksquashfs", "unsquashfs", "mkfs.ext4", "losetup", "unshare", "nsenter", "busybox",
-                           "slurmd", "slurmctld", "munged", "srun")
-               if shutil.which(t, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin") is None]
+    missing = [t for t in tools if shutil.which(t, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin") is None]
     if missing:
-        print(f"container_start.py: missing {' '.join(missing)} (apt-get install "
-              f"{' '.join(runtime_build.DEB_PACKAGES)})", file=sys.stderr)
+        print(f"{script}: missing {' '.join(missing)} (apt-get install {' '.join(runtime_build.DEB_PACKAGES)})",
+              file=sys.stderr)
         return 2
 
     def on_term(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
-    work = Path(tempfile.mkdtemp(prefix="ck-container-bench-", dir=args.workdir))
+    work = Path(tempfile.mkdtemp(prefix=prefix, dir=args.workdir))
     cleanup: list = []
     try:
-        return run(args, work, cleanup)
+        return body(args, work, cleanup)
     except KeyboardInterrupt:
         log("interrupted; cleaning up")
         return 130

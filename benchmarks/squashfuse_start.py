@@ -71,7 +71,6 @@ import datetime as dt
 import os
 import random
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -600,37 +599,9 @@ def main(argv: list[str] | None = None) -> int:
         args.sizes_mb, args.rounds, args.read_rounds = [64, 256], 1, 1
     if args.extraction_sizes_mb is None:
         args.extraction_sizes_mb = args.sizes_mb
-    if os.geteuid() != 0:
-        print("squashfuse_start.py: run as root (mount namespaces, loop devices, slurmd)", file=sys.stderr)
-        return 2
-    missing = [t for t in ("mksquashfs", "unsquashfs", "squashfuse", "squashfuse_ll", "mkfs.ext4", "losetup",
-                           "unshare", "nsenter", "busybox", "slurmd", "slurmctld", "munged", "srun")
-               if shutil.which(t, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin") is None]
-    if missing:
-        print(f"squashfuse_start.py: missing {' '.join(missing)} (apt-get install "
-              f"{' '.join(runtime_build.DEB_PACKAGES)})", file=sys.stderr)
-        return 2
-
-    def on_term(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
-    work = Path(tempfile.mkdtemp(prefix="ck-squashfuse-bench-", dir=args.workdir))
-    cleanup: list = []
-    try:
-        return run(args, work, cleanup)
-    except KeyboardInterrupt:
-        cs.log("interrupted; cleaning up")
-        return 130
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        for step in reversed(cleanup):
-            try:
-                step()
-            except Exception as exc:  # keep cleaning up
-                cs.log(f"cleanup: {exc}")
-        shutil.rmtree(work, ignore_errors=True)
+    return cs.run_as_root("squashfuse_start.py", ("mksquashfs", "unsquashfs", "squashfuse", "squashfuse_ll",
+                          "mkfs.ext4", "losetup", "unshare", "nsenter", "busybox", "slurmd", "slurmctld", "munged",
+                          "srun"), "ck-squashfuse-bench-", args, run)
 
 
 if __name__ == "__main__":

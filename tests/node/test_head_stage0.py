@@ -2,7 +2,7 @@
 
 Real: stage 0 and the real head_node_launcher.sh under bash, python3's zipfile, sha256sum, and the bundle
 clusterkit/bundle.py builds for the demo spec (with head_node.sh swapped for a recorder: the real one has
-its own tests). Stand-in: an `aws` CLI script answering `ssm get-parameter` and `s3 cp` from a folder.
+its own tests). Stand-in: the `aws` CLI script of test_node_launcher.py (`ssm get-parameter`, `s3 cp` from a folder).
 """
 from __future__ import annotations
 
@@ -14,20 +14,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from test_node_launcher import FAKE_AWS
 
 from clusterkit.bundle import LAUNCHER, SCRIPTS, STAGE0, STAGE0_SHA256, build_zip, node_artifacts
 from clusterkit.loader import load
 
 STAGE0_PATH = SCRIPTS / STAGE0
-FAKE_AWS = """#!/usr/bin/env bash
-set -euo pipefail
-echo "$*" >> "$FAKE_LOG"
-case "$1 $2" in
-  "ssm get-parameter") cat "$FAKE_S3/parameter" ;;
-  "s3 cp") src="${@: -2:1}"; dst="${@: -1}"; cp "$FAKE_S3/${src#s3://}" "$dst" ;;
-  *) echo "unexpected aws call: $*" >&2; exit 9 ;;
-esac
-"""
 RECORDER = b'printf "%s\\n" "$@" > "$RECORD"\n'
 
 

@@ -40,10 +40,11 @@ python-venv:
 	  else echo "$(PYTHON) cannot create virtual environments; run: sudo apt-get install -y python3-venv"; exit 1; fi; \
 	fi
 
-$(VENV)/.stamp-runtime: requirements.txt | python-venv
+$(VENV)/.stamp-runtime: requirements.txt pyproject.toml | python-venv
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -r requirements.txt
+	$(VENV)/bin/pip install -q -e .
 	touch $@
 
 $(VENV)/.stamp-dev: $(VENV)/.stamp-runtime requirements-dev.txt

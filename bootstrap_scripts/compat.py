@@ -198,7 +198,7 @@ def parse_rules(doc: object, where: str = "compat_rules.json") -> RuleSet:
         if isinstance(rule_id, str):
             at = f"{where}: rules[{i}] ({rule_id})"
         before = len(problems)
-        if not isinstance(rule_id, str) or not _ID_RE.match(rule_id):
+        if not isinstance(rule_id, str) or not _ID_RE.fullmatch(rule_id):
             problems.append(f"{at}: id: {rule_id!r} is not a rule id (lowercase letters, digits, . and -)")
         elif rule_id in seen:
             problems.append(f"{at}: id: duplicate rule id")
@@ -231,7 +231,7 @@ def parse_rules(doc: object, where: str = "compat_rules.json") -> RuleSet:
                     if not re.fullmatch(r"\d+(\.\d+)?", str(cuda)):
                         problems.append(f"{at}: min_driver: key {cuda!r} is not a CUDA major or "
                                         f"major.minor like 12 or 12.8")
-                    elif not isinstance(driver, str) or not _VERSION_RE.match(driver):
+                    elif not isinstance(driver, str) or not _VERSION_RE.fullmatch(driver):
                         problems.append(f"{at}: min_driver.{cuda}: {driver!r} is not a driver version")
                     else:
                         entries.append((cuda, driver))

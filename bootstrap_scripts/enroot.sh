@@ -102,10 +102,12 @@ declare -gA CK_DEFAULTS=(
 
 # Values are validated strictly because they end up in files that other programs evaluate: enroot
 # runs `eval echo` on every enroot.conf value, and systemd parses the unit's Environment= lines.
+# The same table is clusterkit_node/settings.py, which the CLI checks specs against;
+# tests/node/test_settings_contract.py sources this file and compares the two key by key.
 declare -gA CK_PATTERNS=(
     [CK_CLUSTER]='^[A-Za-z][A-Za-z0-9-]{0,59}$'
     [CK_OS]='^(alinux2023|ubuntu2204|ubuntu2404|rhel9)$'
-    [CK_STORE]='^(/[A-Za-z0-9._-]+)+$'
+    [CK_STORE]='^(/[A-Za-z0-9_-][A-Za-z0-9._-]*)+$'
     [CK_BUNDLE]='^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/([A-Za-z0-9._-]+/)*[A-Za-z0-9._-]+\.zip$'
     [CK_REGION]='^[a-z]{2}(-[a-z]+)+-[0-9]+$'
     [CK_ECR_REGISTRIES]='^([0-9]{12}\.dkr\.ecr(-fips)?\.[a-z]{2}(-[a-z]+)+-[0-9]+\.amazonaws\.com(\.cn)?( +|$))*$'
@@ -127,7 +129,7 @@ declare -gA CK_PATTERNS=(
 declare -gA CK_HINTS=(
     [CK_CLUSTER]="a ParallelCluster cluster name: letter first, then letters, digits, hyphens (max 60)"
     [CK_OS]="one of alinux2023, ubuntu2204, ubuntu2404, rhel9 (rhel8's python3 is too old)"
-    [CK_STORE]="an absolute path of letters, digits, . _ - (no spaces), e.g. /fsx/containers"
+    [CK_STORE]="an absolute path whose parts are letters, digits, . _ - and do not start with a dot, e.g. /fsx/containers"
     [CK_BUNDLE]="s3://<bucket>/<sha256>.zip"
     [CK_REGION]="an AWS region such as us-east-1"
     [CK_ECR_REGISTRIES]="space-separated <12-digit account>.dkr.ecr.<region>.amazonaws.com hosts"
@@ -228,9 +230,6 @@ ck_parse_args() {
             ck_die 2 "Args: missing required key ${key} (add '${key}=<${CK_HINTS[${key}]}>' to the CustomActions Args)"
         fi
     done < <(ck_required_keys "${role}")
-    if [[ "${CK_STORE}" == *"/../"* || "${CK_STORE}" == */.. ]]; then
-        ck_die 2 "Args: CK_STORE=${CK_STORE}: invalid value (no '..' components)"
-    fi
     CK_ROLE="${role}"
 }
 

@@ -91,7 +91,7 @@ def load_lock(path: str) -> List[LockedImage]:
         name, digest, uri = raw.get("name"), raw.get("digest"), raw.get("enroot_uri")
         size, expect = raw.get("compressed_size"), raw.get("expect", {})
         ok = True
-        if not isinstance(name, str) or not NAME_RE.match(name):
+        if not isinstance(name, str) or not NAME_RE.fullmatch(name):
             problems.append(f"{where}.name: {name!r} is not a store name (letters, digits, . _ -; "
                             f"no leading dot)")
             ok = False
@@ -103,7 +103,7 @@ def load_lock(path: str) -> List[LockedImage]:
         elif name in seen:
             problems.append(f"{where}.name: duplicate image name {name!r}")
             ok = False
-        if not isinstance(digest, str) or not DIGEST_RE.match(digest):
+        if not isinstance(digest, str) or not DIGEST_RE.fullmatch(digest):
             problems.append(f"{where}.digest: {digest!r} is not sha256:<64 hex> ({hint})")
             ok = False
         if not isinstance(uri, str) or not uri.startswith("docker://"):

@@ -53,7 +53,7 @@ def cmd_fingerprint(args: argparse.Namespace) -> int:
         error(f"fingerprint: image store {store} is not a directory (is FSx mounted?)")
         return EXIT_FAILED
     host = args.node_name or socket.gethostname().split(".")[0]
-    if not HOSTNAME_RE.match(host):
+    if not HOSTNAME_RE.fullmatch(host):
         raise UsageError([f"node name {host!r} cannot name a fingerprint file (letters, digits, . _ -)"])
     try:
         manifest_sha, manifest = read_manifest_bytes(store)

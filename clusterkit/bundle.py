@@ -18,10 +18,11 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .loader import REPO, Loaded
+from .loader import Loaded
 from .node_settings import head_settings
+from .paths import COMPAT_RULES, SCRIPTS_DIR
 
-SCRIPTS = REPO / "bootstrap_scripts"
+SCRIPTS = SCRIPTS_DIR  # the name tests and callers use
 LAUNCHER = "head_node_launcher.sh"  # HeadNode OnNodeUpdated (may change); also in the bundle for stage 0
 # HeadNode OnNodeConfigured (UNSUPPORTED: never changes after creation): its bytes, and so its key, are frozen.
 STAGE0 = "head_node_stage0.sh"
@@ -38,7 +39,7 @@ PYXIS_IMPORTER = "pyxis_importer.py"
 BUNDLE_FILES = ("enroot.sh", LAUNCHER, "head_node.sh", "image_sync.py", *IMAGE_SYNC_MODULES, "compat.py", COMPUTE_START,
                 COMPUTE_CONFIGURED, PYXIS_IMPORTER)
 # Data files copied to the zip root: image_sync.py on the nodes reads them next to itself.
-BUNDLE_DATA = {"compat_rules.json": REPO / "clusterkit" / "data" / "compat_rules.json"}
+BUNDLE_DATA = {COMPAT_RULES.name: COMPAT_RULES}
 _EPOCH = (2020, 1, 1, 0, 0, 0)
 EMPTY_LOCK = '{\n  "cluster": "",\n  "images": [],\n  "lock_version": 1\n}\n'
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-_DATA_DIR = Path(__file__).resolve().parent / "data"
+from .paths import INSTANCE_TYPES, REGIONS
 
 
 @dataclass(frozen=True)
@@ -46,17 +46,17 @@ class InstanceType:
 
 
 @functools.cache
-def _load(name: str) -> dict[str, Any]:
-    with open(_DATA_DIR / name, encoding="utf-8") as fh:
+def _load(path: Path) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as fh:
         return json.load(fh)
 
 
 def _types() -> dict[str, dict[str, Any]]:
-    return _load("instance_types.json")["instance_types"]
+    return _load(INSTANCE_TYPES)["instance_types"]
 
 
 def _regions() -> dict[str, Any]:
-    return _load("regions.json")
+    return _load(REGIONS)
 
 
 @functools.cache
@@ -102,5 +102,5 @@ def _offering_types() -> frozenset[str]:
 
 def catalog_source() -> tuple[str, str]:
     """(source, as_of) of instance_types.json, for messages that cite where a fact came from."""
-    doc = _load("instance_types.json")
+    doc = _load(INSTANCE_TYPES)
     return doc["source"], doc["as_of"]

@@ -27,9 +27,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
-INSTANCE_TYPES_FILE = "instance_types.json"
-REGIONS_FILE = "regions.json"
+from .paths import DATA_DIR, INSTANCE_TYPES, REGIONS
+
+INSTANCE_TYPES_FILE = INSTANCE_TYPES.name  # written into --out-dir (default DATA_DIR)
+REGIONS_FILE = REGIONS.name
 
 # Architectures ParallelCluster can run; others (i386, *_mac) are only kept when nothing better exists.
 ARCHITECTURES = ("x86_64", "arm64")

@@ -18,10 +18,11 @@ def _validate(args: argparse.Namespace) -> int:
         print(problem.render(), file=sys.stderr)
     errors = [p for p in problems if p.level == "error"]
     if not errors and args.pcluster:
+        from . import paths
         from .pcluster_runner import format_problems, run_check
         from .render_files import rendered_path, rendered_text
 
-        configs = [(i.spec.name, str(rendered_path(i).relative_to(rendered_path(i).parents[2])), rendered_text(i),
+        configs = [(i.spec.name, str(rendered_path(i).relative_to(paths.ROOT)), rendered_text(i),
                     i.spec.region) for i in loaded]
         results = run_check(configs, "validate")
         for line in format_problems(results):
@@ -112,7 +113,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m clusterkit", description=__doc__)
+    parser = argparse.ArgumentParser(prog="clusterkit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("validate", help="check specs (all of cluster_configs/*.yaml by default)")

@@ -12,16 +12,17 @@ import functools
 import importlib.util
 import json
 import sys
-from pathlib import Path
 from types import ModuleType
 
+from . import paths
 from .errors import Problem
 from .spec import ClusterSpec
 from .typed_yaml import Marks
 
-REPO = Path(__file__).resolve().parents[1]
-RULES_PATH = Path(__file__).resolve().parent / "data" / "compat_rules.json"
-EVALUATOR_PATH = REPO / "bootstrap_scripts" / "compat.py"
+# Module attributes, read at call time (a test points them at a broken rules file).
+REPO = paths.ROOT
+RULES_PATH = paths.COMPAT_RULES
+EVALUATOR_PATH = paths.COMPAT_EVALUATOR
 _MODULE = "clusterkit_compat_evaluator"
 
 

@@ -20,9 +20,10 @@ from typing import Any
 
 from . import advice
 from .errors import ClusterKitError
+from .paths import PRICES
 from .spec import ClusterSpec
 
-PRICES_PATH = Path(__file__).resolve().parent / "data" / "prices.json"
+PRICES_PATH = PRICES  # the name tests and callers use
 HOURS_30_DAYS = 720
 NAT_GB_ASSUMED = 0  # data through the NAT gateway is workload-dependent; its per-GB rate is printed instead
 PRICING_REGION = "us-east-1"  # the Price List API endpoint

@@ -24,9 +24,10 @@ from typing import Any
 import yaml
 
 from .errors import ClusterKitError
+from .paths import CONFIG_DIR_NAME, ROOT
 
-REPO = Path(__file__).resolve().parent.parent  # the default work tree: this checkout
-CONFIG_DIR = "cluster_configs"
+REPO = ROOT  # the default work tree: this checkout
+CONFIG_DIR = CONFIG_DIR_NAME
 KINDS = ("spec", "rendered", "lock")
 _FILE_PATTERNS = (
     (re.compile(rf"^{CONFIG_DIR}/rendered/([^/]+)\.yaml$"), "rendered"),

@@ -10,10 +10,9 @@ from pathlib import Path
 
 from . import advice, images, rules
 from .errors import ClusterKitError, Problem, SpecError
+from .paths import CONFIG_DIR
 from .spec import ClusterSpec, LoadedSpec, parse_spec
 
-REPO = Path(__file__).resolve().parent.parent
-CONFIG_DIR = REPO / "cluster_configs"
 DEFAULT_CLUSTER = "demo"
 
 
@@ -146,4 +145,4 @@ def load_many(names: list[str], *, check_lock: bool = True) -> tuple[list[Loaded
     return loaded, problems
 
 
-__all__ = ["ClusterKitError", "Loaded", "load", "load_many", "resolve", "all_spec_paths", "lock_path"]
+__all__ = ["ClusterKitError", "Loaded", "all_spec_paths", "load", "load_many", "lock_path", "resolve"]

@@ -1,10 +1,11 @@
-"""Ask ParallelCluster 3.16.1 itself about rendered configs, from the main venv.
+"""Ask ParallelCluster itself (the version requirements-pcluster.txt pins) about rendered configs.
 
 aws-parallelcluster cannot share a venv with aws-cdk-lib, so it lives in ``.venv-pcluster`` and this
 module talks to it through a subprocess and JSON (``clusterkit.pcluster.check`` and
 ``clusterkit.pcluster.policies``). Nothing here imports pcluster.
 
-The interpreter is ``$CLUSTERKIT_PCLUSTER_PYTHON`` if set, else ``<repo>/.venv-pcluster/bin/python``.
+The interpreter is ``$CLUSTERKIT_PCLUSTER_PYTHON`` if set, else ``<root>/.venv-pcluster/bin/python``
+(``clusterkit.paths.PCLUSTER_PYTHON``).
 """
 from __future__ import annotations
 
@@ -12,14 +13,14 @@ import functools
 import json
 import os
 import subprocess
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, Literal
 
 from clusterkit.errors import ClusterKitError
+from clusterkit.paths import PCLUSTER_PYTHON, ROOT
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 PYTHON_ENV_VAR = "CLUSTERKIT_PCLUSTER_PYTHON"
-DEFAULT_PYTHON = REPO_ROOT / ".venv-pcluster" / "bin" / "python"
 TIMEOUT_SECONDS = 600
 
 Mode = Literal["schema", "validate"]
@@ -37,7 +38,7 @@ class PclusterCheckFailed(ClusterKitError):
 def pcluster_python() -> Path:
     """Where the ParallelCluster venv's interpreter is expected (it may not exist: see ``.exists()``)."""
     configured = os.environ.get(PYTHON_ENV_VAR)
-    return Path(configured) if configured else DEFAULT_PYTHON
+    return Path(configured) if configured else PCLUSTER_PYTHON
 
 
 def require_pcluster_python() -> Path:
@@ -52,7 +53,7 @@ def require_pcluster_python() -> Path:
 
 def _child_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     env.pop("VIRTUAL_ENV", None)
     env.update(
         AWS_ACCESS_KEY_ID="testing",
@@ -71,7 +72,7 @@ def _run_module(module: str, stdin: str) -> str:
             input=stdin,
             capture_output=True,
             text=True,
-            cwd=REPO_ROOT,
+            cwd=ROOT,
             env=_child_env(),
             timeout=TIMEOUT_SECONDS,
             check=False,

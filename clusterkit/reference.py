@@ -47,7 +47,7 @@ def _rows(cls: type, prefix: str) -> list[str]:
         rows.append(f"| `{path}` | {_type_name(hint)} | {_default(f)} | {f.metadata.get('doc', '')} |")
         inner = hint
         if typing.get_origin(inner) in (Union, types.UnionType):
-            inner = [a for a in typing.get_args(inner) if a is not type(None)][0]
+            inner = next(a for a in typing.get_args(inner) if a is not type(None))
         if typing.get_origin(inner) is tuple:
             inner = typing.get_args(inner)[0]
             path += "[]"

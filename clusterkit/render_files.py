@@ -6,11 +6,10 @@ from pathlib import Path
 import yaml
 
 from .bundle import node_artifacts
-from .loader import CONFIG_DIR, Loaded, load_many
 from .errors import SpecError
+from .loader import Loaded, load_many
+from .paths import README, RENDERED_DIR, ROOT
 from .render import placeholder_refs, render_config
-
-RENDERED_DIR = CONFIG_DIR / "rendered"
 
 
 class NoAliasDumper(yaml.SafeDumper):
@@ -31,7 +30,6 @@ def rendered_path(loaded: Loaded) -> Path:
     return RENDERED_DIR / f"{loaded.spec.name}.yaml"
 
 
-README = CONFIG_DIR.parent / "README.md"
 _START, _END = "<!-- spec-reference:start -->\n", "<!-- spec-reference:end -->"
 
 
@@ -54,7 +52,7 @@ def render_all(names: list[str], *, check: bool) -> list[str]:
     for item in loaded:
         path, text = rendered_path(item), rendered_text(item)
         if not path.exists() or path.read_text(encoding="utf-8") != text:
-            changed.append(str(path.relative_to(CONFIG_DIR.parent)))
+            changed.append(str(path.relative_to(ROOT)))
             if not check:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text, encoding="utf-8")

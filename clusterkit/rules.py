@@ -5,24 +5,30 @@ regions come from the committed catalog (``clusterkit/data``), so validation is 
 """
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import re
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
-from . import catalog, compat
+from clusterkit_node import settings as node
+
+from . import DEFAULT_PC_VERSION, aws_limits, catalog, compat
 from .errors import Problem
 from .imageref import ImageRefError, parse_image_ref
+from .node_settings import common_settings, ecr_registries, setting_field
 from .spec import ClusterSpec, ComputeResource, Queue
 from .typed_yaml import Marks, did_you_mean
 
 MIN_PC_VERSION = (3, 11, 1)  # first version whose official AMIs ship Enroot + Pyxis (disabled)
-MAX_PC_VERSION = (3, 16, 1)  # newest version whose schema ClusterKit renders and tests against
+# newest version whose schema ClusterKit renders and tests against
+MAX_PC_VERSION = tuple(int(part) for part in DEFAULT_PC_VERSION.split("."))
 MAX_QUEUES = 50
 MAX_COMPUTE_RESOURCES = 50
 AWS_RESERVED_IPS_PER_SUBNET = 5
 MIN_HEAD_ROOT_GIB = 40  # the official AMIs' root snapshots are 35 GiB and up
-MAX_EBS_GIB = 16384  # gp3 volume size limit (EBS user guide, "Amazon EBS volume types")
+MAX_EBS_GIB = 16384  # ParallelCluster 3.16.1's root-volume limit (validators/ebs_validators.py; EBS allows more)
 # lifecycle.ttl_hours: the teardown is created first and counts from the deploy, and creating the cluster
 # can take up to an hour (custom resource timeout), so a shorter TTL could delete a cluster still being made.
 TTL_MIN_HOURS = 2.0
@@ -32,12 +38,11 @@ LOG_RETENTION_DAYS = {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 
                       2557, 2922, 3288, 3653}
 FSX_THROUGHPUT = {"PERSISTENT_2": (125, 250, 500, 1000), "PERSISTENT_1": (50, 100, 200), "SCRATCH_2": ()}
 
-CLUSTER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,59}$")
-QUEUE_NAME = re.compile(r"^[a-z][a-z0-9-]{0,24}$")
+CLUSTER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,59}")
+QUEUE_NAME = re.compile(r"[a-z][a-z0-9-]{0,24}")
 RESOURCE_NAME = QUEUE_NAME  # ParallelCluster's NameValidator applies the same rule to both
 RESERVED_NAMES = {"default"}
-IMAGE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
-SQUASH_OPTIONS = re.compile(r"^-[A-Za-z0-9 ._-]*$")
+IMAGE_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 # lifecycle.notify_email becomes an SNS email subscription endpoint: one plain address (RFC 5321 dot-atom local
 # part, DNS host names), so nothing else (spaces, commas, quotes, control characters) can reach the template.
 NOTIFY_EMAIL = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
@@ -45,21 +50,65 @@ NOTIFY_EMAIL = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+
 EMAIL_MAX = 254  # RFC 5321 path limit
 EMAIL_LOCAL_MAX = 64
 IDS = {
-    "vpc": re.compile(r"^vpc-[0-9a-f]{8}([0-9a-f]{9})?$"),
-    "subnet": re.compile(r"^subnet-[0-9a-f]{8}([0-9a-f]{9})?$"),
-    "fs": re.compile(r"^fs-[0-9a-f]{17}$"),
-    "cr": re.compile(r"^cr-[0-9a-f]{17}$"),
-    "account": re.compile(r"^[0-9]{12}$"),
-    "kms": re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[0-9a-f-]{36}$"),
+    "vpc": re.compile(r"vpc-[0-9a-f]{8}([0-9a-f]{9})?"),
+    "subnet": re.compile(r"subnet-[0-9a-f]{8}([0-9a-f]{9})?"),
+    "fs": re.compile(r"fs-[0-9a-f]{17}"),
+    "cr": re.compile(r"cr-[0-9a-f]{17}"),
+    "account": re.compile(r"[0-9]{12}"),
 }
 
 
 def check(spec: ClusterSpec, marks: Marks) -> list[Problem]:
     """Every rule, in spec order; errors and warnings together."""
     problems: list[Problem] = []
-    for rule in (_identity, _network, _head_node, _storage, _queues, _containers, _compat, _misc):
+    for rule in (_identity, _network, _head_node, _storage, _queues, _containers, _compat, _misc, aws_limits.check):
         problems.extend(rule(spec, marks))
+    # Catch-alls, after the specific rules (whose messages say more): each field once.
+    reported = {p.path for p in problems if p.level == "error"}
+    for rule in (_node_settings, _control_characters):
+        for problem in rule(spec, marks):
+            if problem.path not in reported:
+                reported.add(problem.path)
+                problems.append(problem)
     return problems
+
+
+def _node_settings(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
+    """Every KEY=VALUE the spec gives the nodes, against the nodes' own contract (clusterkit_node/settings.py):
+    a value validate accepts is one no node refuses at boot."""
+    lines = common_settings(spec)
+    try:
+        lines.append(f"CK_ECR_REGISTRIES={' '.join(ecr_registries(spec))}")
+    except ImageRefError:
+        pass  # the image's own rule names the malformed reference
+    for line in lines:
+        key, _, value = line.partition("=")
+        setting = node.BY_KEY[key]
+        problem = setting.problem(value)
+        if problem:
+            yield m.problem(setting_field(spec, key), problem, setting.hint)
+
+
+def _control_characters(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
+    """No newline, tab or other control character in any value: values reach files, shells and AWS APIs."""
+    for path, value in _strings(spec, ""):
+        if any(not c.isprintable() for c in value):
+            yield m.problem(path, f"{value!r} contains a control character (newline, tab, ...)",
+                            "write it on one line; a YAML block scalar (| or >) keeps its final newline")
+
+
+def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
+    if isinstance(value, str):
+        yield path, value
+    elif dataclasses.is_dataclass(value):
+        for f in dataclasses.fields(value):
+            yield from _strings(getattr(value, f.name), f"{path}.{f.name}" if path else f.name)
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            yield from _strings(item, f"{path}[{i}]")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, f"{path}.{key}")
 
 
 def _compat(spec: ClusterSpec, m: Marks) -> list[Problem]:
@@ -80,7 +129,7 @@ def parse_version(text: str) -> tuple[int, ...] | None:
 
 
 def _identity(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
-    if not CLUSTER_NAME.match(spec.name):
+    if not CLUSTER_NAME.fullmatch(spec.name):
         yield m.problem("name", f"'{spec.name}' is not a valid ParallelCluster cluster name",
                         "start with a letter; letters, digits and hyphens; at most 60 characters")
     azs = catalog.region_azs(spec.region)
@@ -89,20 +138,21 @@ def _identity(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
     elif spec.availability_zone not in azs:
         yield m.problem("availability_zone", f"'{spec.availability_zone}' is not in {spec.region}",
                         f"one of {', '.join(azs)}")
-    if spec.account is not None and not IDS["account"].match(spec.account):
+    if spec.account is not None and not IDS["account"].fullmatch(spec.account):
         yield m.problem("account", f"'{spec.account}' is not a 12-digit account id")
     if spec.os in UNSUPPORTED_OS:
         yield m.problem("os", f"{spec.os} is not supported: {UNSUPPORTED_OS[spec.os]}",
                         "use rhel9, alinux2023, ubuntu2204 or ubuntu2404")
     version = parse_version(spec.parallelcluster_version)
     if version is None:
-        yield m.problem("parallelcluster_version", f"'{spec.parallelcluster_version}' is not a version like 3.16.1")
+        yield m.problem("parallelcluster_version",
+                        f"'{spec.parallelcluster_version}' is not a version like {DEFAULT_PC_VERSION}")
     elif version < MIN_PC_VERSION:
         yield m.problem("parallelcluster_version", f"{spec.parallelcluster_version} is too old",
                         "ParallelCluster 3.11.1 or later ships Enroot and Pyxis on its official AMIs")
     elif version > MAX_PC_VERSION:
         yield m.problem("parallelcluster_version", f"{spec.parallelcluster_version} is newer than ClusterKit supports",
-                        "supported: 3.11.1 to 3.16.1")
+                        f"supported: {'.'.join(map(str, MIN_PC_VERSION))} to {DEFAULT_PC_VERSION}")
 
 
 def interfaces_per_node(resource: ComputeResource) -> int:
@@ -148,7 +198,7 @@ def _network(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
         ex = net.existing
         for key, kind in (("vpc_id", "vpc"), ("head_node_subnet_id", "subnet"), ("compute_subnet_id", "subnet")):
             value = getattr(ex, key)
-            if not IDS[kind].match(value):
+            if not IDS[kind].fullmatch(value):
                 yield m.problem(f"network.existing.{key}", f"'{value}' is not a {kind} id", f"like {kind}-0123456789abcdef0")
         if ex.compute_subnet_cidr is not None:
             if _bad_cidr(ex.compute_subnet_cidr):
@@ -211,7 +261,7 @@ def _storage(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
     base = "storage.fsx_lustre"
     if fsx.new is not None and fsx.existing is not None:
         yield m.problem(f"{base}.existing", "give either new or existing, not both")
-    elif fsx.existing is not None and not IDS["fs"].match(fsx.existing.file_system_id):
+    elif fsx.existing is not None and not IDS["fs"].fullmatch(fsx.existing.file_system_id):
         yield m.problem(f"{base}.existing.file_system_id", f"'{fsx.existing.file_system_id}' is not an FSx id",
                         "fs- followed by 17 lowercase hex characters")
     new = fsx.created
@@ -229,7 +279,7 @@ def _storage(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
             yield m.problem(f"{nb}.throughput_mb_per_tib",
                             f"{new.throughput} is not allowed for {new.deployment_type}",
                             f"one of {', '.join(map(str, allowed))}")
-        if new.kms_key_arn is not None and not IDS["kms"].match(new.kms_key_arn):
+        if new.kms_key_arn is not None and aws_limits.kms_key_region(new.kms_key_arn) is None:
             yield m.problem(f"{nb}.kms_key_arn", "not a KMS key ARN", "arn:aws:kms:<region>:<account>:key/<uuid>")
         elif new.kms_key_arn is not None and not new.deployment_type.startswith("PERSISTENT"):
             yield m.problem(f"{nb}.kms_key_arn", f"{new.deployment_type} cannot use a customer-managed KMS key",
@@ -268,7 +318,7 @@ def _queue(spec: ClusterSpec, m: Marks, qp: str, queue: Queue, arches: dict[str,
     if queue.root_volume_gib is not None and not MIN_HEAD_ROOT_GIB <= queue.root_volume_gib <= MAX_EBS_GIB:
         yield m.problem(f"{qp}.root_volume_gib", f"{queue.root_volume_gib} GiB is not a usable root volume",
                         f"{MIN_HEAD_ROOT_GIB} (the AMI's root snapshot) to {MAX_EBS_GIB} (the EBS gp3 limit)")
-    if not QUEUE_NAME.match(queue.name) or queue.name in RESERVED_NAMES:
+    if not QUEUE_NAME.fullmatch(queue.name) or queue.name in RESERVED_NAMES:
         yield m.problem(f"{qp}.name", f"'{queue.name}' is not a valid queue name",
                         "lowercase letter first; lowercase letters, digits, hyphens; at most 25; not 'default'")
     if not queue.compute_resources:
@@ -281,7 +331,7 @@ def _queue(spec: ClusterSpec, m: Marks, qp: str, queue: Queue, arches: dict[str,
                         "the reservation already fixes placement; remove placement_group")
     for j, cr in enumerate(queue.compute_resources):
         cp = f"{qp}.compute_resources[{j}]"
-        if not RESOURCE_NAME.match(cr.name) or cr.name in RESERVED_NAMES:
+        if not RESOURCE_NAME.fullmatch(cr.name) or cr.name in RESERVED_NAMES:
             yield m.problem(f"{cp}.name", f"'{cr.name}' is not a valid compute resource name",
                             "lowercase letter first; lowercase letters, digits, hyphens; at most 25; not 'default'")
         yield from _instance(m, f"{cp}.instance_type", cr.instance_type)
@@ -302,7 +352,7 @@ def _queue(spec: ClusterSpec, m: Marks, qp: str, queue: Queue, arches: dict[str,
             yield m.problem(f"{cp}.max", f"must be >= 1 (got {cr.max})")
         elif cr.max < cr.min:
             yield m.problem(f"{cp}.max", f"must be >= min ({cr.max} < {cr.min})")
-        if cr.capacity_reservation_id is not None and not IDS["cr"].match(cr.capacity_reservation_id):
+        if cr.capacity_reservation_id is not None and not IDS["cr"].fullmatch(cr.capacity_reservation_id):
             yield m.problem(f"{cp}.capacity_reservation_id", f"'{cr.capacity_reservation_id}' is not a reservation id",
                             "cr- followed by 17 lowercase hex characters")
         if block:
@@ -350,12 +400,16 @@ def _containers(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
                         f"AMIs are only known to ship pyxis {_dotted(pyxis)}",
                         "remove it: where the node's pyxis is older the head node leaves it out (an unknown "
                         "option would stop slurmd), so it would not take effect")
-    if not SQUASH_OPTIONS.match(c.enroot.squash_options):
-        yield m.problem("containers.enroot.squash_options", f"'{c.enroot.squash_options}' is not a list of mksquashfs options",
-                        "e.g. -comp zstd -Xcompression-level 3 -b 128K -no-fragments")
-    for key in ("transfer_retries", "connect_timeout_s", "transfer_timeout_s"):
-        if getattr(c.enroot, key) < 0:
-            yield m.problem(f"containers.enroot.{key}", "must be >= 0")
+    squash = node.squash_options_problem(c.enroot.squash_options)
+    if squash:
+        yield m.problem("containers.enroot.squash_options", squash, f"e.g. {node.DEFAULT_SQUASH_OPTIONS}")
+    for key, setting in (("transfer_retries", "ENROOT_TRANSFER_RETRIES"),
+                         ("connect_timeout_s", "ENROOT_CONNECT_TIMEOUT"),
+                         ("transfer_timeout_s", "ENROOT_TRANSFER_TIMEOUT")):
+        value, high = getattr(c.enroot, key), node.max_digits(setting)
+        if not 0 <= value <= high:
+            yield m.problem(f"containers.enroot.{key}", f"{value} is outside 0..{high}",
+                            f"the nodes accept {node.BY_KEY[setting].hint}, up to {high}")
     images = [(f"containers.images[{i}].name", img.name) for i, img in enumerate(c.images)]
     yield from _duplicates(m, images, "image")
     for i, img in enumerate(c.images):
@@ -363,8 +417,8 @@ def _containers(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
         if img.name.endswith((".sqsh", ".json", ".lock")):
             yield m.problem(f"{ip}.name", f"'{img.name}' collides with the image store's own files",
                             "drop the .sqsh/.json/.lock ending")
-        elif not IMAGE_NAME.match(img.name):
-            yield m.problem(f"{ip}.name", f"'{img.name}' is not a valid image name",
+        elif not IMAGE_NAME.fullmatch(img.name):
+            yield m.problem(f"{ip}.name", f"{node.show(img.name)} is not a valid image name",
                             "lowercase letters, digits, '.', '_', '-'; it becomes <store>/<name>.sqsh")
         try:
             parse_image_ref(img.uri)
@@ -393,11 +447,6 @@ def _misc(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
         if problem:
             yield m.problem("lifecycle.notify_email", problem,
                             "one address like ops@example.com; SNS mails it a confirmation link")
-    for key, value in spec.tags.items():
-        if key.lower().startswith(("aws:", "parallelcluster:")) or not 1 <= len(key) <= 128:
-            yield m.problem(f"tags.{key}", "tag key is reserved or too long", "keys may not start with aws: or parallelcluster:")
-        if len(value) > 256:
-            yield m.problem(f"tags.{key}", "tag value is longer than 256 characters")
 
 
 def _email_problem(value: str) -> str | None:

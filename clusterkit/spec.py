@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from clusterkit_node import settings as node
+
+from . import DEFAULT_PC_VERSION
 from .errors import Problem, SpecError
 from .typed_yaml import Marks, Reader, doc
 
@@ -18,7 +21,7 @@ OsName = Literal["alinux2023", "ubuntu2204", "ubuntu2404", "rhel8", "rhel9"]
 CapacityType = Literal["ondemand", "spot", "capacity_block"]
 FsxDeploymentType = Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"]
 
-DEFAULT_SQUASH_OPTIONS = "-comp zstd -Xcompression-level 3 -b 128K -no-fragments"
+DEFAULT_SQUASH_OPTIONS = node.DEFAULT_SQUASH_OPTIONS  # the nodes' own default (clusterkit_node/settings.py)
 DEFAULT_THROUGHPUT = {"PERSISTENT_2": 250, "PERSISTENT_1": 200}  # MB/s/TiB; SCRATCH_2 has no setting
 
 
@@ -143,9 +146,11 @@ class Enroot:
     squash_options: str = doc("mksquashfs options for imported images (see benchmarks/squash_options.py)", DEFAULT_SQUASH_OPTIONS)
     mount_home: bool = doc("mount $HOME into containers", True)
     rootfs_writable: bool = doc("make the container root file system writable", True)
-    transfer_retries: int = doc("registry transfer retries (enroot's default is 0)", 5)
-    connect_timeout_s: int = doc("registry connect timeout", 30)
-    transfer_timeout_s: int = doc("registry transfer timeout per layer", 600)
+    transfer_retries: int = doc("registry transfer retries (enroot's default is 0)",
+                                int(node.default("ENROOT_TRANSFER_RETRIES")))
+    connect_timeout_s: int = doc("registry connect timeout", int(node.default("ENROOT_CONNECT_TIMEOUT")))
+    transfer_timeout_s: int = doc("registry transfer timeout per layer (0 = no limit)",
+                                  int(node.default("ENROOT_TRANSFER_TIMEOUT")))
 
 
 @dataclass(frozen=True)
@@ -209,7 +214,8 @@ class ClusterSpec:
     availability_zone: str = doc("the one AZ of the compute subnet (EFA and reservations are AZ-bound)")
     queues: tuple[Queue, ...] = doc("Slurm queues")
     account: str | None = doc("12-digit AWS account id; taken from the CLI credentials when unset", None)
-    parallelcluster_version: str = doc("ParallelCluster version (3.11.1 or later: Enroot/Pyxis pre-installed)", "3.16.1")
+    parallelcluster_version: str = doc("ParallelCluster version (3.11.1 or later: Enroot/Pyxis pre-installed)",
+                                       DEFAULT_PC_VERSION)
     os: OsName = doc("operating system of the official ParallelCluster AMI", "alinux2023")
     network: Network = doc("the VPC: new or existing", Network())
     head_node: HeadNode = doc("the head node", HeadNode())

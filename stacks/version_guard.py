@@ -29,15 +29,15 @@ so a version bump in that same deploy is not caught (deploy once without the bum
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-HANDLER_FILE = Path(__file__).resolve().with_name("version_guard_handler.py")
+from clusterkit.paths import VERSION_GUARD_HANDLER
+
+HANDLER_FILE = VERSION_GUARD_HANDLER
 RESOURCE_TYPE = "Custom::ClusterKitVersionGuard"
 # The newest Python runtime aws-cdk-lib 2.275 knows; cdk-nag's AwsSolutions-L1 accepts only the newest
 # of a family in Runtime.ALL (tests/stacks/test_version_guard.py checks both).

@@ -1,4 +1,4 @@
-"""Check rendered configs with ParallelCluster 3.16.1's own schema and validators.
+"""Check rendered configs with ParallelCluster's own schema and validators (the installed, pinned version).
 
 Runs inside the ParallelCluster venv (aws-parallelcluster cannot share a venv with aws-cdk-lib):
 
@@ -222,7 +222,7 @@ def load_schema(name: str, text: str, mapping: dict[str, str]) -> tuple[Any, lis
             text_msg = f"{where}: {message}" if where else message
             findings.append(Finding("ERROR", SCHEMA_ERROR_TYPE, unmap(text_msg, mapping), line, col))
         return None, findings
-    except Exception as exc:  # PC raises plain errors for some shapes (e.g. a queue without ComputeResources)
+    except Exception as exc:  # noqa: BLE001  PC raises plain errors for some shapes (e.g. a queue without ComputeResources)
         return None, [Finding("ERROR", SCHEMA_ERROR_TYPE, f"{type(exc).__name__}: {exc}", None, None)]
 
 
@@ -329,7 +329,7 @@ def check_validate(name: str, text: str, region: str, suppress: bool) -> tuple[l
                 return findings, set()
             cfg.official_ami = moto_world.create_official_ami(region, cfg.image.os, cfg.head_node.architecture)
             failures = cfg.validate([suppressor] if suppress else [], ValidatorContext())
-        except Exception as exc:  # validate() calls AWS while registering validators; report, don't crash
+        except Exception as exc:  # noqa: BLE001  validate() calls AWS while registering validators; report, don't crash
             return [Finding("ERROR", type(exc).__name__, f"validate() raised: {exc}")], suppressor.skipped
         finally:
             AWSApi.reset()

@@ -284,18 +284,25 @@ def create_official_ami(region: str, os_name: str, architecture: str) -> str:
 
     moto's RegisterImage takes only a name, so the image is built with moto's own model class to give
     it an architecture, an owner alias and a root device. Its root volume is moto's fixed 15 GiB.
+    Name and ``parallelcluster:version`` tag carry the installed ParallelCluster's version, the value PC
+    itself matches them against (``pcluster.utils.get_installed_version`` in ``Ec2Client.
+    _get_official_image_name_prefix`` and ``CustomAmiTagValidator``); tests/pcluster/test_pc_version.py
+    pins that version to ``clusterkit.DEFAULT_PC_VERSION``.
     """
     from moto.core import DEFAULT_ACCOUNT_ID
     from moto.ec2.models import ec2_backends
     from moto.ec2.models.amis import Ami
     from moto.ec2.utils import random_ami_id
+    from pcluster.utils import get_installed_version
+
+    version = get_installed_version()
 
     backend = ec2_backends[DEFAULT_ACCOUNT_ID][region]
     ami_id = random_ami_id()
     backend.amis[ami_id] = Ami(
         backend,
         ami_id,
-        name=f"aws-parallelcluster-3.16.1-{os_name}-hvm-{architecture}-clusterkit-fixture",
+        name=f"aws-parallelcluster-{version}-{os_name}-hvm-{architecture}-clusterkit-fixture",
         owner_alias="amazon",
         public=True,
         virtualization_type="hvm",
@@ -303,6 +310,6 @@ def create_official_ami(region: str, os_name: str, architecture: str) -> str:
         root_device_type="ebs",
         root_device_name="/dev/xvda",
         region_name=f"{region}a",
-        tags={"parallelcluster:os": os_name, "parallelcluster:version": "3.16.1"},
+        tags={"parallelcluster:os": os_name, "parallelcluster:version": version},
     )
     return ami_id

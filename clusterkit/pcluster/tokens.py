@@ -47,7 +47,7 @@ def placeholder_kind(name: str) -> str:
     """vpc | subnet | sg | fsx | iam-policy | bucket | region | aws-pseudo, or "unknown"."""
     if name in AWS_PSEUDO:
         return "aws-pseudo"
-    if PLACEHOLDER_NAME_RE.match(name):
+    if PLACEHOLDER_NAME_RE.fullmatch(name):
         for suffix, kind in SUFFIX_KINDS:
             if name.endswith(suffix):
                 return kind

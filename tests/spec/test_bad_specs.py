@@ -141,6 +141,33 @@ CASES = [
     ("notify_email too long", _extra("lifecycle:\n  notify_email: " + "a" * 65 + "@example.com\n"),
      ["11:17: lifecycle.notify_email: '" + "a" * 65 + "@example.com' is longer than an email address may be "
       "(64 before the @, 254 in all) (" + EMAIL_HINT + ")"]),
+    # Values reach files, shells and AWS APIs: the nodes' own contract (clusterkit_node/settings.py) decides.
+    ('image_store with .. (node contract)', _extra("storage:\n  fsx_lustre:\n    image_store: /fsx/../etc/containers\n"),
+     ["12:18: storage.fsx_lustre.image_store: '/fsx/../etc/containers' is refused by the nodes' check of CK_STORE (an absolute path whose parts are letters, digits, . _ - and do not start with a dot, e.g. /fsx/containers)"]),
+    ('image_store with a space', _extra('storage:\n  fsx_lustre:\n    image_store: "/fsx/my containers"\n'),
+     ["12:18: storage.fsx_lustre.image_store: '/fsx/my containers' is refused by the nodes' check of CK_STORE (an absolute path whose parts are letters, digits, . _ - and do not start with a dot, e.g. /fsx/containers)"]),
+    ('image_store with shell metacharacters', _extra('storage:\n  fsx_lustre:\n    image_store: "/fsx/c$(id)"\n'),
+     ["12:18: storage.fsx_lustre.image_store: '/fsx/c$(id)' is refused by the nodes' check of CK_STORE (an absolute path whose parts are letters, digits, . _ - and do not start with a dot, e.g. /fsx/containers)"]),
+    ('image_store with an embedded newline (settings injection)', _extra('storage:\n  fsx_lustre:\n    image_store: "/fsx/containers\\nCK_OS=rhel8"\n'),
+     ["12:18: storage.fsx_lustre.image_store: '/fsx/containers\\nCK_OS=rhel8' is refused by the nodes' check of CK_STORE (an absolute path whose parts are letters, digits, . _ - and do not start with a dot, e.g. /fsx/containers)"]),
+    ('mount_dir with ..', _extra('storage:\n  fsx_lustre:\n    mount_dir: /fsx/..\n'),
+     ["12:16: storage.fsx_lustre.mount_dir: '/fsx/../containers' is refused by the nodes' check of CK_STORE (an absolute path whose parts are letters, digits, . _ - and do not start with a dot, e.g. /fsx/containers)"]),
+    ('squash_options as a YAML block scalar', _extra("containers:\n  enroot:\n    squash_options: |\n      -comp zstd -b 128K\n"),
+     ["12:21: containers.enroot.squash_options: '-comp zstd -b 128K\\n' is not a list of mksquashfs options on one line (letters, digits, . _ = , - and spaces) (e.g. -comp zstd -Xcompression-level 3 -b 128K -no-fragments)"]),
+    ('squash_options unknown compressor', _extra("containers:\n  enroot:\n    squash_options: -comp zstdd\n"),
+     ["12:21: containers.enroot.squash_options: unknown compressor 'zstdd' (one of gzip, lzo, lz4, xz, zstd) (e.g. -comp zstd -Xcompression-level 3 -b 128K -no-fragments)"]),
+    ('squash_options level out of range', _extra("containers:\n  enroot:\n    squash_options: -comp zstd -Xcompression-level 99\n"),
+     ['12:21: containers.enroot.squash_options: -Xcompression-level 99 is outside 1..22 for zstd (e.g. -comp zstd -Xcompression-level 3 -b 128K -no-fragments)']),
+    ('transfer_retries beyond what nodes accept', _extra("containers:\n  enroot:\n    transfer_retries: 1000\n"),
+     ['12:23: containers.enroot.transfer_retries: 1000 is outside 0..999 (the nodes accept a whole number of retries, e.g. 5, up to 999)']),
+    ('connect_timeout_s beyond what nodes accept', _extra("containers:\n  enroot:\n    connect_timeout_s: 100000\n"),
+     ['12:24: containers.enroot.connect_timeout_s: 100000 is outside 0..99999 (the nodes accept seconds, e.g. 30, up to 99999)']),
+    ('transfer_timeout_s negative', _extra("containers:\n  enroot:\n    transfer_timeout_s: -1\n"),
+     ['12:25: containers.enroot.transfer_timeout_s: -1 is outside 0..999999 (the nodes accept seconds, e.g. 600 (0 = no limit), up to 999999)']),
+    ('image name with a trailing newline', _extra('containers:\n  images:\n    - name: "pytorch\\n"\n      uri: nvcr.io/nvidia/pytorch:25.01-py3\n'),
+     ["12:13: containers.images[0].name: 'pytorch\\n' is not a valid image name (lowercase letters, digits, '.', '_', '-'; it becomes <store>/<name>.sqsh)"]),
+    ('tag value with a newline', _extra('tags:\n  team: "ml\\nops"\n'),
+     ["11:9: tags.team: 'ml\\nops' contains a control character (newline, tab, ...) (write it on one line; a YAML block scalar (| or >) keeps its final newline)"]),
 ]
 
 

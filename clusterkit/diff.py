@@ -7,15 +7,14 @@ things (queues, compute resources, images, shared storage, tags) are matched by 
 no change and a path reads ``Scheduling.SlurmQueues[gpu].ComputeResources[p5].MaxCount``.
 
 The base side is what is committed at the ref, never re-rendered with today's code: a review is about
-the committed files. Rendered changes get ParallelCluster's own update impact (``diff_impact``), and so
-does a spec's ParallelCluster version (not in the rendered file, yet a new cluster); the cost delta comes
-from ``clusterkit.cost`` when it is there; ``diff_render`` formats the report.
+the committed files. Seams: ``diff_sources`` reads both sides, ``diff_struct`` compares documents,
+``diff_impact`` gives rendered changes ParallelCluster's own update impact (and a spec's ParallelCluster
+version, not in the rendered file yet a new cluster, its own), this module builds the report (with the cost
+delta from ``clusterkit.cost`` when it is there) and ``diff_render`` formats it.
 """
 from __future__ import annotations
 
 import json
-import re
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,209 +22,13 @@ from typing import Any
 
 import yaml
 
+from .diff_impact import Assessed, Assessor, spec_impacts
+from .diff_sources import KINDS, DiffError, by_cluster, file_path, git_snapshot, resolve_base, tree_snapshot
+from .diff_struct import MISSING, Change, diff_values
 from .errors import ClusterKitError
-from .paths import CONFIG_DIR_NAME, ROOT
+from .paths import ROOT
 
 REPO = ROOT  # the default work tree: this checkout
-CONFIG_DIR = CONFIG_DIR_NAME
-KINDS = ("spec", "rendered", "lock")
-_FILE_PATTERNS = (
-    (re.compile(rf"^{CONFIG_DIR}/rendered/([^/]+)\.yaml$"), "rendered"),
-    (re.compile(rf"^{CONFIG_DIR}/([^/]+)\.images\.lock$"), "lock"),
-    (re.compile(rf"^{CONFIG_DIR}/([^/]+)\.yaml$"), "spec"),
-)
-_NAME_KEYS = ("Name", "name", "Key", "key")
-DEFAULT_BRANCHES = ("origin/main", "main")
-
-
-class DiffError(ClusterKitError):
-    """A diff that cannot be made (bad ref, not a git work tree): one line, exit 2."""
-
-
-class _Missing:
-    """Stands for "no such key / element" on one side, so a real ``null`` stays distinguishable."""
-
-    def __repr__(self) -> str:
-        return "MISSING"
-
-
-MISSING: Any = _Missing()
-
-
-def file_path(name: str, kind: str) -> str:
-    """Repository-relative path of one of a cluster's three files."""
-    return {
-        "spec": f"{CONFIG_DIR}/{name}.yaml",
-        "rendered": f"{CONFIG_DIR}/rendered/{name}.yaml",
-        "lock": f"{CONFIG_DIR}/{name}.images.lock",
-    }[kind]
-
-
-# -- structural diff ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Item:
-    """A list element in a path: its name (``gpu``), or its index when the list has no names."""
-
-    label: str
-
-
-@dataclass(frozen=True)
-class Change:
-    """One value that differs; ``old``/``new`` is ``MISSING`` for an added/removed key or element."""
-
-    path: tuple[str | Item, ...]
-    old: Any
-    new: Any
-
-    @property
-    def kind(self) -> str:
-        if self.old is MISSING:
-            return "added"
-        if self.new is MISSING:
-            return "removed"
-        return "changed"
-
-    @property
-    def dotted(self) -> str:
-        return show_path(self.path)
-
-
-def show_path(path: tuple[str | Item, ...]) -> str:
-    text = ""
-    for segment in path:
-        if isinstance(segment, Item):
-            text += f"[{segment.label}]"
-        else:
-            text += f".{segment}" if text else str(segment)
-    return text or "(whole file)"
-
-
-def _scalar(value: Any) -> bool:
-    return isinstance(value, (str, int, float, bool))
-
-
-def _label_function(old: list, new: list) -> Callable[[dict], str] | None:
-    """How to name the elements of two versions of a list of mappings: by a name key (Name, name,
-    Key, key) present and unique in every element, else None."""
-    items = old + new
-    if not items or not all(isinstance(i, dict) for i in items):
-        return None
-    for key in _NAME_KEYS:
-        if all(key in i and _scalar(i[key]) for i in items) and all(
-                len({str(i[key]) for i in side}) == len(side) for side in (old, new)):
-            return lambda element, key=key: str(element[key])
-    return None
-
-
-def _one_key_items(items: list) -> bool:
-    """Lists like ``[{Policy: arn}]``: a set of values in disguise, compared as a whole list."""
-    return all(isinstance(i, dict) and len(i) == 1 for i in items)
-
-
-def diff_values(old: Any, new: Any, path: tuple[str | Item, ...] = ()) -> list[Change]:
-    """Every leaf-most difference between two YAML/JSON documents, old document order first.
-
-    Named list elements are matched by name, other lists of mappings by index; lists of plain values
-    (Args, SubnetIds) and of one-key mappings change as a whole (the renderer shows the elements that
-    differ)."""
-    if old is MISSING or new is MISSING:
-        return [] if old is new else [Change(path, old, new)]
-    if isinstance(old, dict) and isinstance(new, dict):
-        changes: list[Change] = []
-        for key in list(old) + [k for k in new if k not in old]:
-            changes += diff_values(old.get(key, MISSING), new.get(key, MISSING), path + (str(key),))
-        return changes
-    if isinstance(old, list) and isinstance(new, list) and old != new:
-        label = _label_function(old, new)
-        if label is not None:
-            before = {label(e): e for e in old}
-            after = {label(e): e for e in new}
-            names = list(before) + [n for n in after if n not in before]
-            return [change for n in names
-                    for change in diff_values(before.get(n, MISSING), after.get(n, MISSING), path + (Item(n),))]
-        if old and new and all(isinstance(e, dict) for e in old + new) and not _one_key_items(old + new):
-            changes = []
-            for index in range(max(len(old), len(new))):
-                a = old[index] if index < len(old) else MISSING
-                b = new[index] if index < len(new) else MISSING
-                changes += diff_values(a, b, path + (Item(str(index)),))
-            return changes
-    if old == new and type(old) is type(new):
-        return []
-    return [Change(path, old, new)]
-
-
-# -- reading both sides ---------------------------------------------------------------------------------
-
-
-def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
-    except FileNotFoundError:
-        raise DiffError("git not found on PATH (clusterkit diff reads the base side with git)") from None
-
-
-def resolve_base(root: Path, ref: str | None) -> tuple[str, str]:
-    """(how the base was chosen, commit sha). ``None``: merge base with origin/main, else main, else HEAD."""
-    inside = _git(root, "rev-parse", "--is-inside-work-tree")
-    if inside.returncode != 0 or inside.stdout.strip() != "true":
-        raise DiffError(f"{root}: not a git work tree (clusterkit diff compares against a git ref)")
-    if ref is not None:
-        found = _git(root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
-        if found.returncode != 0:
-            raise DiffError(f"unknown git ref '{ref}' "
-                            "(give a branch, tag or commit; in a shallow clone fetch it first)")
-        return ref, found.stdout.strip()
-    for branch in DEFAULT_BRANCHES:
-        base = _git(root, "merge-base", "HEAD", branch)
-        if base.returncode == 0 and base.stdout.strip():
-            return f"merge base with {branch}", base.stdout.strip()
-    head = _git(root, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
-    if head.returncode != 0:
-        raise DiffError(f"{root}: the repository has no commit yet (nothing to compare against)")
-    return "HEAD", head.stdout.strip()
-
-
-def _classify(relpath: str) -> tuple[str, str] | None:
-    for pattern, kind in _FILE_PATTERNS:
-        match = pattern.match(relpath)
-        if match:
-            return match.group(1), kind
-    return None
-
-
-Snapshot = dict[tuple[str, str], str]  # (cluster, kind) -> file text
-
-
-def git_snapshot(root: Path, sha: str) -> Snapshot:
-    """The cluster files committed at ``sha`` (``git ls-tree`` + ``git show``)."""
-    listing = _git(root, "ls-tree", "-r", "--name-only", "-z", sha, "--", f"{CONFIG_DIR}/")
-    if listing.returncode != 0:
-        raise DiffError(f"git ls-tree {sha[:12]} failed: {listing.stderr.strip()}")
-    snapshot: Snapshot = {}
-    for relpath in sorted(filter(None, listing.stdout.split("\0"))):
-        key = _classify(relpath)
-        if key is None:
-            continue
-        shown = _git(root, "show", f"{sha}:./{relpath}")  # ./: relative to root, which may be a subdirectory
-        if shown.returncode != 0:
-            raise DiffError(f"git show {sha[:12]}:{relpath} failed: {shown.stderr.strip()}")
-        snapshot[key] = shown.stdout
-    return snapshot
-
-
-def tree_snapshot(root: Path) -> Snapshot:
-    """The cluster files in the working tree, committed or not."""
-    snapshot: Snapshot = {}
-    config = root / CONFIG_DIR
-    found = [*config.glob("*.yaml"), *config.glob("*.images.lock"), *config.glob("rendered/*.yaml")]
-    for path in sorted(found):
-        key = _classify(path.relative_to(root).as_posix())
-        if key is not None and path.is_file():
-            snapshot[key] = path.read_text(encoding="utf-8")
-    return snapshot
 
 
 def _parse(text: str | None, kind: str) -> tuple[Any, str | None]:
@@ -285,13 +88,13 @@ class ClusterDiff:
     name: str
     status: str  # added | removed | changed | unchanged
     spec: tuple[Change, ...] = ()
-    rendered: tuple[Any, ...] = ()  # diff_impact.Assessed, most disruptive first
+    rendered: tuple[Assessed, ...] = ()  # most disruptive first
     images: tuple[ImageChange, ...] = ()
     lock: tuple[Change, ...] = ()  # lock changes outside the image list
     cost: CostDelta | str | None = None  # str: why there is no number
     notes: tuple[str, ...] = ()
     text_only: tuple[str, ...] = ()  # files whose text changed with the same data (comments, layout)
-    spec_impacts: tuple[Any, ...] = ()  # diff_impact.Assessed: spec changes outside the rendered config (PC version)
+    spec_impacts: tuple[Assessed, ...] = ()  # spec changes outside the rendered config (PC version)
 
     @property
     def changed(self) -> bool:
@@ -371,19 +174,11 @@ def diff_cluster(
                        tuple(notes), tuple(text_only), tuple(spec_assessed))
 
 
-def _by_cluster(snapshot: Snapshot) -> dict[str, dict[str, str | None]]:
-    grouped: dict[str, dict[str, str | None]] = {}
-    for (name, kind), text in snapshot.items():
-        grouped.setdefault(name, {})[kind] = text
-    return grouped
-
-
 def build_report(root: Path, base_ref: str | None = None, names: list[str] | None = None) -> Report:
     """Diff every cluster (or ``names``) between ``base_ref`` and the working tree of ``root``."""
-    from .diff_impact import Assessor, spec_impacts
 
     how, sha = resolve_base(root, base_ref)
-    base, head = _by_cluster(git_snapshot(root, sha)), _by_cluster(tree_snapshot(root))
+    base, head = by_cluster(git_snapshot(root, sha)), by_cluster(tree_snapshot(root))
     known = sorted(set(base) | set(head))
     unknown = [n for n in names or [] if n not in known]
     if unknown:

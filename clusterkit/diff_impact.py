@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .diff import MISSING, Change, Item, diff_values
+from .diff_struct import MISSING, Change, Item, diff_values
 
 # Severity ranks, most disruptive first.
 RECREATE, HEAD_NODE, FLEET, QUEUE, LIVE, UNKNOWN = range(6)

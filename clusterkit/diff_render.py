@@ -10,9 +10,11 @@ import os
 import re
 from typing import Any, TextIO
 
-from .diff import MISSING, Change, ClusterDiff, CostDelta, ImageChange, Report, file_path
-from .imageref import ImageRefError, parse_image_ref
+from .diff import ClusterDiff, CostDelta, ImageChange, Report
 from .diff_impact import FLEET, HEAD_NODE, LIVE, QUEUE, RECREATE, UNKNOWN, VERSION_LABEL, VERSION_REASON, Assessed
+from .diff_sources import file_path
+from .diff_struct import MISSING, Change
+from .imageref import ImageRefError, parse_image_ref
 
 MARKER = "<!-- clusterkit-diff -->"  # lets the PR workflow find and update its own comment
 MARKDOWN_LIMIT = 60_000  # GitHub rejects comments over 65,536 characters

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from clusterkit.bundle import Artifact, NodeArtifacts, node_artifacts
-from clusterkit.diff import diff_values
 from clusterkit.diff_impact import FLEET, LIVE, QUEUE, RECREATE, Assessor
+from clusterkit.diff_struct import diff_values
 from clusterkit.loader import Loaded, load
 from clusterkit.pcluster_runner import pcluster_python
 from clusterkit.render import placeholder_refs, render_config

@@ -7,9 +7,10 @@ it picks the provider template (stacks/cluster.py), so the rendered file does no
 """
 from __future__ import annotations
 
-from clusterkit.diff import ClusterDiff, Report, diff_values
+from clusterkit.diff import ClusterDiff, Report
 from clusterkit.diff_impact import RECREATE, VERSION_LABEL, default_version, spec_impacts
 from clusterkit.diff_render import render_markdown, render_text
+from clusterkit.diff_struct import diff_values
 from clusterkit.spec import ClusterSpec
 
 

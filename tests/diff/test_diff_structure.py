@@ -4,8 +4,8 @@ Pure Python, no git and no ParallelCluster: the documents are written inline.
 """
 from __future__ import annotations
 
-from clusterkit.diff import MISSING, Change, Item, diff_values
 from clusterkit.diff_render import before_after, show
+from clusterkit.diff_struct import MISSING, Change, Item, diff_values
 
 
 def dotted(changes: list[Change]) -> list[str]:

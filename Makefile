@@ -16,12 +16,13 @@ DEB_PACKAGES := slurmctld slurmd slurm-client munge libslurm-dev gcc libc6-dev m
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(shell node -p "process.versions.node.split('.')[0]" 2>/dev/null)
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 
-.PHONY: help python-venv synth test real-runtime render render-check lock validate deploy diff destroy-cluster destroy-all pcluster-venv system-packages clean
+.PHONY: help python-venv python39 synth test real-runtime render render-check lock validate deploy diff destroy-cluster destroy-all pcluster-venv system-packages clean
 
 help:
 	@echo "make synth                 synthesize the default cluster (demo) offline and summarize it"
 	@echo "make test                  install test dependencies, then run the whole test suite"
 	@echo "make real-runtime          build the real enroot + pyxis the tests run (both generations)"
+	@echo "make python39              provide the Python 3.9 the node package is tested under"
 	@echo "make render                rewrite cluster_configs/rendered/*.yaml (and the README spec reference)"
 	@echo "make render-check          exit 1 when a rendered file is stale"
 	@echo "make lock CLUSTER=x        resolve image digests into cluster_configs/x.images.lock"
@@ -79,8 +80,14 @@ synth: $(VENV)/.stamp-runtime node_modules/.stamp
 	AWS_EC2_METADATA_DISABLED=true $(CDK) synth --quiet -c cluster=$(CLUSTER) >/dev/null
 	AWS_EC2_METADATA_DISABLED=true $(VENV)/bin/python -m clusterkit summary --cdk-out cdk.out $(CLUSTER)
 
-test: $(VENV)/.stamp-dev $(PCVENV)/.stamp node_modules/.stamp system-packages
+test: $(VENV)/.stamp-dev $(PCVENV)/.stamp node_modules/.stamp system-packages python39
 	$(VENV)/bin/python -m pytest
+
+# The oldest Python the node package supports (clusterkit_node: 3.9, the python3 of alinux2023 and rhel9), which
+# the tests run the node zipapp under: one on this machine (CK_PYTHON39, python3.9 on PATH, pyenv), else Debian
+# 11's python3.9 packages unpacked into .cache/python3.9 (Debian 12 has none; nothing is installed).
+python39:
+	@py="$$($(PYTHON) tests/oldest_python.py)" && echo "python 3.9 for the node package tests: $$py"
 
 # The real NVIDIA enroot + pyxis (two generations) the tests run, built from ../shared/vendor (or the
 # upstream tags at the pinned commits) into .cache/real-runtime; the tests build it on demand too.

@@ -2,9 +2,11 @@
 """The CDK app: ``cdk synth -c cluster=<name>`` (default ``demo``) builds <Name>-Network, -Storage, -Cluster.
 
 This file only wires: it loads and validates the spec (all problems at once, one line each, exit 2),
-builds the three stacks and passes what one needs from another. cdk-nag AwsSolutions checks every synth.
-Context ``deploy_time`` (ISO UTC; ``make deploy`` passes it, else "now") starts the TTL clock of
-``lifecycle.ttl_hours``; ``ttl_hours`` (``make deploy TTL=...``) overrides the spec's value for one deploy.
+turns it and this deploy's context into the effective spec (``clusterkit.deploy_context``: ``deploy_time``,
+ISO UTC, which ``make deploy`` passes, else "now", starts the TTL clock of ``lifecycle.ttl_hours``;
+``ttl_hours``, ``make deploy TTL=...``, overrides the spec's value for one deploy), stages the node
+artifacts, and builds the three stacks from those values, passing what one needs from another. The
+stacks validate nothing and read no files. cdk-nag AwsSolutions checks every synth.
 """
 from __future__ import annotations
 
@@ -12,37 +14,40 @@ import sys
 
 import aws_cdk as cdk
 
+from clusterkit.bundle import node_artifacts
+from clusterkit.deploy_context import effective_for_deploy
 from clusterkit.errors import EXIT_USER_ERROR, ClusterKitError
 from clusterkit.loader import DEFAULT_CLUSTER, Loaded, load
-from clusterkit.naming import stack_names
+from clusterkit.stack_inputs import stage, version_guard_code
 from stacks.cluster import ClusterStack
 from stacks.nag import add_checks
 from stacks.network import NetworkStack
 from stacks.storage import StorageStack
-from stacks.ttl import parse_deploy_time, with_ttl_override
 
 
 def build(app: cdk.App, loaded: Loaded) -> dict[str, cdk.Stack]:
     """The three stacks of one cluster, checked by cdk-nag AwsSolutions at synth (findings raise)."""
     add_checks(app)
-    loaded = with_ttl_override(loaded, app.node.try_get_context("ttl_hours"))
-    deploy_time = parse_deploy_time(app.node.try_get_context("deploy_time"))
-    spec = loaded.spec
-    env = cdk.Environment(account=spec.account, region=spec.region)
-    names = stack_names(spec.name)
-    tags = {"clusterkit:cluster": spec.name, **spec.tags}
-    network = NetworkStack(app, names["network"], spec=spec, env=env, tags=tags,
-                           description=f"ClusterKit {spec.name}: VPC, subnets and security groups")
-    storage = StorageStack(app, names["storage"], spec=spec, vpc=network.vpc, subnet_id=network.compute_subnet_id,
-                           security_group=network.fsx_security_group, env=env, tags=tags,
-                           description=f"ClusterKit {spec.name}: FSx for Lustre image store (outlives clusters)")
-    cluster = ClusterStack(app, names["cluster"], loaded=loaded,
+    effective = effective_for_deploy(loaded, ttl_hours=app.node.try_get_context("ttl_hours"),
+                                     deploy_time=app.node.try_get_context("deploy_time"))
+    artifacts = stage(node_artifacts(loaded), app.outdir)
+    env = cdk.Environment(account=effective.account, region=effective.region)
+    names, tags, name = effective.names, effective.tag_dict(), effective.name
+    network = NetworkStack(app, names.network_stack, effective=effective, env=env, tags=tags,
+                           description=f"ClusterKit {name}: VPC, subnets and security groups")
+    storage = StorageStack(app, names.storage_stack, effective=effective, vpc=network.vpc,
+                           subnet_id=network.compute_subnet_id, security_group=network.fsx_security_group,
+                           env=env, tags=tags,
+                           description=f"ClusterKit {name}: FSx for Lustre image store (outlives clusters)")
+    cluster = ClusterStack(app, names.cluster_stack, effective=effective, artifacts=artifacts,
+                           version_guard_code=version_guard_code(),
                            head_node_subnet_id=network.head_node_subnet_id,
                            compute_subnet_id=network.compute_subnet_id,
                            security_group_id=network.cluster_security_group.security_group_id,
                            file_system_id=storage.file_system_id, alert_topic=storage.alert_topic,
-                           deploy_time=deploy_time, env=env, tags=tags,
-                           description=f"ClusterKit {spec.name}: ParallelCluster {spec.parallelcluster_version} cluster")
+                           env=env, tags=tags,
+                           description=f"ClusterKit {name}: ParallelCluster {effective.parallelcluster_version} "
+                                       f"cluster")
     return {"network": network, "storage": storage, "cluster": cluster}
 
 

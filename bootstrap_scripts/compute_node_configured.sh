@@ -9,11 +9,11 @@
 #  - the pyxis plugin is on this node and the shared plugstack.conf loads it;
 #  - when /opt/slurm/bin/srun exists, `srun --help` lists --container-image (slurm clients here
 #    really load pyxis);
-#  - the image store on FSx is reachable (image_sync.py verify; it never imports);
+#  - the image store on FSx is reachable (clusterkit_node.pyz verify; it never imports);
 #  - this node's NVIDIA driver can run the CUDA of every locked image (compat_rules.json), and
 #    records the node's software fingerprint next to the store (/fsx/containers ->
 #    /fsx/.containers.clusterkit/nodes/<hostname>.json, outside what FSx exports to S3) for
-#    `image_sync.py drift` on the head node (image_sync.py fingerprint).
+#    `clusterkit_node.pyz drift` on the head node (clusterkit_node.pyz fingerprint).
 # Its only write outside the node is that fingerprint file; it never compiles and never downloads.
 # Missing images and a store the head node has not synced yet are warnings, not failures.
 #
@@ -22,28 +22,18 @@
 set -euo pipefail
 umask 022
 
-CK_ROOT="${CK_ROOT:-}"
 CK_SCRIPT_NAME="compute_node_configured.sh"
-CK_SHARED_DIR="${CK_SHARED_DIR:-${CK_ROOT}/opt/parallelcluster/shared/clusterkit}"
-
-# Minimal logger for the one failure that happens before enroot.sh (and ck_log) is available.
-boot_die() {
-    local ts line log="${CK_LOG_FILE:-${CK_ROOT}/var/log/clusterkit/bootstrap.log}"
-    TZ=UTC0 printf -v ts '%(%Y-%m-%dT%H:%M:%SZ)T' -1
-    line="${ts} ${CK_SCRIPT_NAME} ERROR $2"
-    printf '%s\n' "${line}" >&2
-    mkdir -p "${log%/*}" 2>/dev/null || true
-    printf '%s\n' "${line}" >>"${log}" 2>/dev/null || true
-    exit "$1"
-}
-
+CK_SHARED_DIR="${CK_SHARED_DIR:-${CK_ROOT:-}/opt/parallelcluster/shared/clusterkit}"
+# The one failure before enroot.sh (and ck_log) is there, in ck_log's line format, on stderr and in the log.
 if [[ ! -f "${CK_SHARED_DIR}/enroot.sh" ]]; then
-    boot_die 1 "${CK_SHARED_DIR}/enroot.sh not found: the head node's OnNodeConfigured (head_node.sh) installs the ClusterKit bundle there; is /opt/parallelcluster/shared mounted and did the head node bootstrap succeed?"
+    TZ=UTC0 printf -v CK_BOOT_LINE '%(%Y-%m-%dT%H:%M:%SZ)T compute_node_configured.sh ERROR %s' -1 "${CK_SHARED_DIR}/enroot.sh not found: the head node's OnNodeConfigured (head_node.sh) installs the ClusterKit bundle there; is /opt/parallelcluster/shared mounted and did the head node bootstrap succeed?"
+    printf '%s\n' "${CK_BOOT_LINE}" >&2
+    CK_LOG_FILE="${CK_LOG_FILE:-${CK_ROOT:-}/var/log/clusterkit/bootstrap.log}"
+    mkdir -p "${CK_LOG_FILE%/*}" 2>/dev/null && printf '%s\n' "${CK_BOOT_LINE}" >>"${CK_LOG_FILE}" 2>/dev/null || true
+    exit 1
 fi
 # shellcheck source=enroot.sh
 source "${CK_SHARED_DIR}/enroot.sh"
-CK_SCRIPT_NAME="compute_node_configured.sh"
-trap ck_cleanup EXIT
 
 check_pyxis() {
     if [[ ! -f "${CK_ROOT}${CK_PYXIS_SO}" ]]; then
@@ -94,7 +84,7 @@ check_srun() {
 
 check_store() {
     local out line
-    if ! out="$(python3 "${CK_SHARED_DIR}/image_sync.py" verify --store "${CK_ROOT}${CK_STORE}" --lock "${CK_SHARED_DIR}/images.lock" 2>&1)"; then
+    if ! out="$(python3 "${CK_SHARED_DIR}/clusterkit_node.pyz" verify --store "${CK_ROOT}${CK_STORE}" --lock "${CK_SHARED_DIR}/images.lock" 2>&1)"; then
         ck_die 1 "image store ${CK_STORE} not usable from this node: ${out//$'\n'/ | }"
     fi
     while IFS= read -r line; do
@@ -106,7 +96,7 @@ check_store() {
 # better a replaced node at boot than a crashed job hours later.
 record_fingerprint() {
     local out line level rc=0 errors=""
-    out="$(python3 "${CK_SHARED_DIR}/image_sync.py" fingerprint --store "${CK_ROOT}${CK_STORE}" --lock "${CK_SHARED_DIR}/images.lock" 2>&1)" || rc=$?
+    out="$(python3 "${CK_SHARED_DIR}/clusterkit_node.pyz" fingerprint --store "${CK_ROOT}${CK_STORE}" --lock "${CK_SHARED_DIR}/images.lock" 2>&1)" || rc=$?
     while IFS= read -r line; do
         [[ -n "${line}" ]] || continue
         level=INFO
@@ -122,9 +112,7 @@ record_fingerprint() {
 }
 
 main() {
-    ck_log INFO "start (args: $*)"
-    ck_parse_args compute "$@"
-    ck_write_node_env
+    ck_compute_prologue "$@"
     ck_setup_local_enroot slurmd
     ck_systemd_reload_if_dirty
     check_pyxis

@@ -7,7 +7,8 @@
 # else: valid Args (recorded in /etc/clusterkit/node.env) and enroot on the AMI. The enroot layout is
 # chosen in OnNodeConfigured (compute_node_configured.sh), once /scratch is what it will be. It never
 # compiles, never downloads, never touches /opt/slurm or /fsx.
-# The shared functions come from the bundle the head node installed (CK_SHARED_DIR overrides the dir).
+# The shared functions, the prologue included (ck_compute_prologue), come from the bundle the head node
+# installed (enroot.sh; CK_SHARED_DIR overrides the dir).
 #
 # Args (one KEY=VALUE each): CK_CLUSTER, CK_OS (required); CK_STORE, CK_REGION, CK_ECR_REGISTRIES,
 # ENROOT_*, PYXIS_* (optional). CK_BUNDLE is head-node only and rejected here.
@@ -15,33 +16,21 @@
 set -euo pipefail
 umask 022
 
-CK_ROOT="${CK_ROOT:-}"
 CK_SCRIPT_NAME="compute_node_start.sh"
-CK_SHARED_DIR="${CK_SHARED_DIR:-${CK_ROOT}/opt/parallelcluster/shared/clusterkit}"
-
-# Minimal logger for the one failure that happens before enroot.sh (and ck_log) is available.
-boot_die() {
-    local ts line log="${CK_LOG_FILE:-${CK_ROOT}/var/log/clusterkit/bootstrap.log}"
-    TZ=UTC0 printf -v ts '%(%Y-%m-%dT%H:%M:%SZ)T' -1
-    line="${ts} ${CK_SCRIPT_NAME} ERROR $2"
-    printf '%s\n' "${line}" >&2
-    mkdir -p "${log%/*}" 2>/dev/null || true
-    printf '%s\n' "${line}" >>"${log}" 2>/dev/null || true
-    exit "$1"
-}
-
+CK_SHARED_DIR="${CK_SHARED_DIR:-${CK_ROOT:-}/opt/parallelcluster/shared/clusterkit}"
+# The one failure before enroot.sh (and ck_log) is there, in ck_log's line format, on stderr and in the log.
 if [[ ! -f "${CK_SHARED_DIR}/enroot.sh" ]]; then
-    boot_die 1 "${CK_SHARED_DIR}/enroot.sh not found: the head node's OnNodeConfigured (head_node.sh) installs the ClusterKit bundle there; is /opt/parallelcluster/shared mounted and did the head node bootstrap succeed?"
+    TZ=UTC0 printf -v CK_BOOT_LINE '%(%Y-%m-%dT%H:%M:%SZ)T compute_node_start.sh ERROR %s' -1 "${CK_SHARED_DIR}/enroot.sh not found: the head node's OnNodeConfigured (head_node.sh) installs the ClusterKit bundle there; is /opt/parallelcluster/shared mounted and did the head node bootstrap succeed?"
+    printf '%s\n' "${CK_BOOT_LINE}" >&2
+    CK_LOG_FILE="${CK_LOG_FILE:-${CK_ROOT:-}/var/log/clusterkit/bootstrap.log}"
+    mkdir -p "${CK_LOG_FILE%/*}" 2>/dev/null && printf '%s\n' "${CK_BOOT_LINE}" >>"${CK_LOG_FILE}" 2>/dev/null || true
+    exit 1
 fi
 # shellcheck source=enroot.sh
 source "${CK_SHARED_DIR}/enroot.sh"
-CK_SCRIPT_NAME="compute_node_start.sh"
-trap ck_cleanup EXIT
 
 main() {
-    ck_log INFO "start (args: $*)"
-    ck_parse_args compute "$@"
-    ck_write_node_env
+    ck_compute_prologue "$@"
     ck_require_enroot
     ck_log INFO "done: Args valid and enroot present for cluster ${CK_CLUSTER} (${CK_OS}); enroot is configured in OnNodeConfigured"
 }

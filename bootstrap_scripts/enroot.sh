@@ -22,9 +22,10 @@ readonly CK_PYXIS_SO="/usr/local/lib/slurm/spank_pyxis.so"
 readonly CK_SLURM_ETC="/opt/slurm/etc"
 readonly CK_SLURM_BIN="/opt/slurm/bin"
 readonly CK_ENROOT_CREDENTIALS="/etc/enroot/credentials"
-# ClusterKit's pyxis importer, in the live bundle (head_node.sh keeps /opt/parallelcluster/shared/clusterkit
-# pointing at it; NFS-shared, so the one plugstack line names a file every node has).
-readonly CK_PYXIS_IMPORTER="/opt/parallelcluster/shared/clusterkit/pyxis_importer.py"
+# ClusterKit's pyxis importer: the node zipapp of the live bundle, which pyxis runs as `importer get URI` /
+# `importer release` (head_node.sh keeps /opt/parallelcluster/shared/clusterkit pointing at the live bundle;
+# NFS-shared, so the one plugstack line names a file every node has).
+readonly CK_PYXIS_IMPORTER="/opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz"
 # enroot's Slurm hooks: 50-slurm-pmi.sh passes PMI/PMIx env and mounts into containers, 50-slurm-pytorch.sh
 # sets MASTER_ADDR/RANK/WORLD_SIZE. Some enroot releases ship a separate 50-slurm-pmix.sh: enabled if present.
 readonly CK_ENROOT_HOOKS=(50-slurm-pmi.sh 50-slurm-pytorch.sh)
@@ -72,6 +73,15 @@ ck_cleanup() {
         [[ -e "${p}" || -L "${p}" ]] && rm -rf -- "${p}"
     done
     CK_TMP_PATHS=()
+}
+
+# ck_compute_prologue ARG...: how both compute scripts begin once they sourced this file (their own lines
+# before it only find the bundle): the EXIT trap, the start line, the Args checked into node.env.
+ck_compute_prologue() {
+    trap ck_cleanup EXIT
+    ck_log INFO "start (args: $*)"
+    ck_parse_args compute "$@"
+    ck_write_node_env
 }
 
 # ---------------------------------------------------------------------------------------------------

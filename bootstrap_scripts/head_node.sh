@@ -24,13 +24,10 @@ CK_ROOT="${CK_ROOT:-}"
 CK_SCRIPT_NAME="head_node.sh"
 readonly SHARED_BASE="${CK_ROOT}/opt/parallelcluster/shared"
 readonly BUNDLE_LINK="${SHARED_BASE}/clusterkit"
-# image_sync.py and the modules it imports from its own directory (one job each).
+# What the bundle must hold besides head_node.sh and the launcher: the node tools (one zipapp), the files they
+# read next to it, and what compute nodes source or run from the shared directory.
 readonly BUNDLE_FILES=(
-    enroot.sh image_sync.py compat.py compat_rules.json compute_node_start.sh compute_node_configured.sh
-    images.lock
-    compat_loader.py console.py disk_preflight.py enroot_uri.py image_import.py image_lock.py image_store.py
-    image_versions.py node_drift.py node_facts.py node_fingerprint.py squashfs_check.py store_status.py
-    store_sync.py store_verify.py sync_config.py pyxis_importer.py
+    enroot.sh clusterkit_node.pyz compat_rules.json images.lock compute_node_start.sh compute_node_configured.sh
 )
 readonly SYNC_UNIT="clusterkit-image-sync.service"
 readonly SYNC_LOG="/var/log/clusterkit/image-sync.log"
@@ -107,8 +104,11 @@ fetch_bundle() {
         if ((${#missing[@]})); then
             boot_die 1 "bundle ${bundle} lacks ${missing[*]} at its root (rebuild it with the CDK app)"
         fi
-        # zip extraction drops modes; pyxis execs the importer directly, as the job's user
-        chmod 0755 "${BOOT_TMP}/unpacked/pyxis_importer.py"
+        # zip extraction drops modes; pyxis execs the zipapp directly (its importer), as the job's user, and
+        # a plugstack line of a previous bundle names pyxis_importer.py (a shim to it) until this run rewrites it
+        for f in clusterkit_node.pyz pyxis_importer.py; do
+            if [[ -f "${BOOT_TMP}/unpacked/${f}" ]]; then chmod 0755 "${BOOT_TMP}/unpacked/${f}"; fi
+        done
         chmod -R u=rwX,go=rX "${BOOT_TMP}/unpacked"
         mv -T "${BOOT_TMP}/unpacked" "${version_dir}"
         boot_log INFO "unpacked bundle ${digest:0:16} into ${version_dir#"${CK_ROOT}"}"
@@ -153,7 +153,7 @@ activate_bundle() {
 # ensure_store: the image store must be on the FSx mount (mounted before OnNodeConfigured), never on
 # the root volume where large imports would fill the disk. Its staging sibling (/fsx/containers ->
 # /fsx/.containers.clusterkit: lock, import temp files, node fingerprints; outside what FSx exports to
-# S3) is created by image_sync.py, which owns that layout (bootstrap_scripts/image_store.py).
+# S3) is created by the image sync, which owns that layout (clusterkit_node/layout.py, store.py).
 ensure_store() {
     local p="${CK_STORE}"
     while [[ -n "${p}" ]]; do
@@ -192,7 +192,7 @@ EOF
     done
     cat <<EOF
 # Journal (stdout) and a plain log file for people without journalctl habits.
-ExecStart=/bin/bash -o pipefail -c 'python3 /opt/parallelcluster/shared/clusterkit/image_sync.py sync --lock /opt/parallelcluster/shared/clusterkit/images.lock --store ${CK_STORE} 2>&1 | tee -a ${SYNC_LOG}'
+ExecStart=/bin/bash -o pipefail -c 'python3 /opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz sync --lock /opt/parallelcluster/shared/clusterkit/images.lock --store ${CK_STORE} 2>&1 | tee -a ${SYNC_LOG}'
 # Exit 1 = some image failed (registry hiccup): retry later. Exit 2 = usage/preflight: do not loop.
 Restart=on-failure
 RestartSec=120

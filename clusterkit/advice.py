@@ -1,7 +1,8 @@
 """Sizing advice: warnings with numbers, from the spec, the image lock and the offline catalog.
 
-``advise`` runs after the rules on a spec without errors (``loader.load``); everything it says is a
-warning, so ``validate`` still passes. Three checks:
+``advise`` runs after the rules on a spec without errors (``loader.load``), on its effective spec
+(``clusterkit.effective``: resolved FSx throughput, local NVMe from the catalog); everything it says is
+a warning, so ``validate`` still passes. Three checks:
 
 - FSx fan-out: every compute node turns each locked image into a container, and where pyxis extracts
   (``enroot create``: pyxis < 0.24, or ``use_squashfuse: false``) it reads the whole ``.sqsh`` from FSx
@@ -9,7 +10,8 @@ warning, so ``validate`` still passes. Three checks:
   throughput (capacity x per-unit throughput). Squashfuse starts (pyxis >= 0.24) read only the blocks a
   job touches: the message adds that figure, from the measured share (SQUASHFUSE_READ_SHARE).
 - Head node root volume: image imports on a head node without local NVMe unpack into the root volume
-  (bootstrap_scripts/enroot.sh ``ck_enroot_layout``); image_sync.py's disk preflight factors say how much.
+  (bootstrap_scripts/enroot.sh ``ck_enroot_layout``); the head node's disk preflight factors
+  (clusterkit_node/sizing.py) say how much.
 - Compute root volume: on a queue whose instances have no local NVMe, pyxis unpacks each job's image
   into ENROOT_DATA_PATH on the root volume (enroot.sh ``ck_enroot_layout``), about TEMP_FACTOR x the
   image's compressed size, and ParallelCluster sizes that volume like the AMI unless told otherwise.
@@ -27,9 +29,17 @@ import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from . import catalog, rules
+from clusterkit_node.sizing import (
+    CACHE_FACTOR,
+    STORE_FACTOR_COMPRESSED,
+    STORE_FACTOR_UNCOMPRESSED_DATA,
+    TEMP_FACTOR,
+    data_uncompressed,
+)
+
+from . import rules
+from .effective import EffectiveNewFsx, EffectiveSpec
 from .errors import Problem
-from .spec import ClusterSpec, NewFsx
 from .typed_yaml import Marks
 
 GIB = 1024 ** 3
@@ -41,13 +51,6 @@ SCRATCH_2_MB_PER_TIB = 200  # SCRATCH_2 baseline disk throughput (FSx user guide
 OS_RESERVE_GIB = rules.MIN_HEAD_ROOT_GIB  # what the ParallelCluster AMI itself occupies, as rules.py counts it
 FSX_TIERS = {"PERSISTENT_2": rules.FSX_THROUGHPUT["PERSISTENT_2"], "PERSISTENT_1": rules.FSX_THROUGHPUT["PERSISTENT_1"]}
 FSX_CAPACITY_STEP_GIB = 2400
-
-# Disk factors relative to the lock's compressed_size. The same numbers as bootstrap_scripts/disk_preflight.py
-# (TEMP_FACTOR, CACHE_FACTOR, STORE_FACTOR_*), which cannot import clusterkit; tests/advice keeps them equal.
-TEMP_FACTOR = 3.0  # ENROOT_TEMP_PATH holds the unpacked root filesystem of the image being imported
-CACHE_FACTOR = 1.0  # ENROOT_CACHE_PATH keeps every downloaded layer
-STORE_FACTOR_COMPRESSED = 1.2  # .sqsh with compressed data blocks, relative to the layers
-STORE_FACTOR_UNCOMPRESSED_DATA = 3.0  # .sqsh with -noD (uncompressed data): about the unpacked size
 
 # Squashfuse starts: bytes read from the store, as a share of the .sqsh, by a job that reads JOB_READS of
 # its image's bytes, by (squashfs block size, -no-fragments). Measured with the real enroot 4.1.2 + pyxis
@@ -65,7 +68,7 @@ class ImageSize:
     assumed: bool  # True: the lock has no size for it
 
 
-def image_sizes(spec: ClusterSpec, lock: dict | None) -> list[ImageSize]:
+def image_sizes(spec: EffectiveSpec, lock: dict | None) -> list[ImageSize]:
     """One entry per image of the spec: the lock's size, or the stated assumption."""
     known = {e.get("name"): e.get("compressed_size") for e in (lock or {}).get("images", [])}
     sizes = []
@@ -76,11 +79,6 @@ def image_sizes(spec: ClusterSpec, lock: dict | None) -> list[ImageSize]:
         else:
             sizes.append(ImageSize(image.name, DEFAULT_IMAGE_GIB * GIB, True))
     return sizes
-
-
-def data_uncompressed(squash_options: str) -> bool:
-    """True when mksquashfs stores data blocks uncompressed (the same test as disk_preflight.py)."""
-    return any(o in ("-noD", "-noData", "-no-compression") for o in shlex.split(squash_options))
 
 
 def store_factor(squash_options: str) -> float:
@@ -107,20 +105,20 @@ def squashfuse_share(squash_options: str) -> float:
     return SQUASHFUSE_READ_SHARE[(next((b for b in measured if b >= block), measured[-1]), no_fragments)]
 
 
-def sqsh_bytes(spec: ClusterSpec, sizes: list[ImageSize]) -> int:
+def sqsh_bytes(spec: EffectiveSpec, sizes: list[ImageSize]) -> int:
     """Bytes of ``.sqsh`` in the store (what every node reads, and what the S3 twin holds)."""
     factor = store_factor(spec.containers.enroot.squash_options)
     return sum(int(factor * s.compressed_bytes) for s in sizes)
 
 
-def max_nodes(spec: ClusterSpec) -> int:
+def max_nodes(spec: EffectiveSpec) -> int:
     return sum(cr.max for q in spec.queues for cr in q.compute_resources)
 
 
-def fsx_throughput_mb_s(fsx: NewFsx, per_unit: int | None = None, capacity_gib: int | None = None) -> float:
+def fsx_throughput_mb_s(fsx: EffectiveNewFsx, per_unit: int | None = None, capacity_gib: int | None = None) -> float:
     """Baseline throughput in MB/s: capacity (TiB) x per-unit throughput (SCRATCH_2: 200 MB/s/TiB)."""
     capacity = fsx.capacity_gib if capacity_gib is None else capacity_gib
-    unit = per_unit or fsx.throughput or SCRATCH_2_MB_PER_TIB
+    unit = per_unit or fsx.throughput_mb_per_tib or SCRATCH_2_MB_PER_TIB
     if fsx.deployment_type == "SCRATCH_2" and per_unit is None:
         unit = SCRATCH_2_MB_PER_TIB
     return capacity / 1024 * unit
@@ -138,18 +136,17 @@ class FanOut:
         return self.total_bytes / MB / self.mb_per_s if self.mb_per_s else math.inf
 
 
-def fan_out(spec: ClusterSpec, sizes: list[ImageSize]) -> FanOut | None:
+def fan_out(spec: EffectiveSpec, sizes: list[ImageSize]) -> FanOut | None:
     """All max nodes reading every locked image once; None without a new file system or images."""
-    fsx = spec.storage.fsx_lustre
-    new = fsx.created
-    if new is None or fsx.existing is not None or not sizes:
+    new = spec.storage.new
+    if new is None or not sizes:
         return None
     per_node = sqsh_bytes(spec, sizes)
     nodes = max_nodes(spec)
     return FanOut(nodes, per_node, per_node * nodes, fsx_throughput_mb_s(new))
 
 
-def advise(spec: ClusterSpec, marks: Marks, lock: dict | None) -> list[Problem]:
+def advise(spec: EffectiveSpec, marks: Marks, lock: dict | None) -> list[Problem]:
     """Every sizing warning for a spec that has no errors."""
     sizes = image_sizes(spec, lock)
     problems: list[Problem] = []
@@ -165,11 +162,11 @@ def _assumed(sizes: list[ImageSize]) -> str:
     return f"{n} of {len(sizes)} image sizes assumed {DEFAULT_IMAGE_GIB} GiB, none in the lock: `make lock` records them"
 
 
-def _fan_out(spec: ClusterSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[Problem]:
+def _fan_out(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[Problem]:
     fan = fan_out(spec, sizes)
     if fan is None or fan.seconds <= FANOUT_WARN_SECONDS:
         return
-    new = spec.storage.fsx_lustre.created
+    new = spec.storage.new
     assert new is not None
     base = "storage.fsx_lustre.new"
     path = f"{base}.throughput_mb_per_tib" if new.deployment_type in FSX_TIERS else f"{base}.capacity_gib"
@@ -188,7 +185,7 @@ def _fan_out(spec: ClusterSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[Pr
     yield m.problem(path, message, "; ".join(h for h in hints if h), level="warning")
 
 
-def _faster(new: NewFsx, total_bytes: int) -> str:
+def _faster(new: EffectiveNewFsx, total_bytes: int) -> str:
     """The smallest per-unit tier, else capacity, that brings the fan-out under the threshold."""
     needed = total_bytes / MB / FANOUT_WARN_SECONDS
     tiers = FSX_TIERS.get(new.deployment_type, ())
@@ -210,11 +207,10 @@ def root_volume_need_gib(sizes: list[ImageSize]) -> float:
     return OS_RESERVE_GIB + (TEMP_FACTOR * largest + CACHE_FACTOR * total) / GIB
 
 
-def _head_root(spec: ClusterSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[Problem]:
+def _head_root(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[Problem]:
     if not sizes:
         return
-    facts = catalog.instance_type(spec.head_node.instance_type)
-    if facts is not None and facts.nvme_gib > 0:
+    if spec.head_node.has_nvme:
         return  # ParallelCluster mounts the instance store at /scratch; imports unpack there
     need = root_volume_need_gib(sizes)
     have = spec.head_node.root_volume_gib
@@ -237,13 +233,13 @@ def compute_root_need_gib(sizes: list[ImageSize]) -> float:
     return OS_RESERVE_GIB + TEMP_FACTOR * largest / GIB
 
 
-def _compute_root(spec: ClusterSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[Problem]:
+def _compute_root(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[Problem]:
     if not sizes:
         return
     need = compute_root_need_gib(sizes)
     largest = max(sizes, key=lambda s: s.compressed_bytes)
     for i, queue in enumerate(spec.queues):
-        if all((catalog.instance_type(cr.instance_type) or _NO_NVME).nvme_gib > 0 for cr in queue.compute_resources):
+        if queue.has_nvme:
             continue  # ParallelCluster mounts the instance store at /scratch; containers unpack there
         have = queue.root_volume_gib if queue.root_volume_gib is not None else OS_RESERVE_GIB
         if need <= have:
@@ -259,14 +255,7 @@ def _compute_root(spec: ClusterSpec, m: Marks, sizes: list[ImageSize]) -> Iterat
                         f"{hint}; {assumed}" if assumed else hint, level="warning")
 
 
-class _NoNvme:
-    nvme_gib = 0
-
-
-_NO_NVME = _NoNvme()
-
-
-def _capacity_blocks(spec: ClusterSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[Problem]:
+def _capacity_blocks(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[Problem]:
     for i, queue in enumerate(spec.queues):
         if queue.capacity_type != "capacity_block":
             continue

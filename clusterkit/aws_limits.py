@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from . import catalog
+from .effective import created_fsx
 from .errors import Problem
 from .spec import ClusterSpec
 from .typed_yaml import Marks
@@ -136,7 +137,7 @@ def _kms(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
     A malformed ARN is rules.py's to report (``storage.fsx_lustre.new.kms_key_arn: not a KMS key ARN``).
     """
     fsx = spec.storage.fsx_lustre
-    new = fsx.created
+    new = created_fsx(fsx)
     if new is None or fsx.existing is not None or new.kms_key_arn is None:
         return
     region = kms_key_region(new.kms_key_arn)

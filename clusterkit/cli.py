@@ -81,6 +81,23 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _expand(args: argparse.Namespace) -> int:
+    import json
+
+    import yaml
+
+    from .effective import as_data, expand
+    from .loader import load
+    from .render_files import NoAliasDumper
+
+    data = as_data(expand(load(args.name)))
+    if args.format == "json":
+        print(json.dumps(data, indent=2))
+    else:
+        print(yaml.dump(data, Dumper=NoAliasDumper, sort_keys=False, default_flow_style=False, width=120), end="")
+    return 0
+
+
 def _summary(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -92,13 +109,15 @@ def _summary(args: argparse.Namespace) -> int:
 
 def _cost(args: argparse.Namespace) -> int:
     from . import cost
+    from .effective import expand
     from .loader import load, lock_or_none
 
     loaded = load(args.name)
+    effective = expand(loaded)
     book, unknown = cost.load_prices(), []
     if args.refresh:
-        book, unknown = cost.refresh_ec2(book, loaded.spec.region, cost.instance_types(loaded.spec))
-    estimate = cost.estimate(loaded.spec, lock_or_none(loaded.source.path), book)
+        book, unknown = cost.refresh_ec2(book, effective.region, cost.instance_types(effective))
+    estimate = cost.estimate(effective, lock_or_none(loaded.source.path), book)
     print("\n".join(cost.report(estimate, book, unknown)))
     return 0
 
@@ -138,6 +157,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--upload", action="store_true", help="upload the node artifacts (otherwise only print)")
     p.add_argument("-o", "--output", help="write the YAML here instead of stdout")
     p.set_defaults(run=_export)
+
+    p = sub.add_parser("expand", help="print the effective spec: every default and derived value resolved")
+    p.add_argument("name", metavar="NAME|PATH")
+    p.add_argument("--format", choices=("yaml", "json"), default="yaml", help="output format (default: yaml)")
+    p.set_defaults(run=_expand)
 
     p = sub.add_parser("summary", help="summarize a synthesized cluster (used by `make synth`)")
     p.add_argument("name", nargs="?", default="demo")

@@ -1,18 +1,17 @@
 """Compatibility rules (clusterkit/data/compat_rules.json) applied to the versions a spec expects.
 
-The evaluator is bootstrap_scripts/compat.py, loaded here by file path: the same code runs on compute
-nodes (stdlib Python 3.9, shipped in the bundle next to image_sync.py), so a rule cannot mean one thing
-at validate time and another at boot. Validate only knows each image's ``expect`` versions (the lock
-holds digests, not versions); the versions actually recorded from the .sqsh files are checked on every
-compute node at boot, together with the host's NVIDIA driver.
+The evaluator is clusterkit_node.compat, imported here: the same code runs on compute nodes (stdlib
+Python 3.9, shipped in the node zipapp), so a rule cannot mean one thing at validate time and another
+at boot. Validate only knows each image's ``expect`` versions (the lock holds digests, not versions); the
+versions actually recorded from the .sqsh files are checked on every compute node at boot, together with
+the host's NVIDIA driver.
 """
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
-import sys
-from types import ModuleType
+
+from clusterkit_node import compat as node_compat
 
 from . import paths
 from .errors import Problem
@@ -22,24 +21,11 @@ from .typed_yaml import Marks
 # Module attributes, read at call time (a test points them at a broken rules file).
 REPO = paths.ROOT
 RULES_PATH = paths.COMPAT_RULES
-EVALUATOR_PATH = paths.COMPAT_EVALUATOR
-_MODULE = "clusterkit_compat_evaluator"
 
 
 @functools.lru_cache(maxsize=1)
-def evaluator() -> ModuleType:
-    """bootstrap_scripts/compat.py as a module (registered before running: dataclasses need that)."""
-    spec = importlib.util.spec_from_file_location(_MODULE, EVALUATOR_PATH)
-    assert spec is not None and spec.loader is not None, EVALUATOR_PATH
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[_MODULE] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-@functools.lru_cache(maxsize=1)
-def rules():  # -> compat.RuleSet
-    return evaluator().load_rules(str(RULES_PATH))
+def rules() -> node_compat.RuleSet:
+    return node_compat.load_rules(str(RULES_PATH))
 
 
 def _rules_problem(lines: list[str]) -> Problem:
@@ -62,17 +48,16 @@ def expect_problems(spec: ClusterSpec, marks: Marks) -> list[Problem]:
     """Warnings for images whose expected versions break a rule, at containers.images[i].expect.<key>."""
     if not spec.containers.images:
         return []
-    compat = evaluator()
     try:
         ruleset = rules()
-    except compat.RulesError as exc:
+    except node_compat.RulesError as exc:
         return [_rules_problem(exc.lines)]
     problems = []
     for i, image in enumerate(spec.containers.images):
         expect = image.expect.as_dict()
         if not expect:
             continue
-        for finding in compat.check(ruleset, image.name, expect):
+        for finding in node_compat.check(ruleset, image.name, expect):
             hint = f"{finding.why}; rule {finding.rule} in {RULES_PATH.relative_to(REPO)}"
             problems.append(marks.problem(f"containers.images[{i}].expect.{finding.component}",
                                           finding.message, hint, level="warning"))

@@ -1,6 +1,6 @@
 """What a cluster costs to keep and to run flat out: an hourly and a 30-day estimate from list prices.
 
-``estimate(spec, lock)`` prices the head node, every compute resource at min nodes (idle: static
+``estimate(effective, lock)`` prices the head node, every compute resource at min nodes (idle: static
 nodes only) and at max nodes (busy), the FSx for Lustre file system ClusterKit creates, the NAT
 gateway of a new VPC and the S3 twin of the image store, from ``clusterkit/data/prices.json`` (each
 section names its source and date). Prices are never guessed: a missing one is named in the report.
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from . import advice
+from .effective import EffectiveQueue, EffectiveSpec, of as effective_of
 from .errors import ClusterKitError
 from .paths import PRICES
 from .spec import ClusterSpec
@@ -117,19 +118,22 @@ class Estimate:
         return self.busy_hourly * HOURS_30_DAYS
 
 
-def instance_types(spec: ClusterSpec) -> list[str]:
+def instance_types(spec: EffectiveSpec) -> list[str]:
     """Every instance type the estimate needs a price for, sorted."""
     types = {spec.head_node.instance_type}
     types |= {cr.instance_type for q in spec.queues for cr in q.compute_resources if q.capacity_type != "capacity_block"}
     return sorted(types)
 
 
-def estimate(spec: ClusterSpec, lock: dict | None = None, prices: PriceBook | None = None) -> Estimate:
-    """The cost lines of ``spec`` in its region (``lock`` gives image sizes for the S3 store)."""
+def estimate(spec: EffectiveSpec | ClusterSpec, lock: dict | None = None, prices: PriceBook | None = None) -> Estimate:
+    """The cost lines of ``spec`` in its region (``lock`` gives image sizes for the S3 store).
+
+    A ``ClusterSpec`` is expanded first: transitional, for diff.py's cost delta of committed specs."""
+    spec = effective_of(spec)
     book = prices or load_prices()
     region = spec.region
     lines = [_head(spec, book)]
-    lines += [_compute(q.name, q.capacity_type, cr, region, book) for q in spec.queues for cr in q.compute_resources]
+    lines += [_compute(q, cr, region, book) for q in spec.queues for cr in q.compute_resources]
     lines += [_fsx(spec, book), _nat(spec, book), _s3(spec, lock, book)]
     refreshed = tuple(sorted(t for (r, t) in book.refreshed if r == region))
     return Estimate(spec.name, region, tuple(line for line in lines if line is not None), refreshed)
@@ -139,7 +143,7 @@ def _no_price(what: str, region: str, hint: str) -> str:
     return f"no price for {what} in {region} ({hint})"
 
 
-def _head(spec: ClusterSpec, book: PriceBook) -> Line:
+def _head(spec: EffectiveSpec, book: PriceBook) -> Line:
     itype = spec.head_node.instance_type
     price = book.ec2(spec.region, itype)
     if price is None:
@@ -147,8 +151,9 @@ def _head(spec: ClusterSpec, book: PriceBook) -> Line:
     return Line("head node", itype, price, price)
 
 
-def _compute(queue: str, capacity_type: str, cr, region: str, book: PriceBook) -> Line:
-    item = f"queue {queue}/{cr.name}"
+def _compute(queue: EffectiveQueue, cr, region: str, book: PriceBook) -> Line:
+    capacity_type = queue.capacity_type
+    item = f"queue {queue.name}/{cr.name}"
     detail = f"{cr.instance_type} x {cr.min}..{cr.max} ({capacity_type})"
     if capacity_type == "capacity_block":
         return Line(item, detail, None, None, note="capacity block: billed at reservation purchase, not included")
@@ -164,13 +169,12 @@ def fsx_price_key(deployment_type: str, throughput: int | None) -> str:
     return deployment_type if deployment_type == "SCRATCH_2" or throughput is None else f"{deployment_type}/{throughput}"
 
 
-def _fsx(spec: ClusterSpec, book: PriceBook) -> Line:
-    fsx = spec.storage.fsx_lustre
-    new = fsx.created
-    if new is None or fsx.existing is not None:
+def _fsx(spec: EffectiveSpec, book: PriceBook) -> Line:
+    new = spec.storage.new
+    if new is None:
         return Line("FSx for Lustre", "existing file system", None, None, note="owned elsewhere, not included")
-    key = fsx_price_key(new.deployment_type, new.throughput)
-    tier = f" {new.throughput} MB/s/TiB" if "/" in key else ""
+    key = fsx_price_key(new.deployment_type, new.throughput_mb_per_tib)
+    tier = f" {new.throughput_mb_per_tib} MB/s/TiB" if "/" in key else ""
     detail = f"{new.capacity_gib} GiB {new.deployment_type}{tier}"
     rate = book.fsx(spec.region, key)
     if rate is None:
@@ -180,8 +184,8 @@ def _fsx(spec: ClusterSpec, book: PriceBook) -> Line:
     return Line("FSx for Lustre", detail, hourly, hourly, note=f"${rate:g} per GB-month")
 
 
-def _nat(spec: ClusterSpec, book: PriceBook) -> Line | None:
-    vpc = spec.network.vpc
+def _nat(spec: EffectiveSpec, book: PriceBook) -> Line | None:
+    vpc = spec.network.new
     if vpc is None:
         return None  # an existing VPC's egress belongs to its owner
     note = "interface endpoints: not priced" if vpc.interface_endpoints else ""
@@ -195,9 +199,9 @@ def _nat(spec: ClusterSpec, book: PriceBook) -> Line | None:
     return Line("NAT gateway", "1 gateway", hourly_total, hourly_total, note=f"{extra}; {note}" if note else extra)
 
 
-def _s3(spec: ClusterSpec, lock: dict | None, book: PriceBook) -> Line | None:
-    new = spec.storage.fsx_lustre.created
-    if new is None or spec.storage.fsx_lustre.existing is not None or not new.image_store_bucket:
+def _s3(spec: EffectiveSpec, lock: dict | None, book: PriceBook) -> Line | None:
+    new = spec.storage.new
+    if new is None or not new.image_store_bucket:
         return None
     sizes = advice.image_sizes(spec, lock)
     gib = advice.sqsh_bytes(spec, sizes) / advice.GIB

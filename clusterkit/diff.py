@@ -199,6 +199,7 @@ def _cost_delta(base_spec_text: str | None, head_spec_text: str | None,
     a short reason instead when a side cannot be priced."""
     try:
         from . import cost
+        from .effective import expand_spec
         from .spec import parse_spec
     except ImportError as exc:
         return f"cost delta unavailable ({exc})"
@@ -214,7 +215,7 @@ def _cost_delta(base_spec_text: str | None, head_spec_text: str | None,
             if spec is None:
                 return f"cost delta unavailable (the {label} spec does not parse)"
             lock, _ = _parse(lock_text, "lock")
-            found = cost.estimate(spec, lock if isinstance(lock, dict) else None, prices)
+            found = cost.estimate(expand_spec(spec), lock if isinstance(lock, dict) else None, prices)
             sides.append(CostSide(found.idle_hourly, found.busy_hourly, tuple(found.missing)))
     except ClusterKitError as exc:
         return f"cost delta unavailable ({' '.join(exc.lines())})"

@@ -13,10 +13,11 @@ from typing import Any
 
 import yaml
 
-from .bundle import NodeArtifacts, artifact_prefix, node_artifacts
+from .bundle import NodeArtifacts, node_artifacts
+from .effective import EffectiveSpec, expand
 from .errors import ClusterKitError
 from .loader import Loaded
-from .naming import stack_names
+from .naming import artifact_prefix
 from .render import Refs, render_config
 from .render_files import NoAliasDumper
 
@@ -52,17 +53,16 @@ def stack_outputs(cfn: Any, stack_name: str, wanted: tuple[str, ...]) -> dict[st
     return outputs
 
 
-def resolve_refs(loaded: Loaded, cfn: Any, bucket: str) -> Refs:
-    spec = loaded.spec
-    names = stack_names(spec.name)
-    net = stack_outputs(cfn, names["network"], NETWORK_OUTPUTS)
-    fs_id = (spec.storage.fsx_lustre.existing.file_system_id if spec.storage.fsx_lustre.existing
-             else stack_outputs(cfn, names["storage"], STORAGE_OUTPUTS)["FileSystemId"])
+def resolve_refs(effective: EffectiveSpec, cfn: Any, bucket: str) -> Refs:
+    names = effective.names
+    net = stack_outputs(cfn, names.network_stack, NETWORK_OUTPUTS)
+    fs_id = (effective.storage.existing_file_system_id
+             or stack_outputs(cfn, names.storage_stack, STORAGE_OUTPUTS)["FileSystemId"])
     return Refs(
         head_node_subnet_id=net["HeadNodeSubnetId"], compute_subnet_id=net["ComputeSubnetId"],
         security_group_id=net["ClusterSecurityGroupId"], file_system_id=fs_id, assets_bucket=bucket,
-        bundle_arg=f"CK_BUNDLE_URI=s3://{bucket}/{stable_bundle_key(spec.name)}",
-        assets_prefix=artifact_prefix(spec.name),
+        bundle_arg=f"CK_BUNDLE_URI=s3://{bucket}/{stable_bundle_key(effective.name)}",
+        assets_prefix=names.artifact_prefix,
     )
 
 
@@ -87,12 +87,13 @@ def upload(s3: Any, bucket: str, name: str, artifacts: NodeArtifacts) -> list[st
 def export(loaded: Loaded, *, bucket: str, do_upload: bool, session: Any = None) -> Exported:
     import boto3
 
-    session = session or boto3.session.Session(region_name=loaded.spec.region)
-    refs = resolve_refs(loaded, session.client("cloudformation"), bucket)
+    effective = expand(loaded)
+    session = session or boto3.session.Session(region_name=effective.region)
+    refs = resolve_refs(effective, session.client("cloudformation"), bucket)
     artifacts = node_artifacts(loaded)
-    uploaded = upload(session.client("s3"), bucket, loaded.spec.name, artifacts) if do_upload else []
-    config = render_config(loaded.spec, refs, artifacts)
-    header = (f"# Exported by `python -m clusterkit export {loaded.spec.name}` for `pcluster create-cluster`.\n"
-              f"# Node artifacts: s3://{bucket}/{artifact_prefix(loaded.spec.name)} "
+    uploaded = upload(session.client("s3"), bucket, effective.name, artifacts) if do_upload else []
+    config = render_config(effective, refs, artifacts)
+    header = (f"# Exported by `python -m clusterkit export {effective.name}` for `pcluster create-cluster`.\n"
+              f"# Node artifacts: s3://{bucket}/{effective.names.artifact_prefix} "
               f"({'uploaded' if do_upload else 'NOT uploaded: rerun with --upload'}).\n")
     return Exported(header + yaml.dump(config, Dumper=NoAliasDumper, sort_keys=False, width=120), uploaded)

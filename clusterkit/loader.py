@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import advice, images, rules
+from .effective import expand_spec, image_platform
 from .errors import ClusterKitError, Problem, SpecError
 from .paths import CONFIG_DIR
 from .spec import ClusterSpec, LoadedSpec, parse_spec
@@ -52,15 +53,8 @@ def lock_path(spec_path: Path) -> Path:
 
 
 def platform(spec: ClusterSpec) -> str:
-    """The image platform of the compute fleet (rules reject mixed architectures)."""
-    from . import catalog
-
-    for queue in spec.queues:
-        for cr in queue.compute_resources:
-            facts = catalog.instance_type(cr.instance_type)
-            if facts is not None:
-                return "linux/arm64" if facts.arch == "arm64" else "linux/amd64"
-    return "linux/amd64"
+    """The image platform of the compute fleet (``EffectiveSpec.containers.platform``)."""
+    return image_platform(spec)
 
 
 def image_specs(spec: ClusterSpec) -> list[images.ImageSpec]:
@@ -126,7 +120,8 @@ def load(name_or_path: str, *, check_lock: bool = True) -> Loaded:
     errors = [p for p in problems if p.level == "error"]
     if errors:
         raise SpecError(problems)
-    warnings = [p for p in problems if p.level == "warning"] + advice.advise(spec, marks, lock_or_none(path))
+    warnings = [p for p in problems if p.level == "warning"] + advice.advise(expand_spec(spec), marks,
+                                                                           lock_or_none(path))
     return Loaded(spec=spec, source=source, warnings=warnings)
 
 

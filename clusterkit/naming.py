@@ -71,3 +71,13 @@ def teardown_alarm_names(name: str) -> dict[str, str]:
 def alert_topic_name(name: str) -> str:
     """The SNS topic of cluster ``name``'s alerts (lives in the storage stack, which outlives clusters)."""
     return f"ClusterKit-{name}-alerts"
+
+
+def artifact_prefix(name: str) -> str:
+    """The S3 key prefix of one cluster's node artifacts (the Cluster stack's assets, or ``export``'s)."""
+    return f"clusterkit/{name}/"
+
+
+def bundle_parameter_name(name: str) -> str:
+    """The SSM parameter naming the current bootstrap bundle, which the head node's stage 0 reads."""
+    return f"/clusterkit/{name}/bootstrap-bundle"

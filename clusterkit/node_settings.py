@@ -1,10 +1,14 @@
-"""The KEY=VALUE settings the node bootstrap scripts read, derived from the spec.
+"""The KEY=VALUE settings the node bootstrap scripts read: ``EffectiveSpec.node``, and which spec field each
+key comes from.
 
 Scripts never hold cluster values of their own: the head node reads these from ``node.args`` inside
-the bootstrap bundle, compute nodes get them as CustomActions Args (see bootstrap_scripts/).
+the bootstrap bundle, compute nodes get them as CustomActions Args (see bootstrap_scripts/). The lines are
+resolved with every other derived value in ``clusterkit.effective`` (``resolve_node_settings``); this module
+reads them, and maps keys back to spec fields for error messages.
 """
 from __future__ import annotations
 
+from .effective import EffectiveSpec, of
 from .spec import ClusterSpec
 
 # The spec field each node setting comes from, for errors that name the field (clusterkit/rules.py checks
@@ -37,46 +41,21 @@ def setting_field(spec: ClusterSpec, key: str) -> str:
     return SETTING_FIELDS[key]
 
 
-def _flag(value: bool, yes: str = "yes", no: str = "no") -> str:
-    return yes if value else no
+# Transitional: rules.py, bundle.py and tests/real_runtime still pass a ClusterSpec; ``effective.of``
+# expands it. The values are the effective spec's either way.
+
+def common_settings(spec: EffectiveSpec | ClusterSpec) -> list[str]:
+    """Settings both node roles need (the head node's without the ECR registries)."""
+    return [line for line in of(spec).node.head if not line.startswith("CK_ECR_REGISTRIES=")]
 
 
-def ecr_registries(spec: ClusterSpec) -> list[str]:
-    from .imageref import parse_image_ref
-
-    hosts = {parse_image_ref(i.uri).registry for i in spec.containers.images}
-    return sorted(h for h in hosts if ".dkr.ecr." in h)
+def head_settings(spec: EffectiveSpec | ClusterSpec) -> list[str]:
+    return list(of(spec).node.head)
 
 
-def common_settings(spec: ClusterSpec) -> list[str]:
-    """Settings both node roles need, in a fixed order (the order shows up in rendered diffs)."""
-    e, p = spec.containers.enroot, spec.containers.pyxis
-    return [
-        f"CK_CLUSTER={spec.name}",
-        f"CK_OS={spec.os}",
-        f"CK_REGION={spec.region}",
-        f"CK_STORE={spec.storage.fsx_lustre.store}",
-        f"CK_UNLOCKED_IMAGES={p.unlocked_images}",
-        f"ENROOT_SQUASH_OPTIONS={e.squash_options}",
-        f"ENROOT_MOUNT_HOME={_flag(e.mount_home)}",
-        f"ENROOT_ROOTFS_WRITABLE={_flag(e.rootfs_writable)}",
-        f"ENROOT_TRANSFER_RETRIES={e.transfer_retries}",
-        f"ENROOT_CONNECT_TIMEOUT={e.connect_timeout_s}",
-        f"ENROOT_TRANSFER_TIMEOUT={e.transfer_timeout_s}",
-        f"PYXIS_CONTAINER_SCOPE={p.container_scope}",
-        f"PYXIS_SBATCH_SUPPORT={_flag(p.sbatch_support, '1', '0')}",
-        f"PYXIS_EXECUTE_ENTRYPOINT={_flag(p.execute_entrypoint, '1', '0')}",
-        f"PYXIS_USE_ENROOT_LOAD={_flag(p.use_enroot_load, '1', '0')}",
-        f"PYXIS_USE_SQUASHFUSE={_flag(p.use_squashfuse, '1', '0')}",
-    ]
+def compute_settings(spec: EffectiveSpec | ClusterSpec) -> list[str]:
+    return list(of(spec).node.compute)
 
 
-def head_settings(spec: ClusterSpec) -> list[str]:
-    return common_settings(spec) + [f"CK_ECR_REGISTRIES={' '.join(ecr_registries(spec))}"]
-
-
-def compute_settings(spec: ClusterSpec) -> list[str]:
-    """Compute nodes pull too (`srun --container-image=<private ECR image>`): they get the ECR registries
-    for enroot's credentials file, only when there are any, so other clusters' Args stay as they were."""
-    registries = ecr_registries(spec)
-    return common_settings(spec) + ([f"CK_ECR_REGISTRIES={' '.join(registries)}"] if registries else [])
+def ecr_registries(spec: EffectiveSpec | ClusterSpec) -> list[str]:
+    return list(of(spec).containers.ecr_registries)

@@ -47,8 +47,8 @@ README: Final = ROOT / "README.md"  # its spec-reference section is generated (c
 CONFIG_DIR_NAME: Final = "cluster_configs"  # also the repository-relative prefix git paths use (clusterkit.diff)
 CONFIG_DIR: Final = ROOT / CONFIG_DIR_NAME  # <name>.yaml specs and their <name>.images.lock
 RENDERED_DIR: Final = CONFIG_DIR / "rendered"  # committed ParallelCluster configs, <name>.yaml
-SCRIPTS_DIR: Final = ROOT / "bootstrap_scripts"  # node scripts and modules (clusterkit.bundle ships them)
-COMPAT_EVALUATOR: Final = SCRIPTS_DIR / "compat.py"  # the nodes' rule evaluator, loaded by clusterkit.compat
+SCRIPTS_DIR: Final = ROOT / "bootstrap_scripts"  # the node bash scripts (clusterkit.bundle ships them)
+NODE_PACKAGE_DIR: Final = ROOT / "clusterkit_node"  # the node package (clusterkit.bundle ships it as one zipapp)
 VERSION_GUARD_HANDLER: Final = ROOT / "stacks" / "version_guard_handler.py"  # Lambda source, shipped inline
 PCLUSTER_REQUIREMENTS: Final = ROOT / "requirements-pcluster.txt"  # pins aws-parallelcluster == DEFAULT_PC_VERSION
 PCLUSTER_VENV: Final = ROOT / ".venv-pcluster"  # `make pcluster-venv`

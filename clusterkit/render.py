@@ -1,23 +1,51 @@
-"""Render the ParallelCluster 3 cluster configuration from a validated spec.
+"""Render the ParallelCluster 3 cluster configuration from an effective spec.
 
 One pure function serves two callers: the committed ``cluster_configs/rendered/<name>.yaml`` (given
 readable placeholders such as ``${Network.ComputeSubnetId}``) and the Cluster stack's
 ``Custom::PclusterCluster`` (given CDK tokens). Keys come out in a fixed order so diffs stay small.
+
+It maps resolved values to ParallelCluster's format and decides nothing: defaults and derived values (EFA,
+placement groups, exclusive GPU nodes, local NVMe, capacity names, node settings) come from
+``clusterkit.effective``. It imports neither the rules nor CDK.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from . import catalog
-from .bundle import NodeArtifacts, artifact_prefix
-from .node_settings import compute_settings
-from .rules import efa_enabled
-from .spec import ClusterSpec, Queue
+from .effective import EffectiveComputeResource, EffectiveQueue, EffectiveSpec
 
 EPHEMERAL_MOUNT = "/scratch"  # bootstrap scripts put enroot's local dirs here when it is a mount point
 SSM_CORE = "arn:{partition}:iam::aws:policy/AmazonSSMManagedInstanceCore"
-CAPACITY = {"ondemand": "ONDEMAND", "spot": "SPOT", "capacity_block": "CAPACITY_BLOCK"}
+
+
+class _Keyed(Protocol):
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def sha256(self) -> str: ...
+
+
+class NodeArtifactKeys(Protocol):
+    """What render needs of the node artifacts: their S3 keys and the bundle's hash. ``bundle.NodeArtifacts``
+    (the committed file, ``export``) and ``stack_inputs.StagedArtifacts`` (the Cluster stack) both fit;
+    neither module is imported here."""
+
+    @property
+    def stage0(self) -> _Keyed: ...
+
+    @property
+    def launcher(self) -> _Keyed: ...
+
+    @property
+    def compute_start(self) -> _Keyed: ...
+
+    @property
+    def compute_configured(self) -> _Keyed: ...
+
+    @property
+    def bundle(self) -> _Keyed: ...
 
 
 @dataclass(frozen=True)
@@ -41,28 +69,29 @@ class Refs:
     partition: str = "aws"
 
 
-def placeholder_refs(spec: ClusterSpec) -> Refs:
+def placeholder_refs(eff: EffectiveSpec) -> Refs:
     """Readable stand-ins for the committed file; literal ids where the spec names existing resources."""
-    net, fsx = spec.network.existing, spec.storage.fsx_lustre.existing
+    net, fs_id = eff.network.existing, eff.storage.existing_file_system_id
     return Refs(
         head_node_subnet_id=net.head_node_subnet_id if net else "${Network.HeadNodeSubnetId}",
         compute_subnet_id=net.compute_subnet_id if net else "${Network.ComputeSubnetId}",
         security_group_id="${Network.ClusterSecurityGroupId}",
-        file_system_id=fsx.file_system_id if fsx else "${Storage.FileSystemId}",
+        file_system_id=fs_id if fs_id else "${Storage.FileSystemId}",
         assets_bucket="${Assets.Bucket}",
-        bundle_arg=f"CK_BUNDLE_PARAMETER={bundle_parameter_name(spec)}",
+        bundle_arg=bundle_arg(eff),
         head_node_policy_arn="${Cluster.HeadNodePolicyArn}",
         compute_node_policy_arn="${Cluster.ComputeNodePolicyArn}",
-        assets_prefix=artifact_prefix(spec.name),
+        assets_prefix=eff.names.artifact_prefix,
         partition="${AWS::Partition}",
     )
 
 
-def bundle_parameter_name(spec: ClusterSpec) -> str:
-    return f"/clusterkit/{spec.name}/bootstrap-bundle"
+def bundle_arg(eff: EffectiveSpec) -> str:
+    """The launcher's stable Arg when an SSM parameter names the current bundle (the Cluster stack's way)."""
+    return f"CK_BUNDLE_PARAMETER={eff.names.bundle_parameter}"
 
 
-def render_config(spec: ClusterSpec, refs: Refs, artifacts: NodeArtifacts) -> dict[str, Any]:
+def render_config(spec: EffectiveSpec, refs: Refs, artifacts: NodeArtifactKeys) -> dict[str, Any]:
     """The ParallelCluster configuration as plain dicts and lists (YAML- and JSON-ready)."""
     config: dict[str, Any] = {
         "Region": spec.region,
@@ -80,7 +109,7 @@ def render_config(spec: ClusterSpec, refs: Refs, artifacts: NodeArtifacts) -> di
         "SharedStorage": [{
             "Name": "fsx",
             "StorageType": "FsxLustre",
-            "MountDir": spec.storage.fsx_lustre.mount_dir,
+            "MountDir": spec.storage.mount_dir,
             "FsxLustreSettings": {"FileSystemId": refs.file_system_id},
         }],
         "Monitoring": {
@@ -108,7 +137,7 @@ def _iam(refs: Refs, policy_arn: str | None) -> dict[str, Any]:
     return iam
 
 
-def _head_node(spec: ClusterSpec, refs: Refs, artifacts: NodeArtifacts) -> dict[str, Any]:
+def _head_node(spec: EffectiveSpec, refs: Refs, artifacts: NodeArtifactKeys) -> dict[str, Any]:
     stable_args = [f"CK_REGION={spec.region}", refs.bundle_arg]
     return {
         "InstanceType": spec.head_node.instance_type,
@@ -128,52 +157,26 @@ def _head_node(spec: ClusterSpec, refs: Refs, artifacts: NodeArtifacts) -> dict[
     }
 
 
-def _has_gpu(queue: Queue) -> bool:
-    return any((catalog.instance_type(cr.instance_type) or _NO_FACTS).gpus > 0 for cr in queue.compute_resources)
-
-
-def _has_nvme(queue: Queue) -> bool:
-    return all((catalog.instance_type(cr.instance_type) or _NO_FACTS).nvme_gib > 0 for cr in queue.compute_resources)
-
-
-class _NoFacts:
-    gpus = 0
-    nvme_gib = 0
-
-
-_NO_FACTS = _NoFacts()
-
-
-def placement_group(queue: Queue) -> bool:
-    """On for on-demand EFA queues (lowest latency); never for capacity blocks (they fix placement)."""
-    if queue.capacity_type == "capacity_block":
-        return False
-    if queue.placement_group is not None:
-        return queue.placement_group
-    return queue.capacity_type == "ondemand" and any(efa_enabled(cr) for cr in queue.compute_resources)
-
-
-def _queue(spec: ClusterSpec, queue: Queue, refs: Refs, artifacts: NodeArtifacts) -> dict[str, Any]:
-    gpu = _has_gpu(queue)
+def _queue(spec: EffectiveSpec, queue: EffectiveQueue, refs: Refs,
+           artifacts: NodeArtifactKeys) -> dict[str, Any]:
     networking: dict[str, Any] = {"SubnetIds": [refs.compute_subnet_id], "SecurityGroups": [refs.security_group_id]}
-    if placement_group(queue):
+    if queue.placement_group:
         networking["PlacementGroup"] = {"Enabled": True}
-    elif any(efa_enabled(cr) for cr in queue.compute_resources):
+    elif queue.efa:
         networking["PlacementGroup"] = {"Enabled": False}  # PC wants EFA queues to say so explicitly
     local: dict[str, Any] = {"RootVolume": {"Encrypted": True}}
     if queue.root_volume_gib is not None:
         local["RootVolume"] = {"Size": queue.root_volume_gib, "Encrypted": True}
-    if _has_nvme(queue):
+    if queue.has_nvme:
         local["EphemeralVolume"] = {"MountDir": EPHEMERAL_MOUNT}
-    args = compute_settings(spec)  # no bundle hash: an image change must not replace the compute fleet
-    out: dict[str, Any] = {"Name": queue.name, "CapacityType": CAPACITY[queue.capacity_type]}
-    if queue.capacity_type == "spot":
-        out["AllocationStrategy"] = "price-capacity-optimized"
+    args = list(spec.node.compute)  # no bundle hash: an image change must not replace the compute fleet
+    out: dict[str, Any] = {"Name": queue.name, "CapacityType": queue.pc_capacity_type}
+    if queue.allocation_strategy is not None:
+        out["AllocationStrategy"] = queue.allocation_strategy
     out["Networking"] = networking
     out["ComputeSettings"] = {"LocalStorage": local}
-    exclusive = gpu if queue.job_exclusive is None else queue.job_exclusive
-    out["JobExclusiveAllocation"] = exclusive
-    if gpu:
+    out["JobExclusiveAllocation"] = queue.job_exclusive
+    if queue.has_gpu:
         out["HealthChecks"] = {"Gpu": {"Enabled": True}}
     out["Iam"] = _iam(refs, refs.compute_node_policy_arn)
     out["CustomActions"] = {
@@ -184,15 +187,14 @@ def _queue(spec: ClusterSpec, queue: Queue, refs: Refs, artifacts: NodeArtifacts
     return out
 
 
-def _compute_resource(cr) -> dict[str, Any]:
+def _compute_resource(cr: EffectiveComputeResource) -> dict[str, Any]:
     out: dict[str, Any] = {"Name": cr.name, "InstanceType": cr.instance_type, "MinCount": cr.min, "MaxCount": cr.max}
-    if efa_enabled(cr):
+    if cr.efa:
         out["Efa"] = {"Enabled": True}
     if cr.capacity_reservation_id:
         out["CapacityReservationTarget"] = {"CapacityReservationId": cr.capacity_reservation_id}
     return out
 
 
-def _tags(spec: ClusterSpec) -> list[dict[str, str]]:
-    tags = {"clusterkit:cluster": spec.name, **spec.tags}
-    return [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
+def _tags(spec: EffectiveSpec) -> list[dict[str, str]]:
+    return [{"Key": t.key, "Value": t.value} for t in spec.tags]

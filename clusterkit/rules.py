@@ -13,11 +13,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from clusterkit_node import settings as node
+from clusterkit_node.layout import image_name_problem
 
 from . import DEFAULT_PC_VERSION, aws_limits, catalog, compat
 from .errors import Problem
 from .imageref import ImageRefError, parse_image_ref
-from .node_settings import common_settings, ecr_registries, setting_field
+from .effective import created_fsx, efa_enabled, expand_spec, fsx_throughput, image_store, new_vpc
+from .node_settings import setting_field
 from .spec import ClusterSpec, ComputeResource, Queue
 from .typed_yaml import Marks, did_you_mean
 
@@ -76,12 +78,7 @@ def check(spec: ClusterSpec, marks: Marks) -> list[Problem]:
 def _node_settings(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
     """Every KEY=VALUE the spec gives the nodes, against the nodes' own contract (clusterkit_node/settings.py):
     a value validate accepts is one no node refuses at boot."""
-    lines = common_settings(spec)
-    try:
-        lines.append(f"CK_ECR_REGISTRIES={' '.join(ecr_registries(spec))}")
-    except ImageRefError:
-        pass  # the image's own rule names the malformed reference
-    for line in lines:
+    for line in expand_spec(spec).node.head:  # malformed image references are the images' own rule
         key, _, value = line.partition("=")
         setting = node.BY_KEY[key]
         problem = setting.problem(value)
@@ -163,14 +160,6 @@ def interfaces_per_node(resource: ComputeResource) -> int:
     return max(1, facts.max_efa_interfaces) if efa_enabled(resource) else 1
 
 
-def efa_enabled(resource: ComputeResource) -> bool:
-    """What the spec asks for; unset means on where the type supports it (rules reject the impossible)."""
-    if resource.efa is not None:
-        return resource.efa
-    facts = catalog.instance_type(resource.instance_type)
-    return bool(facts and facts.efa_supported)
-
-
 def compute_ips_needed(spec: ClusterSpec) -> int:
     head = 0 if spec.network.head_node_public else 1
     return head + sum(cr.max * interfaces_per_node(cr) for q in spec.queues for cr in q.compute_resources)
@@ -206,7 +195,7 @@ def _network(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
             else:
                 yield from _subnet_room(spec, m, "network.existing.compute_subnet_cidr", ex.compute_subnet_cidr)
         return
-    vpc = net.vpc
+    vpc = new_vpc(net)
     assert vpc is not None
     base = "network.new"
     if _bad_cidr(vpc.cidr):
@@ -264,7 +253,7 @@ def _storage(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
     elif fsx.existing is not None and not IDS["fs"].fullmatch(fsx.existing.file_system_id):
         yield m.problem(f"{base}.existing.file_system_id", f"'{fsx.existing.file_system_id}' is not an FSx id",
                         "fs- followed by 17 lowercase hex characters")
-    new = fsx.created
+    new = created_fsx(fsx)
     if new is not None and fsx.existing is None:
         nb = f"{base}.new"
         if not (new.capacity_gib == 1200 or (new.capacity_gib > 0 and new.capacity_gib % 2400 == 0)):
@@ -275,9 +264,9 @@ def _storage(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
         if not allowed and new.throughput_mb_per_tib is not None:
             yield m.problem(f"{nb}.throughput_mb_per_tib", f"{new.deployment_type} has no per-unit throughput setting",
                             "set it to null")
-        elif allowed and new.throughput not in allowed:
+        elif allowed and fsx_throughput(new) not in allowed:
             yield m.problem(f"{nb}.throughput_mb_per_tib",
-                            f"{new.throughput} is not allowed for {new.deployment_type}",
+                            f"{fsx_throughput(new)} is not allowed for {new.deployment_type}",
                             f"one of {', '.join(map(str, allowed))}")
         if new.kms_key_arn is not None and aws_limits.kms_key_region(new.kms_key_arn) is None:
             yield m.problem(f"{nb}.kms_key_arn", "not a KMS key ARN", "arn:aws:kms:<region>:<account>:key/<uuid>")
@@ -286,8 +275,8 @@ def _storage(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
                             "scratch file systems are encrypted with an AWS-managed key; use PERSISTENT_2")
     if not re.fullmatch(r"/[A-Za-z0-9._/-]*", fsx.mount_dir) or fsx.mount_dir.rstrip("/") in ("", "/home", "/opt/slurm"):
         yield m.problem(f"{base}.mount_dir", f"'{fsx.mount_dir}' is not a usable mount point", "an absolute path like /fsx")
-    elif not fsx.store.startswith(fsx.mount_dir.rstrip("/") + "/"):
-        yield m.problem(f"{base}.image_store", f"'{fsx.store}' is not inside mount_dir {fsx.mount_dir}",
+    elif not image_store(fsx).startswith(fsx.mount_dir.rstrip("/") + "/"):
+        yield m.problem(f"{base}.image_store", f"'{image_store(fsx)}' is not inside mount_dir {fsx.mount_dir}",
                         f"e.g. {fsx.mount_dir.rstrip('/')}/containers")
 
 
@@ -420,6 +409,9 @@ def _containers(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
         elif not IMAGE_NAME.fullmatch(img.name):
             yield m.problem(f"{ip}.name", f"{node.show(img.name)} is not a valid image name",
                             "lowercase letters, digits, '.', '_', '-'; it becomes <store>/<name>.sqsh")
+        elif image_name_problem(img.name) is not None:  # the nodes' own rule (clusterkit_node/layout.py)
+            yield m.problem(f"{ip}.name", f"'{img.name}' collides with the image store's own files",
+                            "the nodes' lock reader reserves manifest.json and names starting with manifest.json.")
         try:
             parse_image_ref(img.uri)
         except ImageRefError as exc:

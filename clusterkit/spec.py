@@ -2,8 +2,9 @@
 
 These classes are the single description of the spec: the loader reads YAML by their type hints, the
 ``doc`` strings become hints in error messages and the README's spec reference (``python -m clusterkit
-reference``). Everything downstream (rules, render, stacks, node settings) reads these objects, never
-the raw YAML.
+reference``). Everything downstream reads these objects, never the raw YAML: the rules validate them,
+``clusterkit.effective`` expands them (every default and derived value), and render, the stacks, cost,
+advice and the node settings read that expansion.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ CapacityType = Literal["ondemand", "spot", "capacity_block"]
 FsxDeploymentType = Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"]
 
 DEFAULT_SQUASH_OPTIONS = node.DEFAULT_SQUASH_OPTIONS  # the nodes' own default (clusterkit_node/settings.py)
-DEFAULT_THROUGHPUT = {"PERSISTENT_2": 250, "PERSISTENT_1": 200}  # MB/s/TiB; SCRATCH_2 has no setting
+# Defaults that depend on other fields are resolved once, by clusterkit/effective.py.
 
 
 @dataclass(frozen=True)
@@ -48,13 +49,6 @@ class Network:
     existing: ExistingVpc | None = doc("use an existing VPC; no lookups at synth time", None)
     head_node_public: bool = doc("put the head node in the public subnet (still no inbound rule; SSM only)", False)
 
-    @property
-    def vpc(self) -> NewVpc | None:
-        """The new-VPC settings, defaulted when the spec gives neither mode."""
-        if self.existing is not None:
-            return None
-        return self.new or NewVpc()
-
 
 @dataclass(frozen=True)
 class HeadNode:
@@ -74,13 +68,6 @@ class NewFsx:
     image_store_bucket: bool = doc("create an S3 bucket linked to the image store (data repository association)", True)
     retain_on_delete: bool = doc("keep the file system and bucket when the storage stack is deleted", True)
 
-    @property
-    def throughput(self) -> int | None:
-        """The per-unit throughput in effect: the spec's, else the deployment type's default."""
-        if self.throughput_mb_per_tib is not None:
-            return self.throughput_mb_per_tib
-        return DEFAULT_THROUGHPUT.get(self.deployment_type)
-
 
 @dataclass(frozen=True)
 class ExistingFsx:
@@ -93,17 +80,6 @@ class FsxLustre:
     existing: ExistingFsx | None = doc("mount an existing file system", None)
     mount_dir: str = doc("where every node mounts the file system", "/fsx")
     image_store: str | None = doc("directory of the .sqsh image store, inside mount_dir (default <mount_dir>/containers)", None)
-
-    @property
-    def store(self) -> str:
-        """The image store directory in effect."""
-        return self.image_store or f"{self.mount_dir.rstrip('/')}/containers"
-
-    @property
-    def created(self) -> NewFsx | None:
-        if self.existing is not None:
-            return None
-        return self.new or NewFsx()
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from collections import Counter
 from pathlib import Path
 
 from . import cost
+from .effective import expand
 from .loader import load, lock_or_none
 from .render_files import rendered_path
 
@@ -24,5 +25,5 @@ def summarize(cdk_out: Path, name: str) -> list[str]:
         lines.append(f"  {artifact_id:<28} {sum(kinds.values()):>3} resources  ({top})")
     lines.append(f"  rendered ParallelCluster config: {rendered_path(loaded).relative_to(Path.cwd()) if rendered_path(loaded).is_relative_to(Path.cwd()) else rendered_path(loaded)}")
     lines.append(f"  templates: {cdk_out}/")
-    lines.append(f"  {cost.one_line(cost.estimate(loaded.spec, lock_or_none(loaded.source.path)))}")
+    lines.append(f"  {cost.one_line(cost.estimate(expand(loaded), lock_or_none(loaded.source.path)))}")
     return lines

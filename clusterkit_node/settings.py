@@ -13,8 +13,9 @@ Patterns are written once for both languages: Python matches them with ``re.full
 absolute, and no part of it starts with a dot, so ``..`` and hidden directories cannot reach the S3
 data-repository path or a systemd unit.
 
-Stdlib only, Python 3.9 (the oldest python3 on supported AMIs): the first module of the node package the
-node tools move into (issue #15); until they do, enroot.sh's copy is what the nodes run.
+Stdlib only, Python 3.9 (the oldest python3 on supported AMIs). The node scripts check their Args in bash
+before any Python runs, so enroot.sh's statement of the table is what the nodes check with; the test keeps
+the two equal.
 """
 from __future__ import annotations
 

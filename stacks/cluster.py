@@ -6,11 +6,14 @@ policies, the SSM parameter naming the current bootstrap bundle, and ``Custom::P
 ClusterConfiguration is ``clusterkit.render.render_config`` given CDK tokens. Destroying this stack
 never touches the network or storage stacks. With ``lifecycle.ttl_hours`` it also holds the schedule
 that deletes it (``stacks/ttl.py``) and says when in the ``ExpiresAt`` output.
+
+It receives everything: the effective spec of this deploy (``clusterkit.deploy_context``), the node
+artifacts already staged as files (``clusterkit.stack_inputs.stage``) and the version guard's handler
+source. It validates no spec value and reads or writes no file.
 """
 from __future__ import annotations
 
-from datetime import datetime
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -19,13 +22,14 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from clusterkit.bundle import Artifact, artifact_prefix, node_artifacts
-from clusterkit.imageref import parse_image_ref
-from clusterkit.loader import Loaded
-from clusterkit.render import Refs, bundle_parameter_name, render_config
+from clusterkit.effective import EffectiveSpec, iso_z
+from clusterkit.render import Refs, bundle_arg, render_config
 from stacks import nag
-from stacks.ttl import TtlTeardown, iso_z, now_to_the_minute
+from stacks.ttl import TtlTeardown
 from stacks.version_guard import ParallelClusterVersionGuard, guard_depends
+
+if TYPE_CHECKING:
+    from clusterkit.stack_inputs import StagedArtifact, StagedArtifacts
 
 # ParallelCluster's provider Lambda attaches AdditionalIamPolicies to the node roles it creates, and may
 # attach only customer policies whose ARN is policy/parallelcluster* or policy/parallelcluster/*
@@ -45,28 +49,27 @@ def provider_template_url(version: str) -> str:
 
 
 class ClusterStack(cdk.Stack):
-    """ParallelCluster cluster named ``spec.name`` (the stack itself is ``<Name>-Cluster``)."""
+    """ParallelCluster cluster named ``effective.name`` (the stack itself is ``<Name>-Cluster``)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, loaded: Loaded, head_node_subnet_id: str,
-                 compute_subnet_id: str, security_group_id: str, file_system_id: str,
-                 alert_topic: sns.ITopic | None = None, deploy_time: datetime | None = None, **kwargs) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, effective: EffectiveSpec, artifacts: StagedArtifacts,
+                 version_guard_code: str, head_node_subnet_id: str, compute_subnet_id: str, security_group_id: str,
+                 file_system_id: str, alert_topic: sns.ITopic | None = None, **kwargs) -> None:
         # Node artifacts go under the cluster's own key prefix, which the node policies may read whole.
-        self.assets_prefix = artifact_prefix(loaded.spec.name)
+        self.assets_prefix = effective.names.artifact_prefix
         synthesizer = kwargs.setdefault("synthesizer", cdk.DefaultStackSynthesizer(bucket_prefix=self.assets_prefix))
         super().__init__(scope, construct_id, **kwargs)
-        spec = loaded.spec
-        artifacts = node_artifacts(loaded)
+        spec = effective
         assets = {a.name: self._asset(a) for a in artifacts.all()}
         bucket = assets[artifacts.bundle.name].s3_bucket_name
 
         parameter = ssm.StringParameter(
-            self, "BootstrapBundle", parameter_name=bundle_parameter_name(spec),
+            self, "BootstrapBundle", parameter_name=spec.names.bundle_parameter,
             string_value=assets[artifacts.bundle.name].s3_object_url,
             description=f"Current ClusterKit bootstrap bundle of cluster {spec.name} (read by the head node launcher)")
 
         # Both node kinds pull locked private ECR images: the head node syncs them, compute nodes pull when
         # pyxis imports (pyxis < 0.24, or unlocked_images: import).
-        ecr = self._ecr_repositories(loaded)
+        ecr = self._ecr_repositories(spec)
         head_policy = self._node_policy("HeadNodePolicy", f"{spec.name}-{spec.region}-head-node", bucket,
                                         parameter, ecr)
         compute_policy = self._node_policy("ComputeNodePolicy", f"{spec.name}-{spec.region}-compute-node", bucket,
@@ -77,14 +80,14 @@ class ClusterStack(cdk.Stack):
         # ParallelCluster updates only clusters created by the same version: refuse a version change first,
         # with the way out, before the provider or the cluster is touched.
         guard = ParallelClusterVersionGuard(self, "VersionGuard", cluster_name=spec.name,
-                                            version=spec.parallelcluster_version)
+                                            version=spec.parallelcluster_version, handler_code=version_guard_code)
         guard_depends(provider, guard)
         refs = Refs(
             head_node_subnet_id=head_node_subnet_id, compute_subnet_id=compute_subnet_id,
             security_group_id=security_group_id, file_system_id=file_system_id, assets_bucket=bucket,
             head_node_policy_arn=head_policy.managed_policy_arn,
             compute_node_policy_arn=compute_policy.managed_policy_arn,
-            bundle_arg=f"CK_BUNDLE_PARAMETER={bundle_parameter_name(spec)}", assets_prefix=self.assets_prefix,
+            bundle_arg=bundle_arg(spec), assets_prefix=self.assets_prefix,
             partition=cdk.Aws.PARTITION)
         config = render_config(spec, refs, artifacts)
         cluster = cdk.CustomResource(
@@ -106,20 +109,15 @@ class ClusterStack(cdk.Stack):
                      "ParallelCluster validation warnings at the last create or update")
         self._output("BootstrapBundleUrl", assets[artifacts.bundle.name].s3_object_url, "bootstrap bundle of this deploy")
         if spec.lifecycle.ttl_hours is not None:
-            ttl = TtlTeardown(self, "TtlTeardown", cluster_name=spec.name, hours=spec.lifecycle.ttl_hours,
-                              deploy_time=deploy_time or now_to_the_minute(), alert_topic=alert_topic,
-                              synthesizer=synthesizer)
+            ttl = TtlTeardown(self, "TtlTeardown", cluster_name=spec.name, lifecycle=spec.lifecycle,
+                              alert_topic=alert_topic, synthesizer=synthesizer)
             self._output("ExpiresAt", iso_z(ttl.expires_at),
                          "UTC time the TTL schedule deletes this stack (a redeploy moves it; network and storage stay)")
             ttl.delete_last()  # created before, deleted after every other resource (stacks/ttl.py); keep last
 
-    def _asset(self, artifact: Artifact) -> s3_assets.Asset:
+    def _asset(self, artifact: StagedArtifact) -> s3_assets.Asset:
         """An S3 asset keyed by our own sha256, so the rendered config can name the key without CDK."""
-        # Staged inside the cloud assembly (gitignored, rewritten each synth), not a leaked temp dir.
-        staging = Path(cdk.Stage.of(self).outdir) / ".clusterkit-staging" / artifact.sha256 / artifact.name
-        staging.parent.mkdir(parents=True, exist_ok=True)
-        staging.write_bytes(artifact.data)
-        asset = s3_assets.Asset(self, f"Asset-{artifact.name}", path=str(staging),
+        asset = s3_assets.Asset(self, f"Asset-{artifact.name}", path=str(artifact.path),
                                 asset_hash=artifact.sha256, asset_hash_type=cdk.AssetHashType.CUSTOM)
         if asset.s3_object_key != self.assets_prefix + artifact.key:
             raise ValueError(f"{self.stack_name}: asset {artifact.name} lands at {asset.s3_object_key}, not under "
@@ -127,15 +125,10 @@ class ClusterStack(cdk.Stack):
                              f"DefaultStackSynthesizer(bucket_prefix='{self.assets_prefix}')")
         return asset
 
-    def _ecr_repositories(self, loaded: Loaded) -> list[str]:
+    def _ecr_repositories(self, spec: EffectiveSpec) -> list[str]:
         """ARNs of the private ECR repositories the spec's images come from (sorted, once each)."""
-        arns = set()
-        for image in loaded.spec.containers.images:
-            ref = parse_image_ref(image.uri)
-            if ref.ecr_account_region is not None:
-                account, region = ref.ecr_account_region
-                arns.add(f"arn:{cdk.Aws.PARTITION}:ecr:{region}:{account}:repository/{ref.repository}")
-        return sorted(arns)
+        return [f"arn:{cdk.Aws.PARTITION}:ecr:{r.region}:{r.account}:repository/{r.repository}"
+                for r in spec.containers.ecr_repositories]
 
     def _node_policy(self, construct_id: str, name: str, bucket: str, parameter: ssm.IStringParameter | None,
                      ecr_repositories: list[str]) -> iam.ManagedPolicy:

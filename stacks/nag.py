@@ -1,26 +1,23 @@
-"""cdk-nag 3.x glue: turn on the AwsSolutions checks, acknowledge findings with reasons, read the report.
+"""cdk-nag 3.x glue: turn on the AwsSolutions checks and acknowledge findings with reasons.
 
 cdk-nag 3 is a CDK policy-validation plugin, not an Aspect: any unacknowledged finding fails
 ``app.synth()`` and every finding, acknowledged or not, lands in ``<outdir>/validation-report.json``.
 Acknowledgements are CDK ``Validations`` on a construct (they cover its children) and must name the
 pack: ``AwsSolutions::AwsSolutions-S1``. Rules that report several findings per resource need the
 finding in brackets (``AwsSolutions-IAM5[Resource::*]``); acknowledging the bare rule id does not
-cover them (no prefix matching in cdk-nag 3.0).
+cover them (no prefix matching in cdk-nag 3.0). ``clusterkit.nag_report`` reads the report back
+(stacks do no file I/O).
 """
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
 
 PACK = "AwsSolutions"
-REPORT_FILE = "validation-report.json"
 MIN_REASON_CHARS = 30  # long enough that "not needed" cannot pass as a reason
 
 
@@ -68,27 +65,3 @@ def finding_text(stack: cdk.Stack, value: str) -> str:
         else:
             raise ValueError(f"cannot name {resolved!r} as a cdk-nag finding")
     return out
-
-
-@dataclass(frozen=True)
-class Finding:
-    rule: str
-    path: str
-    reason: str | None  # None: not acknowledged
-
-
-def findings(outdir: str | Path) -> list[Finding]:
-    """Every cdk-nag finding of the last synth into ``outdir``, acknowledged ones with their reason."""
-    path = Path(outdir) / REPORT_FILE
-    if not path.exists():
-        return []
-    report = json.loads(path.read_text(encoding="utf-8"))
-    found: list[Finding] = []
-    for plugin in report.get("pluginReports", []):
-        for violation in plugin.get("violations", []):
-            for where in violation.get("violatingConstructs", []):
-                found.append(Finding(violation["ruleName"], where["constructPath"], None))
-        for violation in plugin.get("suppressedViolations", []):
-            for where in violation.get("violatingConstructs", []):
-                found.append(Finding(violation["ruleName"], where["constructPath"], violation.get("reason", "")))
-    return sorted(found, key=lambda f: (f.path, f.rule))

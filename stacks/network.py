@@ -7,18 +7,19 @@ security groups are created, the VPC's endpoints and flow logs belong to its own
 
 Nothing is reachable from the internet: no security group rule admits 0.0.0.0/0 or ::/0; people
 reach the head node through SSM Session Manager. The stack outlives clusters and never refers to them.
+
+It reads the effective spec and checks nothing: the loader's rules already refused a compute subnet too
+small for max nodes x EFA interfaces (``network.new.compute_subnet_mask``, ``compute_subnet_cidr``).
 """
 from __future__ import annotations
-
-import ipaddress
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from clusterkit.rules import AWS_RESERVED_IPS_PER_SUBNET, compute_ips_needed
-from clusterkit.spec import ClusterSpec, NewVpc
+from clusterkit.effective import EffectiveSpec
+from clusterkit.spec import NewVpc
 
 
 # Lustre: LNet on 988, and the 1018-1023 range FSx file servers and clients connect from/to.
@@ -39,21 +40,8 @@ INTERFACE_ENDPOINTS = {
 }
 
 
-def usable_addresses(prefix_length: int) -> int:
-    """Addresses EC2 can hand out in a subnet of this size (AWS keeps five per subnet)."""
-    return 2 ** (32 - prefix_length) - AWS_RESERVED_IPS_PER_SUBNET
-
-
-def check_compute_subnet(spec: ClusterSpec, prefix_length: int) -> None:
-    """Refuse a compute subnet too small for max nodes x EFA interfaces (the loader checks this too)."""
-    needed = compute_ips_needed(spec)
-    if usable_addresses(prefix_length) < needed:
-        raise ValueError(f"{spec.name}: compute subnet /{prefix_length} has {usable_addresses(prefix_length)} usable "
-                         f"addresses but max nodes need {needed} (one per EFA interface); use a larger subnet")
-
-
 class NetworkStack(cdk.Stack):
-    """VPC, subnets and the cluster + FSx security groups of one cluster spec."""
+    """VPC, subnets and the cluster + FSx security groups of one (effective) cluster spec."""
 
     vpc: ec2.IVpc
     vpc_id: str
@@ -62,10 +50,10 @@ class NetworkStack(cdk.Stack):
     cluster_security_group: ec2.ISecurityGroup
     fsx_security_group: ec2.ISecurityGroup
 
-    def __init__(self, scope: Construct, construct_id: str, *, spec: ClusterSpec, **kwargs) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, effective: EffectiveSpec, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        self.spec = spec
-        new = spec.network.vpc
+        self.effective = effective
+        new = effective.network.new
         if new is not None:
             self._new_vpc(new)
         else:
@@ -79,20 +67,19 @@ class NetworkStack(cdk.Stack):
     # --- VPC -------------------------------------------------------------------------------------------
 
     def _new_vpc(self, cfg: NewVpc) -> None:
-        check_compute_subnet(self.spec, cfg.compute_subnet_mask)
         # The compute subnet comes first so it starts at the VPC's base address, where
         # clusterkit.rules sized it; the public subnet takes the next aligned block.
         vpc = ec2.Vpc(
             self, "Vpc",
             ip_addresses=ec2.IpAddresses.cidr(cfg.cidr),
-            availability_zones=[self.spec.availability_zone],  # explicit: no AZ lookup at synth
+            availability_zones=[self.effective.availability_zone],  # explicit: no AZ lookup at synth
             nat_gateways=1,
             subnet_configuration=[
                 ec2.SubnetConfiguration(name="Compute", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS,
                                         cidr_mask=cfg.compute_subnet_mask),
                 ec2.SubnetConfiguration(name="Public", subnet_type=ec2.SubnetType.PUBLIC,
                                         cidr_mask=cfg.public_subnet_mask,
-                                        map_public_ip_on_launch=self.spec.network.head_node_public),
+                                        map_public_ip_on_launch=self.effective.network.head_node_public),
             ],
             gateway_endpoints={
                 "S3": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.S3),
@@ -110,7 +97,7 @@ class NetworkStack(cdk.Stack):
         self._compute_subnet = vpc.private_subnets[0]
         self.compute_subnet_id = self._compute_subnet.subnet_id
         public = vpc.public_subnets[0]
-        self.head_node_subnet_id = public.subnet_id if self.spec.network.head_node_public else self.compute_subnet_id
+        self.head_node_subnet_id = public.subnet_id if self.effective.network.head_node_public else self.compute_subnet_id
         self._flow_logs(vpc, cfg.flow_logs_retention_days)
 
     def _flow_logs(self, vpc: ec2.Vpc, retention_days: int) -> None:
@@ -127,12 +114,10 @@ class NetworkStack(cdk.Stack):
 
     def _existing_vpc(self) -> None:
         """Import the VPC and subnets by id only: no lookups, no endpoints or flow logs (the owner's)."""
-        ex = self.spec.network.existing
+        ex = self.effective.network.existing
         assert ex is not None
-        if ex.compute_subnet_cidr is not None:
-            check_compute_subnet(self.spec, ipaddress.ip_network(ex.compute_subnet_cidr).prefixlen)
         self.vpc = ec2.Vpc.from_vpc_attributes(
-            self, "Vpc", vpc_id=ex.vpc_id, availability_zones=[self.spec.availability_zone],
+            self, "Vpc", vpc_id=ex.vpc_id, availability_zones=[self.effective.availability_zone],
             private_subnet_ids=[ex.compute_subnet_id])
         self._compute_subnet = self.vpc.private_subnets[0]
         self.compute_subnet_id = ex.compute_subnet_id
@@ -152,7 +137,7 @@ class NetworkStack(cdk.Stack):
         Descriptions stay constant: a changed group description replaces the group, and FSx's
         SecurityGroupIds cannot change without replacing the file system.
         """
-        name = self.spec.name
+        name = self.effective.name
         cluster = ec2.SecurityGroup(
             self, "ClusterSecurityGroup", vpc=self.vpc, allow_all_outbound=True,
             description=f"ClusterKit {name} nodes: all traffic within the group (EFA), egress to anywhere")
@@ -175,7 +160,7 @@ class NetworkStack(cdk.Stack):
     def _interface_endpoints(self) -> None:
         """Interface endpoints in the compute subnet; their group admits HTTPS from cluster nodes only."""
         group = ec2.SecurityGroup(self, "EndpointSecurityGroup", vpc=self.vpc, allow_all_outbound=False,
-                                  description=f"ClusterKit {self.spec.name} interface endpoints: HTTPS from nodes")
+                                  description=f"ClusterKit {self.effective.name} interface endpoints: HTTPS from nodes")
         group.add_ingress_rule(self.cluster_security_group, ec2.Port.tcp(443), "HTTPS from cluster nodes")
         for name, service in INTERFACE_ENDPOINTS.items():
             ec2.InterfaceVpcEndpoint(

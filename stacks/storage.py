@@ -9,7 +9,10 @@ so image_sync keeps only published content there (``<name>/<hex>.sqsh``, the ``<
 ``manifest.json``); its lock, import temp files and node fingerprints live in the unlinked sibling
 ``.<store name>.clusterkit/`` (``/fsx/.containers.clusterkit``) and never reach S3.
 
-Existing FSx: no storage is created; the file system id comes from the spec. The stack outlives clusters
+Existing FSx: no storage is created; the file system id comes from the spec. Everything is read from the
+effective spec (``clusterkit.effective``: throughput default, store path inside the file system); the
+loader's rules already refused what FSx would (e.g. a customer-managed key on SCRATCH_2), so this checks
+nothing. The stack outlives clusters
 and never refers to the cluster stack, which is why it also holds the cluster's alert topic and the rule
 that reports a failed cluster-stack deletion (``ClusterAlerts``, stacks/alerts.py): those must still exist
 when the cluster stack is half deleted. The cluster stack receives ``alert_topic`` for its TTL alarms.
@@ -20,8 +23,6 @@ store bucket (all versions) and its access-log bucket by hand first.
 """
 from __future__ import annotations
 
-from pathlib import PurePosixPath
-
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
@@ -29,7 +30,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from clusterkit.spec import ClusterSpec, FsxLustre, NewFsx
+from clusterkit.effective import EffectiveNewFsx, EffectiveSpec
 from stacks.alerts import ClusterAlerts
 
 
@@ -43,12 +44,6 @@ ACCESS_LOG_DAYS = 365
 S3_LOGS_BY_POLICY = "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"
 
 
-def image_store_path(fsx_cfg: FsxLustre) -> str:
-    """The image store as a path inside the file system: ``/fsx/containers`` under ``/fsx`` -> ``/containers``."""
-    relative = PurePosixPath(fsx_cfg.store).relative_to(PurePosixPath(fsx_cfg.mount_dir))
-    return f"/{relative}"
-
-
 class StorageStack(cdk.Stack):
     """FSx for Lustre (new or existing), the image store bucket and the alert topic of one cluster spec."""
 
@@ -56,24 +51,25 @@ class StorageStack(cdk.Stack):
     image_store_bucket: s3.IBucket | None
     alert_topic: sns.ITopic
 
-    def __init__(self, scope: Construct, construct_id: str, *, spec: ClusterSpec, vpc: ec2.IVpc, subnet_id: str,
-                 security_group: ec2.ISecurityGroup, **kwargs) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, effective: EffectiveSpec, vpc: ec2.IVpc,
+                 subnet_id: str, security_group: ec2.ISecurityGroup, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
         # Grant S3 log delivery through the log bucket's policy (not the legacy ACL, which
         # BucketOwnerEnforced forbids), whatever feature flags the app's cdk.json sets.
         self.node.set_context(S3_LOGS_BY_POLICY, True)
-        self.spec = spec
+        self.effective = effective
         self.vpc = vpc  # the file system's VPC; subnet_id and security_group belong to it
-        fsx_cfg = spec.storage.fsx_lustre
-        new = fsx_cfg.created
+        storage = effective.storage
+        new = storage.new
         self.image_store_bucket = None
-        self.alerts = ClusterAlerts(self, "Alerts", cluster_name=spec.name, notify_email=spec.lifecycle.notify_email)
+        self.alerts = ClusterAlerts(self, "Alerts", cluster_name=effective.name,
+                                    notify_email=effective.lifecycle.notify_email)
         self.alert_topic = self.alerts.topic
         self._output("AlertTopicArn", self.alert_topic.topic_arn,
                      "SNS topic of this cluster's alerts (failed or overdue teardowns); subscribe to be told")
         if new is None:
-            assert fsx_cfg.existing is not None
-            self.file_system_id = fsx_cfg.existing.file_system_id
+            assert storage.existing_file_system_id is not None
+            self.file_system_id = storage.existing_file_system_id
             self._output("FileSystemId", self.file_system_id, "existing FSx for Lustre file system (not managed here)")
             return
 
@@ -86,14 +82,14 @@ class StorageStack(cdk.Stack):
         self._output("FileSystemId", self.file_system_id, "FSx for Lustre file system holding the image store")
         self._output("MountName", file_system.attr_lustre_mount_name, "Lustre mount name (mount DNS@tcp:/MountName)")
         if self.image_store_bucket is not None:
-            link = self._link(file_system, self.image_store_bucket, image_store_path(fsx_cfg))
+            link = self._link(file_system, self.image_store_bucket, storage.image_store_fs_path)
             link.apply_removal_policy(policy)
             self._output("ImageStoreBucketName", self.image_store_bucket.bucket_name,
                          "S3 copy of the image store (survives the file system)")
 
     # --- file system -----------------------------------------------------------------------------------
 
-    def _file_system(self, new: NewFsx, subnet_id: str, security_group: ec2.ISecurityGroup,
+    def _file_system(self, new: EffectiveNewFsx, subnet_id: str, security_group: ec2.ISecurityGroup,
                      linked: bool) -> fsx.CfnFileSystem:
         """L1 file system: the L2 LustreFileSystem (2.275) has no MetadataConfiguration.
 
@@ -102,12 +98,9 @@ class StorageStack(cdk.Stack):
         Scratch has neither backups nor customer keys.
         """
         persistent = new.deployment_type.startswith("PERSISTENT")
-        if new.kms_key_arn is not None and not persistent:
-            raise ValueError(f"{self.spec.name}: kms_key_arn needs a PERSISTENT deployment type "
-                             f"({new.deployment_type} is always encrypted with FSx-owned keys)")
         config = fsx.CfnFileSystem.LustreConfigurationProperty(
             deployment_type=new.deployment_type,
-            per_unit_storage_throughput=new.throughput if persistent else None,
+            per_unit_storage_throughput=new.throughput_mb_per_tib,  # None for SCRATCH_2
             data_compression_type=new.compression,
             weekly_maintenance_start_time=MAINTENANCE_WINDOW,
             # AUTOMATIC scales metadata IOPS with capacity and allows raising them later in place.
@@ -128,7 +121,7 @@ class StorageStack(cdk.Stack):
             kms_key_id=new.kms_key_arn,  # None: the AWS managed aws/fsx key (persistent) or FSx-owned (scratch)
             lustre_configuration=config,
         )
-        cdk.Tags.of(file_system).add("Name", f"{self.spec.name}-image-store")
+        cdk.Tags.of(file_system).add("Name", f"{self.effective.name}-image-store")
         return file_system
 
     # --- image store bucket ----------------------------------------------------------------------------

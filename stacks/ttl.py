@@ -6,11 +6,13 @@ through Scheduler's universal target (no Lambda) every 15 minutes until the stac
 and the schedule, is gone. Network and storage are separate stacks and are never named, so the VPC, the
 file system and the image store survive every teardown.
 
-The clock: the expiry is ``deploy time + ttl_hours`` (to the minute), computed at synth. app.py takes
-the deploy time from the ``deploy_time`` context (``make deploy`` passes the UTC time it starts) and
-otherwise uses "now". So every deploy moves the expiry: the TTL counts from the latest deploy, which
-is exactly how a cluster is kept longer (``make deploy CLUSTER=x TTL=48``). Tests pin the context,
-which keeps their synth deterministic. The expiry is the schedule's ``StartDate`` ("the date, in UTC,
+The clock: the expiry is ``deploy time + ttl_hours`` (to the minute), computed before synth by
+``clusterkit.effective`` (``EffectiveLifecycle.expires_at``). ``clusterkit.deploy_context`` takes the
+deploy time from the ``deploy_time`` context (``make deploy`` passes the UTC time it starts), otherwise
+"now", and checks a ``ttl_hours`` override with the spec's own rule; this construct only receives the
+result. So every deploy moves the expiry: the TTL counts from the latest deploy, which is exactly how a
+cluster is kept longer (``make deploy CLUSTER=x TTL=48``). Tests pin the context, which keeps their
+synth deterministic. The expiry is the schedule's ``StartDate`` ("the date, in UTC,
 after which the schedule can begin invoking its target", Scheduler API reference, CreateSchedule).
 
 Why it repeats. A one-time ``at()`` schedule fires once; if CloudFormation refuses that call the cluster
@@ -80,10 +82,7 @@ with the role before the schedule and deletes after it. Its logical id changed w
 """
 from __future__ import annotations
 
-import dataclasses
-import math
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -93,14 +92,10 @@ from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from clusterkit import rules
-from clusterkit.errors import ClusterKitError
-from clusterkit.loader import Loaded
+from clusterkit.effective import EffectiveLifecycle, iso_z
 from clusterkit.naming import TTL_RETRY_MINUTES, teardown_alarm_names, ttl_schedule_group_name, ttl_schedule_name
-from clusterkit.typed_yaml import Marks
 
 DELETE_STACK_TARGET = "arn:{partition}:scheduler:::aws-sdk:cloudformation:deleteStack"
-OFF_WORDS = ("none", "off", "never", "")
 RETRY_EVERY = cdk.Duration.minutes(TTL_RETRY_MINUTES)
 TARGET_RETRY_ATTEMPTS = 5
 TARGET_RETRY_WINDOW = cdk.Duration.minutes(10)  # shorter than RETRY_EVERY: one firing's retries end before the next
@@ -108,87 +103,27 @@ REFUSED_ALARM = (2, 3)  # (datapoints, evaluation periods of RETRY_EVERY) with a
 OVERDUE_ALARM = (5, 6)  # (datapoints, evaluation periods of RETRY_EVERY) with a teardown attempt: about an hour
 
 
-class TtlError(ClusterKitError):
-    """A ``deploy_time`` or ``ttl_hours`` context value that cannot be used (one line, exit 2)."""
-
-
-def now_to_the_minute() -> datetime:
-    return datetime.now(UTC).replace(second=0, microsecond=0)
-
-
-def parse_deploy_time(value: str | None) -> datetime:
-    """The ``deploy_time`` context (ISO 8601, UTC) or, without one, the current minute."""
-    if value is None or str(value).strip() == "":
-        return now_to_the_minute()
-    text = str(value).strip()
-    try:
-        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise TtlError(f"-c deploy_time={text}: not an ISO 8601 time (like 2026-12-01T08:00:00Z)") from None
-    if when.tzinfo is None:
-        raise TtlError(f"-c deploy_time={text}: give a UTC time ending in Z or +00:00")
-    return when.astimezone(UTC)
-
-
-def parse_ttl_override(value: object, spec_ttl: float | None) -> float | None:
-    """``-c ttl_hours=...`` (``make deploy TTL=...``) replaces ``lifecycle.ttl_hours`` for one deploy.
-
-    ``none``/``off`` removes the teardown; a number goes through the same rule as the spec's value.
-    Without the context the spec's value stands.
-    """
-    if value is None:
-        return spec_ttl
-    text = str(value).strip()
-    if text.lower() in OFF_WORDS:
-        return None
-    try:
-        hours = float(text)
-    except ValueError:
-        raise TtlError(f"-c ttl_hours={text}: not a number of hours (or 'none' to keep the cluster)") from None
-    if not math.isfinite(hours):
-        raise TtlError(f"-c ttl_hours={text}: not a number of hours (or 'none' to keep the cluster)")
-    return hours
-
-
-def with_ttl_override(loaded: Loaded, value: object) -> Loaded:
-    """``loaded`` with ``-c ttl_hours`` applied, checked by the same rule as the spec's own value."""
-    hours = parse_ttl_override(value, loaded.spec.lifecycle.ttl_hours)
-    if hours == loaded.spec.lifecycle.ttl_hours:
-        return loaded
-    spec = dataclasses.replace(loaded.spec, lifecycle=dataclasses.replace(loaded.spec.lifecycle, ttl_hours=hours))
-    for problem in rules.check(spec, Marks(file="-c ttl_hours")):
-        if problem.path == "lifecycle.ttl_hours":
-            hint = f" ({problem.hint})" if problem.hint else ""
-            raise TtlError(f"-c ttl_hours={value}: {problem.message}{hint}")
-    return dataclasses.replace(loaded, spec=spec)
-
-
-def expiry(deploy_time: datetime, ttl_hours: float) -> datetime:
-    """When the teardown fires: ``deploy_time + ttl_hours``, down to the minute, UTC."""
-    return (deploy_time.astimezone(UTC) + timedelta(hours=ttl_hours)).replace(second=0, microsecond=0)
-
-
-def iso_z(when: datetime) -> str:
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 class TtlTeardown(Construct):
-    """Delete the enclosing stack from ``expires_at`` on, every 15 minutes until it is gone, and raise an
-    alarm on ``alert_topic`` when that keeps failing.
+    """Delete the enclosing stack from ``lifecycle.expires_at`` on, every 15 minutes until it is gone, and
+    raise an alarm on ``alert_topic`` when that keeps failing.
 
+    ``lifecycle`` is the effective one of a deploy (``ttl_hours``, ``deploy_time`` and ``expires_at`` set).
     Call ``delete_last()`` once the stack's other resources exist. Without ``alert_topic`` the alarms
     still exist (``clusterkit status`` reads them) but tell no one.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, cluster_name: str, hours: float,
-                 deploy_time: datetime, alert_topic: sns.ITopic | None = None,
-                 synthesizer: cdk.IStackSynthesizer | None = None) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, cluster_name: str, lifecycle: EffectiveLifecycle,
+                 alert_topic: sns.ITopic | None = None, synthesizer: cdk.IStackSynthesizer | None = None) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
+        hours, deploy_time, expires_at = lifecycle.ttl_hours, lifecycle.deploy_time, lifecycle.expires_at
+        if hours is None or deploy_time is None or expires_at is None:
+            raise ValueError(f"{stack.stack_name}: a TTL teardown needs the lifecycle of a deploy (ttl_hours, "
+                             f"deploy_time, expires_at); got {lifecycle}")
         # ``synthesizer``: the one the stack was given. Reading ``stack.synthesizer`` back from Python makes
         # jsii warn on stderr (the stack binds a clone of a synthesizer passed in).
         _require_execution_role(stack, synthesizer or stack.synthesizer)
-        self.expires_at = expiry(deploy_time, hours)
+        self.expires_at = expires_at
         self.group = scheduler.ScheduleGroup(
             self, "Group", schedule_group_name=ttl_schedule_group_name(cluster_name),
             removal_policy=cdk.RemovalPolicy.DESTROY)  # deleting the group deletes its schedules too

@@ -24,6 +24,9 @@ How (facts from the AWS CloudFormation User Guide):
   out ... between 1 and 3600. Default: 3600" (crpg-ref.html, Template setup). Five minutes here: the handler
   answers in seconds, and a lost answer should not hold the deploy for an hour.
 
+The handler's source (``stacks/version_guard_handler.py``) ships inline; the caller passes its text
+(``clusterkit.stack_inputs.version_guard_code``), as stacks read no files.
+
 Not covered: a stack deployed before the guard existed gets it through a Create, which always succeeds,
 so a version bump in that same deploy is not caught (deploy once without the bump first).
 """
@@ -35,9 +38,6 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from clusterkit.paths import VERSION_GUARD_HANDLER
-
-HANDLER_FILE = VERSION_GUARD_HANDLER
 RESOURCE_TYPE = "Custom::ClusterKitVersionGuard"
 # The newest Python runtime aws-cdk-lib 2.275 knows; cdk-nag's AwsSolutions-L1 accepts only the newest
 # of a family in Runtime.ALL (tests/stacks/test_version_guard.py checks both).
@@ -49,16 +49,12 @@ FUNCTION_TIMEOUT = cdk.Duration.seconds(60)
 LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 
 
-def handler_code() -> str:
-    """The handler's source, shipped inline (CloudFormation ``Code.ZipFile``)."""
-    return HANDLER_FILE.read_text(encoding="utf-8")
-
-
 class ParallelClusterVersionGuard(Construct):
     """Fails a stack update that changes ParallelCluster's version of ``cluster_name``, before the PC provider
     and the cluster are touched, with a one-line reason that names the destroy-then-deploy way out."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, cluster_name: str, version: str) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, cluster_name: str, version: str,
+                 handler_code: str) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(self, "Logs", retention=LOG_RETENTION,
                                        removal_policy=cdk.RemovalPolicy.DESTROY)
@@ -72,7 +68,7 @@ class ParallelClusterVersionGuard(Construct):
                 resources=[self.log_group.log_group_arn])])})
         self.function = lambda_.Function(
             self, "Function", runtime=RUNTIME, handler="index.handler",
-            code=lambda_.Code.from_inline(handler_code()), role=self.role, log_group=self.log_group,
+            code=lambda_.Code.from_inline(handler_code), role=self.role, log_group=self.log_group,
             timeout=FUNCTION_TIMEOUT, memory_size=128,
             description=f"ClusterKit {cluster_name}: refuses a ParallelCluster version change (recreate instead)")
         # aws-cdk-lib adds DependsOn on the role, which the GetAtt of its Arn already implies (its only policy is

@@ -1,6 +1,11 @@
-"""Suite-wide setup: no test may reach AWS or the internet, whatever the machine's environment holds."""
+"""Suite-wide setup: no test may reach AWS or the internet, whatever the machine's environment holds; and
+the oldest Python the node package supports, for the tests that run it there."""
+import importlib.util
 import os
 import subprocess
+from pathlib import Path
+
+import pytest
 
 for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
     os.environ.pop(key, None)
@@ -14,3 +19,24 @@ os.environ.update({
         ["node", "-p", "process.versions.node.split('.')[0]"], capture_output=True, text=True).stdout.strip(),
     "JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION": "1",
 })
+
+
+def _oldest_python():
+    spec = importlib.util.spec_from_file_location("oldest_python", Path(__file__).resolve().parent / "oldest_python.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def python39() -> str:
+    """A real Python 3.9 interpreter (tests/oldest_python.py; `make test` provides one). Without one the test
+    is skipped, except where CK_REQUIRE_PYTHON39=1 (CI): there it fails."""
+    oldest = _oldest_python()
+    found = oldest.find()
+    if found is None:
+        why = f"no Python 3.9 interpreter here (run `make python39`; tried {oldest.candidates() or 'nothing'})"
+        if os.environ.get(oldest.REQUIRE_ENV) == "1":
+            pytest.fail(why)
+        pytest.skip(why)
+    return found

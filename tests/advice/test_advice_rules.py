@@ -6,10 +6,7 @@ throughputs are FSx's documented baselines, not measurements.
 """
 from __future__ import annotations
 
-import ast
-import importlib.util
 import json
-import sys
 import textwrap
 from pathlib import Path
 
@@ -18,8 +15,8 @@ import pytest
 from clusterkit import advice
 from clusterkit.errors import SpecError
 from clusterkit.loader import load
+from clusterkit_node import sizing
 
-REPO = Path(__file__).resolve().parents[2]
 GIB = 1024 ** 3
 DIGEST = "sha256:" + "ab" * 32
 
@@ -238,35 +235,21 @@ def test_shipped_specs():
 
 # -- one set of numbers --------------------------------------------------------------------------------
 
-def test_disk_factors_are_image_syncs():
-    """advice.py mirrors image_sync's preflight factors (bootstrap_scripts/disk_preflight.py; the nodes
-    cannot import clusterkit)."""
-    tree = ast.parse((REPO / "bootstrap_scripts/disk_preflight.py").read_text())
-    found = {node.targets[0].id: ast.literal_eval(node.value) for node in tree.body
-             if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
-             and node.targets[0].id in ("TEMP_FACTOR", "CACHE_FACTOR", "STORE_FACTOR_COMPRESSED",
-                                        "STORE_FACTOR_UNCOMPRESSED_DATA")}
-    assert found == {name: getattr(advice, name) for name in found} and len(found) == 4
+FACTORS = ("TEMP_FACTOR", "CACHE_FACTOR", "STORE_FACTOR_COMPRESSED", "STORE_FACTOR_UNCOMPRESSED_DATA")
 
 
-@pytest.fixture(scope="module")
-def disk_preflight():
-    """bootstrap_scripts/disk_preflight.py, imported the way image_sync.py imports it: image_sync.py (a
-    stdlib-only script, not a package) is loaded by path and puts its directory on sys.path."""
-    spec = importlib.util.spec_from_file_location("ck_advice_image_sync", REPO / "bootstrap_scripts/image_sync.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the file executes
-    try:
-        spec.loader.exec_module(module)
-        yield importlib.import_module("disk_preflight")
-    finally:
-        sys.modules.pop(spec.name, None)
+def test_disk_factors_are_the_nodes():
+    """advice.py sizes with the factors the head node's disk preflight refuses imports with
+    (clusterkit_node/sizing.py, which both import): one set of numbers."""
+    assert {name: getattr(advice, name) for name in FACTORS} == {name: getattr(sizing, name) for name in FACTORS}
+    from clusterkit_node import disk_preflight
+    assert {name: getattr(disk_preflight, name) for name in FACTORS} == {name: getattr(sizing, name) for name in FACTORS}
 
 
 @pytest.mark.parametrize("options", ["-comp zstd -Xcompression-level 3 -b 1M", "-comp lzo -noD", "-noI -noData",
                                      "-no-compression", "-comp lz4"])
-def test_uncompressed_test_is_image_syncs(disk_preflight, options):
-    assert advice.data_uncompressed(options) == disk_preflight.data_uncompressed(options)
+def test_uncompressed_test_is_the_nodes(options):
+    assert advice.data_uncompressed(options) == sizing.data_uncompressed(options)
 
 
 def test_compute_queue_without_nvme_needs_a_root_volume_for_the_largest_image(tmp_path):

@@ -20,6 +20,7 @@ import pytest
 from clusterkit.bundle import Artifact, NodeArtifacts, node_artifacts
 from clusterkit.diff_impact import FLEET, LIVE, QUEUE, RECREATE, Assessor
 from clusterkit.diff_struct import diff_values
+from clusterkit.effective import expand
 from clusterkit.loader import Loaded, load
 from clusterkit.pcluster_runner import pcluster_python
 from clusterkit.render import placeholder_refs, render_config
@@ -30,7 +31,8 @@ ASSESSOR = Assessor()
 
 
 def _render(loaded: Loaded, artifacts: NodeArtifacts | None = None) -> dict[str, Any]:
-    return render_config(loaded.spec, placeholder_refs(loaded.spec), artifacts or node_artifacts(loaded))
+    effective = expand(loaded)
+    return render_config(effective, placeholder_refs(effective), artifacts or node_artifacts(loaded))
 
 
 def _edited(artifacts: NodeArtifacts, field: str) -> NodeArtifacts:

@@ -1,7 +1,7 @@
 """Shared helpers of the tests/compat tests (a uniquely named module: every conftest.py imports as
 "conftest", so test files import helpers from here, like tests/node does with node_sandbox.py).
 
-Real: bootstrap_scripts/compat.py and image_sync.py (run as subprocesses, as nodes run them), the rules
+Real: clusterkit_node's compat.py and the node zipapp (run as subprocesses, as nodes run it), the rules
 data file clusterkit/data/compat_rules.json, squashfs-tools, the file system, a loopback HTTP server
 speaking the IMDSv2 token protocol, NVIDIA enroot 4.1.2 importing the images (tests/image_sync/real_enroot.py).
 Stand-ins: the loopback registry and the image content (marker files of real stacks, see real_enroot.py)
@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 COMPAT_FAKES = HERE / "fakes"
 RULES = REPO / "clusterkit" / "data" / "compat_rules.json"
-COMPAT_PY = REPO / "bootstrap_scripts" / "compat.py"
+COMPAT_PY = REPO / "clusterkit_node" / "compat.py"
 
 
 def load_by_path(name: str, path: Path):
@@ -87,7 +87,7 @@ def make_node(tmp_path: Path, registry) -> Node:
 
 
 def write_fingerprint(store: Path, host: str, legacy: bool = False, **fields) -> Path:
-    """A fingerprint file shaped exactly like image_sync.py fingerprint writes it, where it writes it
+    """A fingerprint file shaped exactly like `clusterkit_node.pyz fingerprint` writes it, where it writes it
     (the staging dir next to the store; legacy: <store>/.nodes, where the previous version wrote it)."""
     doc = {
         "ami_id": "ami-0aaaaaaaaaaaaaaaa", "compute_resource": "p5", "cuda_driver_api": "12.8",

@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from compat_harness import COMPAT_PY, RULES, load_by_path, make_node  # noqa: E402
+from compat_harness import RULES, make_node  # noqa: E402
 
 for _k, _v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}.items():
@@ -18,8 +18,9 @@ for _k, _v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing
 
 @pytest.fixture(scope="session")
 def compat():
-    """bootstrap_scripts/compat.py, loaded the way clusterkit and image_sync load it (by path)."""
-    return load_by_path("compat_under_test", COMPAT_PY)
+    """clusterkit_node.compat: the evaluator clusterkit.compat imports and the node zipapp ships."""
+    import clusterkit_node.compat
+    return clusterkit_node.compat
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """compute_node_configured.sh fails a node whose NVIDIA driver cannot run a locked image, and records
 every node's fingerprint in the store.
 
-Real: the bash script, the real image_sync.py, and compat.py + compat_rules.json taken out of the
+Real: the bash script, the real node zipapp (compat.py inside) and compat_rules.json taken out of the
 bundle zip ClusterKit builds for the demo cluster (so the bundle demonstrably ships them), python3,
 the files written. Stand-ins (tests/node/node_sandbox.py): the PC AMI files, enroot, srun, scontrol
 and friends; tests/compat/fakes/nvidia-smi for the GPU driver. IMDS is disabled (no instance here).
@@ -22,9 +22,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "node"))
 
 from compat_harness import COMPAT_FAKES, COMPAT_PY, RULES  # noqa: E402
-from node_sandbox import COMPUTE_ARGS, FORBIDDEN, IMAGES_LOCK, SCRIPTS, Sandbox, bundle_zip  # noqa: E402
+from node_sandbox import COMPUTE_ARGS, FORBIDDEN, IMAGES_LOCK, Sandbox, bundle_zip  # noqa: E402
 
-from clusterkit.bundle import node_artifacts  # noqa: E402
+from clusterkit.bundle import ZIPAPP, node_artifacts  # noqa: E402
 from clusterkit.loader import load  # noqa: E402
 
 SHARED = "opt/parallelcluster/shared/clusterkit"
@@ -38,19 +38,19 @@ def demo_bundle() -> dict[str, bytes]:
 
 
 def test_bundle_ships_the_evaluator_and_the_rules(demo_bundle):
-    assert demo_bundle["compat.py"] == COMPAT_PY.read_bytes()
+    with zipfile.ZipFile(io.BytesIO(demo_bundle[ZIPAPP])) as zipapp:
+        assert zipapp.read("clusterkit_node/compat.py") == COMPAT_PY.read_bytes()
     assert demo_bundle["compat_rules.json"] == RULES.read_bytes()
 
 
 @pytest.fixture
 def compute(tmp_path, demo_bundle) -> Sandbox:
-    """A compute node after the head node's bootstrap, with the real image_sync.py and compat files,
+    """A compute node after the head node's bootstrap, with the real node zipapp and compat rules,
     and a store whose manifest records a CUDA 13.0.2 image under the locked digest."""
     sb = Sandbox(tmp_path, mounts={"/fsx", "/scratch"}).provide_ami()
-    sb.bundle = bundle_zip(tmp_path / "bundle.zip", image_sync=(SCRIPTS / "image_sync.py").read_text())
+    sb.bundle = bundle_zip(tmp_path / "bundle.zip", zipapp=demo_bundle[ZIPAPP])
     shared = sb.install_bundle_as_shared()
-    for name in ("compat.py", "compat_rules.json"):
-        (shared / name).write_bytes(demo_bundle[name])
+    (shared / "compat_rules.json").write_bytes(demo_bundle["compat_rules.json"])
     sb.write("opt/slurm/etc/plugstack.conf", "include /opt/slurm/etc/plugstack.conf.d/*\n")
     sb.write("opt/slurm/etc/plugstack.conf.d/pyxis.conf",
              "required /usr/local/lib/slurm/spank_pyxis.so runtime_path=/run/pyxis\n")

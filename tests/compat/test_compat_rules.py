@@ -1,4 +1,4 @@
-"""The rules data file and its evaluator (bootstrap_scripts/compat.py).
+"""The rules data file and its evaluator (clusterkit_node/compat.py).
 
 Real: the committed clusterkit/data/compat_rules.json and the evaluator both clusterkit and the nodes
 run. Every rule in the file has a passing and a failing case below (a new rule without cases fails

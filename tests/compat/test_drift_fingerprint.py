@@ -1,7 +1,8 @@
-"""`image_sync.py fingerprint`: what a compute node records at OnNodeConfigured, and when it refuses to boot.
+"""`clusterkit_node.pyz fingerprint`: what a compute node records at OnNodeConfigured, and when it refuses
+to boot.
 
-Real: image_sync.py and compat.py as subprocesses, the committed rules file, stores filled by a real
-`image_sync.py sync` (squashfs images with the marker files of real stacks), the fingerprint file on
+Real: the node zipapp (compat.py inside) as a subprocess, the committed rules file, stores filled by a real
+`clusterkit_node.pyz sync` (squashfs images with the marker files of real stacks), the fingerprint file on
 disk, an IMDSv2 token exchange over loopback HTTP. Stand-ins (conftest.py): enroot (builds the
 .sqsh), nvidia-smi, fi_info and sinfo (print the real version formats), a placeholder pyxis .so
 carrying the version string real pyxis compiles in, the EFA installer's package record.
@@ -20,7 +21,7 @@ import time
 
 import pytest
 
-from clusterkit.bundle import IMAGE_SYNC_MODULES
+from clusterkit.bundle import ZIPAPP
 
 STACK_13 = {"cuda": "13.0.2", "nccl": "2.30.4", "aws_ofi_nccl": "1.19.0", "efa_installer": "1.48.0",
             "libfabric": "2.4.0amzn2.0"}
@@ -161,24 +162,21 @@ def test_store_not_mounted(node):
     assert proc.returncode == 1 and "image store" in proc.stderr and "is FSx mounted?" in proc.stderr
 
 
-def test_compat_files_missing_next_to_the_script_is_a_clear_usage_error(node, tmp_path):
+def test_compat_rules_missing_next_to_the_zipapp_is_a_clear_usage_error(node, tmp_path):
     synced(node)
+    proc = node.run("fingerprint", "--store", str(node.store), "--lock", str(node.lock))
+    assert proc.returncode == 0, "the zipapp reads the compat_rules.json shipped next to it"
     lonely = tmp_path / "bundle"
     lonely.mkdir()
-    for name in ("image_sync.py", *IMAGE_SYNC_MODULES):  # the bundle's image_sync, without compat.py
-        shutil.copy(os.path.join(os.path.dirname(node.cmd()[1]), name), lonely / name)
-    proc = node.run("fingerprint", "--store", str(node.store), "--lock", str(node.lock))
-    assert proc.returncode == 0, "from the repository checkout the rules are found in clusterkit/data"
-    proc = subprocess.run([sys.executable, str(lonely / "image_sync.py"), "fingerprint", "--store",
+    shutil.copy(node.cmd()[1], lonely / ZIPAPP)  # the zipapp alone, without its compat_rules.json
+    linked = tmp_path / "live"
+    linked.symlink_to(lonely)  # run through a link, as nodes do: the real directory is the bundle's
+    proc = subprocess.run([sys.executable, str(linked / ZIPAPP), "fingerprint", "--store",
                            str(node.store), "--lock", str(node.lock)], env=node.env, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 2
-    assert f"{lonely}/compat.py not found: the ClusterKit bundle in {lonely} is incomplete" in proc.stderr
-    shutil.copy(node.cmd()[1].replace("image_sync.py", "compat.py"), lonely / "compat.py")
-    proc = subprocess.run([sys.executable, str(lonely / "image_sync.py"), "fingerprint", "--store",
-                           str(node.store), "--lock", str(node.lock)], env=node.env, capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode == 2 and "compat_rules.json: cannot read compatibility rules" in proc.stderr
+    assert f"{lonely}/compat_rules.json: cannot read compatibility rules" in proc.stderr
+    assert "ship in the ClusterKit bundle as compat_rules.json" in proc.stderr
 
 
 # --- IMDSv2 -------------------------------------------------------------------------------------------
@@ -275,25 +273,10 @@ def test_fingerprint_json_is_deterministic_apart_from_time(node):
     assert text == json.dumps(json.loads(text), indent=2, sort_keys=True) + "\n"
 
 
-def find_python39() -> str | None:
-    import glob
-    found = shutil.which("python3.9")
-    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
-    candidates = ([found] if found else []) + sorted(glob.glob(f"{root}/versions/3.9*/bin/python3.9"))
-    for exe in candidates:
-        if subprocess.run([exe, "-c", "pass"], capture_output=True).returncode == 0:
-            return exe
-    return None
-
-
-PY39 = find_python39()
-
-
-@pytest.mark.skipif(PY39 is None, reason="no python3.9 interpreter on this machine")
-def test_fingerprint_and_drift_run_on_python_3_9(node):
-    """bootstrap_scripts/ promises stdlib-only Python 3.9+ (the oldest python3 on supported AMIs)."""
+def test_fingerprint_and_drift_run_on_python_3_9(node, python39):
+    """clusterkit_node promises stdlib-only Python 3.9+ (the oldest python3 on supported AMIs)."""
     synced(node)
-    base = [PY39, node.cmd()[1]]
+    base = [python39, node.cmd()[1]]
     fp = subprocess.run(base + ["fingerprint", "--store", str(node.store), "--lock", str(node.lock),
                                 "--node-name", "gpu-st-p5-1"], env=dict(node.env, FAKE_NVIDIA_DRIVER="570.86.15"),
                         capture_output=True, text=True, timeout=60)

@@ -1,6 +1,6 @@
-"""`image_sync.py drift` on the head node: fingerprints grouped per queue, differing fields as a table.
+"""`clusterkit_node.pyz drift` on the head node: fingerprints grouped per queue, differing fields as a table.
 
-Real: image_sync.py as a subprocess over fingerprint files shaped exactly like `fingerprint` writes them
+Real: the node zipapp as a subprocess over fingerprint files shaped exactly like `fingerprint` writes them
 (compat_harness.write_fingerprint, checked against a real one in test_fixture_matches_a_real_fingerprint),
 the committed rules file for re-checking drivers against the images the store serves now.
 """

@@ -11,6 +11,7 @@ import pytest
 
 from clusterkit import cost
 from clusterkit.cli import main
+from clusterkit.effective import expand
 from clusterkit.loader import load, lock_or_none
 
 HOURS_PER_MONTH = 730
@@ -20,7 +21,7 @@ GIB = 1024 ** 3
 
 def _estimate(name: str) -> cost.Estimate:
     loaded = load(name)
-    return cost.estimate(loaded.spec, lock_or_none(loaded.source.path))
+    return cost.estimate(expand(loaded), lock_or_none(loaded.source.path))
 
 
 def test_demo_by_hand():
@@ -71,7 +72,7 @@ def test_fsx_capacity_times_rate(tmp_path, fsx, capacity, rate):
                     "    compute_resources:\n      - name: c\n        instance_type: c6i.2xlarge\n        max: 2\n"
                     f"storage:\n  fsx_lustre:\n    new:\n      capacity_gib: {capacity}\n{fsx}"
                     "      image_store_bucket: false\n")
-    est = cost.estimate(load(str(path)).spec)
+    est = cost.estimate(expand(load(str(path))))
     line = next(line for line in est.lines if line.item == "FSx for Lustre")
     assert line.idle == line.busy == pytest.approx(capacity * rate / HOURS_PER_MONTH, rel=1e-12)
     assert est.idle_hourly == pytest.approx(0.34 + 0.045 + capacity * rate / HOURS_PER_MONTH, rel=1e-12)
@@ -82,7 +83,7 @@ def test_unknown_region_names_every_missing_price(tmp_path):
     path = tmp_path / "t.yaml"
     path.write_text("name: t\nregion: ap-south-1\navailability_zone: ap-south-1a\nqueues:\n  - name: cpu\n"
                     "    compute_resources:\n      - name: c\n        instance_type: c6i.2xlarge\n        max: 1\n")
-    est = cost.estimate(load(str(path)).spec)
+    est = cost.estimate(expand(load(str(path))))
     assert est.idle_hourly == est.busy_hourly == 0
     assert est.missing[:2] == ["no price for c6i.2xlarge in ap-south-1 (run --refresh)"] * 2
 
@@ -126,7 +127,7 @@ def test_price_file_is_sourced_dated_and_deterministic():
 def test_every_shipped_instance_type_has_a_price():
     book = cost.load_prices()
     for name in ("demo", "p4d-existing", "p5-capacity-block"):
-        spec = load(name).spec
+        spec = expand(load(name))
         assert [t for t in cost.instance_types(spec) if book.ec2(spec.region, t) is None] == [], name
 
 

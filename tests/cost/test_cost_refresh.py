@@ -15,6 +15,7 @@ from botocore.stub import Stubber
 
 from clusterkit import cost
 from clusterkit.cli import main
+from clusterkit.effective import expand
 from clusterkit.loader import load, lock_or_none
 
 
@@ -59,9 +60,9 @@ def test_refresh_replaces_file_prices_and_names_the_rest(pricing):
     demo = load("demo")
     _expect(stubber, "c6i.2xlarge", [])  # the API has nothing: the file's price stays
     _expect(stubber, "p5.48xlarge", [_product("p5.48xlarge", "54.0000000000")])
-    book, unknown = cost.refresh_ec2(cost.load_prices(), "us-east-1", cost.instance_types(demo.spec), client)
+    book, unknown = cost.refresh_ec2(cost.load_prices(), "us-east-1", cost.instance_types(expand(demo)), client)
     assert unknown == ["c6i.2xlarge"]
-    est = cost.estimate(demo.spec, lock_or_none(demo.source.path), book)
+    est = cost.estimate(expand(demo), lock_or_none(demo.source.path), book)
     assert est.refreshed == ("p5.48xlarge",)
     assert est.busy_hourly == pytest.approx(0.34 + 4 * 54.0 + 8 * 0.34 + 0.045 + 48 * 0.023 / 730, rel=1e-12)
     text = cost.report(est, book, unknown)

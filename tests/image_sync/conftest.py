@@ -1,26 +1,52 @@
 """Helpers for the image_sync tests.
 
-Real: bootstrap_scripts/image_sync.py run as a subprocess (as the head node runs it), NVIDIA enroot 4.1.2
+Real: the node zipapp (clusterkit_node.pyz, built by clusterkit.bundle exactly as the bundle ships it, next
+to compat_rules.json) run as a subprocess (as the head node runs it), NVIDIA enroot 4.1.2
 built from the pinned source (real_enroot.py: registry pull, layer extraction, mksquashfs with our
 options), squashfs-tools, flock, rename, tmpfs, su/runuser. Stand-ins: the loopback registry and the image
 content (marker files of real stacks), see real_enroot.py.
 """
 from __future__ import annotations
 
-import importlib.util
+import atexit
+import importlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from clusterkit.bundle import BUNDLE_DATA, ZIPAPP, build_zipapp
+
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "bootstrap_scripts" / "image_sync.py"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def write_zipapp(directory: Path) -> Path:
+    """The node zipapp as the bundle ships it (mode 0755), with the data files the bundle puts next to it."""
+    path = directory / ZIPAPP
+    path.write_bytes(build_zipapp())
+    path.chmod(0o755)
+    for name, source in BUNDLE_DATA.items():
+        shutil.copy(source, directory / name)
+    return path
+
+
+def _process_zipapp() -> Path:
+    """One zipapp per test process, in a world-readable directory (some tests run it as nobody)."""
+    directory = Path(tempfile.mkdtemp(prefix="ck-node-zipapp-"))
+    directory.chmod(0o755)
+    atexit.register(shutil.rmtree, directory, True)
+    return write_zipapp(directory)
+
+
+SCRIPT = _process_zipapp()
 
 from real_enroot import Registry, enroot_env, imports, serve_image  # noqa: E402
 
@@ -30,52 +56,47 @@ FULL_VERSIONS = {"cuda": "12.8.1", "nccl": "2.25.1", "aws_ofi_nccl": "1.13.0",
 
 
 def load_module():
-    spec = importlib.util.spec_from_file_location("image_sync", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["image_sync"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return importlib.import_module("clusterkit_node.cli")
 
 
 @pytest.fixture(scope="session")
 def image_sync():
-    """The module itself, for in-process unit tests."""
+    """The image store commands (clusterkit_node.cli), for in-process unit tests."""
     return load_module()
 
 
 def sibling(name: str):
-    """A module image_sync.py imports from its own directory: importable once image_sync.py is loaded
-    (loaded by path, it puts its directory on sys.path)."""
-    return importlib.import_module(name)
+    """A module of the node package (clusterkit_node.<name>), imported from the checkout."""
+    return importlib.import_module(f"clusterkit_node.{name}")
 
 
 @pytest.fixture(scope="session")
-def image_store(image_sync):
-    return sibling("image_store")
+def image_store():
+    return sibling("store")
 
 
 @pytest.fixture(scope="session")
-def image_lock(image_sync):
-    return sibling("image_lock")
+def image_lock():
+    return sibling("lock")
 
 
 @pytest.fixture(scope="session")
-def image_versions(image_sync):
-    return sibling("image_versions")
+def image_versions():
+    return sibling("versions")
 
 
 @pytest.fixture(scope="session")
-def squashfs_check(image_sync):
-    return sibling("squashfs_check")
+def squashfs_check():
+    return sibling("squashfs")
 
 
 @pytest.fixture(scope="session")
-def sync_config(image_sync):
+def sync_config():
     return sibling("sync_config")
 
 
 @pytest.fixture(scope="session")
-def disk_preflight(image_sync):
+def disk_preflight():
     return sibling("disk_preflight")
 
 
@@ -92,7 +113,7 @@ FAULT_KEYS = ("fail", "sleep")
 @dataclass
 class Sandbox:
     """A store, the real enroot (real_enroot.py) with a loopback registry, and helpers to run
-    image_sync.py against them."""
+    the node zipapp's image store commands against them."""
 
     root: Path
     store: Path

@@ -45,7 +45,7 @@ def stage(gen: str = GENERATION) -> Path:
 
 
 def enroot_env(root: Path, gen: str = GENERATION) -> dict[str, str]:
-    """Environment for image_sync.py with the real enroot on PATH (behind the logging wrapper)."""
+    """Environment for the node zipapp with the real enroot on PATH (behind the logging wrapper)."""
     built = stage(gen)
     dirs = {k: root / f"enroot-{k.lower()}" for k in ("RUNTIME", "DATA", "CACHE", "TEMP", "CONFIG")}
     for d in dirs.values():
@@ -137,7 +137,7 @@ def _binary(rng: random.Random, size: int, embed: bytes = b"") -> bytes:
 def rootfs(seed: str, spec: dict) -> dict:
     """Files of a test image. spec: {"versions": {cuda, nccl, aws_ofi_nccl, efa_installer, libfabric,
     pytorch}, "layout": "efa-installer" (default) | "source-build", "big_mb": N}. The marker files are
-    where real NGC / AWS images keep them (see bootstrap_scripts/image_versions.py)."""
+    where real NGC / AWS images keep them (see clusterkit_node/versions.py)."""
     rng = random.Random(seed)
     files: dict = {}
     _write(files, "/etc/os-release", 'NAME="Ubuntu"\nVERSION_ID="22.04"\nID=ubuntu\n')

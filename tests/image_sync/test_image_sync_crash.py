@@ -15,10 +15,6 @@ import textwrap
 import threading
 import time
 
-from pathlib import Path
-
-SCRIPT = Path(__file__).resolve().parents[2] / "bootstrap_scripts" / "image_sync.py"
-
 
 def wait_for(predicate, timeout=30.0, interval=0.02):
     deadline = time.monotonic() + timeout
@@ -121,12 +117,9 @@ def test_manifest_readers_only_ever_see_complete_json_during_a_sync(sandbox):
 
 
 WRITER = textwrap.dedent("""
-    import importlib.util, sys
-    spec = importlib.util.spec_from_file_location("image_sync", sys.argv[1])
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["image_sync"] = mod
-    spec.loader.exec_module(mod)
-    import image_store  # next to image_sync.py, which put its directory on sys.path
+    import sys
+    sys.path.insert(0, sys.argv[1])  # the node zipapp: its package, as the nodes import it
+    from clusterkit_node import store as image_store
     store, n = sys.argv[2], 0
     pad = "x" * 200000          # big enough that a write takes several syscalls
     while True:
@@ -139,7 +132,7 @@ WRITER = textwrap.dedent("""
 def test_kill_9_during_manifest_writes_never_leaves_a_half_written_manifest(sandbox, image_store):
     sandbox.store.mkdir()
     for round_ in range(16):
-        writer = subprocess.Popen([sys.executable, "-c", WRITER, str(SCRIPT), str(sandbox.store)],
+        writer = subprocess.Popen([sys.executable, "-c", WRITER, sandbox.cmd()[1], str(sandbox.store)],
                                   stdout=subprocess.PIPE, text=True)
         for _ in range(3 + round_ * 2):  # let it complete a few writes, then kill at an arbitrary point
             writer.stdout.readline()

@@ -124,10 +124,9 @@ def test_store_is_readable_by_an_unprivileged_user_even_with_umask_077(sandbox):
         lock = parent / "demo.images.lock"
         shutil.copy(sandbox.lock, lock)
         os.chmod(lock, 0o644)
-        script = parent / "image_sync.py"  # the checkout may sit in a 0700 dir (mktemp -d clones)
-        for module in Path(sandbox.cmd()[1]).parent.glob("*.py"):  # with the modules it imports
-            shutil.copy(module, parent / module.name)
-            os.chmod(parent / module.name, 0o644)
+        script = parent / "clusterkit_node.pyz"  # pytest's tmp dirs may sit in a 0700 dir
+        shutil.copy(sandbox.cmd()[1], script)
+        os.chmod(script, 0o644)
         verify = as_nobody("python3", str(script), "verify", "--store", str(sandbox.store),
                            "--lock", str(lock))
         assert verify.returncode == 0, verify.stderr

@@ -1,7 +1,7 @@
 """Faults a node can meet end in one line and a non-zero exit, never a traceback; nothing corrupt or
 half-written is served under a published name; the next run repairs the store.
 
-Real: image_sync.py, the real enroot, a read-only bind mount and a full tmpfs made in a private mount
+Real: the node zipapp, the real enroot, a read-only bind mount and a full tmpfs made in a private mount
 namespace (unshare, as root). Stand-in: the registry (faults injected there)."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 
 def in_namespace(sandbox, setup: str, *args: str) -> subprocess.CompletedProcess:
-    """Run image_sync.py with args in a private mount namespace after the shell lines in setup."""
+    """Run the node zipapp with args in a private mount namespace after the shell lines in setup."""
     if os.geteuid() != 0:
         pytest.fail("these tests need root (mount namespaces); `make test` runs as root in CI")
     script = f"set -e\n{setup}\nexec \"$@\""

@@ -5,7 +5,7 @@ hold only `<name>/<hex>.sqsh`, the `<name>.sqsh` symlinks and `manifest.json`; t
 files, manifest/link/fingerprint temp files and node fingerprints live in `.<store>.clusterkit/` next
 to it. Also: a store written by the previous layout (all of that inside the store) is migrated.
 
-Real: image_sync.py (subprocess), squashfs-tools, flock held by another process, SIGKILL, rename, a
+Real: the node zipapp (subprocess), squashfs-tools, flock held by another process, SIGKILL, rename, a
 tmpfs mounted by root (skipped where mounting is not allowed), the real enroot importing from a loopback
 registry (real_enroot.py). No FSx and no S3 here: that the association exports
 exactly what is under the store is FSx's documented behaviour, not something these tests can observe.

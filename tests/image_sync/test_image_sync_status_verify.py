@@ -1,6 +1,6 @@
 """`status` (head node) and `verify` (compute nodes) output and exit codes.
 
-Real: image_sync.py subprocesses, the real enroot filling the store (real_enroot.py), squashfs-tools'
+Real: the node zipapp (subprocesses), the real enroot filling the store (real_enroot.py), squashfs-tools'
 unsquashfs (including its refusal of an unknown compressor). Stand-ins: the loopback registry, and in
 one test a wrapper `unsquashfs` imitating a squashfs-tools build without zstd (its error text is
 squashfs-tools 4.5.1's wording).

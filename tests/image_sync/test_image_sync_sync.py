@@ -1,6 +1,6 @@
-"""`image_sync.py sync` against a real store directory with real squashfs files.
+"""`clusterkit_node.pyz sync` against a real store directory with real squashfs files.
 
-Real: image_sync.py (subprocess), NVIDIA enroot 4.1.2 pulling from a loopback registry (see
+Real: the node zipapp (subprocess), NVIDIA enroot 4.1.2 pulling from a loopback registry (see
 real_enroot.py), mksquashfs/unsquashfs 4.5.1, flock between two processes, rename. Stand-ins: the
 registry and the content of the images (marker files, not real libraries).
 """
@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
 import subprocess
 import time
-
-import pytest
 
 
 def test_fresh_sync_publishes_images_under_final_and_stable_names(sandbox):
@@ -238,47 +235,15 @@ def test_missing_enroot_is_a_usage_error(sandbox):
     assert proc.returncode == 2 and "enroot not found on PATH" in proc.stderr
 
 
-def test_a_module_missing_next_to_the_script_is_one_usage_line(sandbox, tmp_path):
-    """image_sync.py imports its modules from its own directory (the bundle): a copy lacking one says
-    which file in one line instead of a traceback."""
-    lonely = tmp_path / "bundle"
-    lonely.mkdir()
-    for path in os.scandir(os.path.dirname(sandbox.cmd()[1])):
-        if path.name.endswith(".py") and path.name != "image_store.py":
-            shutil.copy(path.path, lonely / path.name)
-    proc = subprocess.run([sandbox.cmd()[0], str(lonely / "image_sync.py"), "status", "--store",
-                           str(sandbox.store)], env=sandbox.env, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2
-    assert proc.stderr == (f"image_sync: {lonely}/image_store.py not found: the ClusterKit bundle in {lonely} "
-                           f"is incomplete (rebuild and redeploy it with the CDK app)\n")
-
-
-def find_python39() -> str | None:
-    """A real python3.9 interpreter (pyenv shims resolve only when 3.9 is selected), or None."""
-    import glob
-    candidates = []
-    if shutil.which("python3.9"):
-        proc = subprocess.run([shutil.which("python3.9"), "-c", "import sys; print(sys.executable)"],
-                              capture_output=True, text=True)
-        if proc.returncode == 0:
-            candidates.append(proc.stdout.strip())
-    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
-    candidates += sorted(glob.glob(f"{root}/versions/3.9*/bin/python3.9"))
-    return candidates[0] if candidates else None
-
-
-PY39 = find_python39()
-
-
-@pytest.mark.skipif(PY39 is None, reason="no python3.9 interpreter on this machine")
-def test_runs_on_python_3_9(sandbox):
-    """bootstrap_scripts/ promises stdlib-only Python 3.9+ (the oldest python3 on supported AMIs)."""
+def test_runs_on_python_3_9(sandbox, python39):
+    """clusterkit_node promises stdlib-only Python 3.9+ (the oldest python3 on supported AMIs): the zipapp's
+    sync, status and verify run there."""
     sandbox.set_spec({"nvidia/pytorch": {"versions": sandbox.full_versions}})
     sandbox.write_lock([sandbox.image("pytorch", repository="nvidia/pytorch", expect={"cuda": "12.8"})])
     for args in (["sync", "--lock", str(sandbox.lock), "--store", str(sandbox.store)],
                  ["status", "--store", str(sandbox.store), "--lock", str(sandbox.lock)],
                  ["verify", "--store", str(sandbox.store), "--lock", str(sandbox.lock)]):
-        proc = subprocess.run([PY39, sandbox.cmd()[1], *args], env=sandbox.env, capture_output=True,
+        proc = subprocess.run([python39, sandbox.cmd()[1], *args], env=sandbox.env, capture_output=True,
                               text=True, timeout=120)
         assert proc.returncode == 0, (args, proc.stderr)
     assert sandbox.manifest()["images"]["pytorch"]["versions"] == sandbox.full_versions

@@ -3,7 +3,7 @@
 What is real: the bash scripts themselves (bootstrap_scripts/*.sh, run by /bin/bash), coreutils, python3
 (for `python3 -m zipfile`), the zip file, the file system effects. What is a stand-in: every command
 that would act on the machine or the network — scontrol, systemctl, sysctl, enroot, aws, nvidia-smi,
-mountpoint, srun, and image_sync.py (the real one belongs to its own tests) — plus the files the PC AMI
+mountpoint, srun, and the node zipapp clusterkit_node.pyz (the real one belongs to its own tests) — plus the files the PC AMI
 would provide (pyxis .so, enroot hooks, example configs), which are placeholders with known content.
 
 How commands are recorded: the scripts run with PATH set to ONE directory holding
@@ -117,30 +117,29 @@ EOF
 fi
 """
 
-IMAGE_SYNC_STANDIN = r'''#!/usr/bin/env python3
-"""Stand-in for image_sync.py in node-script tests: records argv, exits CK_TEST_IMAGE_SYNC_RC."""
+ZIPAPP_STANDIN = r'''#!/usr/bin/env python3
+"""Stand-in for the node zipapp in node-script tests (`python3 X` runs a script whatever its name): records
+argv, exits CK_TEST_IMAGE_SYNC_RC."""
 import os, sys
 with open(os.environ["CK_TEST_CMDLOG"], "a") as f:
-    f.write("\t".join(["image_sync.py", *sys.argv[1:]]) + "\n")
+    f.write("\t".join(["clusterkit_node.pyz", *sys.argv[1:]]) + "\n")
 rc = int(os.environ.get("CK_TEST_IMAGE_SYNC_RC", "0"))
 print("store reachable; present: pytorch" if rc == 0 else "store /fsx/containers: not mounted", file=sys.stdout)
 sys.exit(rc)
 '''
 
 
-# The real modules image_sync.py imports from its own directory (shipped next to it in the bundle).
-from clusterkit.bundle import IMAGE_SYNC_MODULES, PYXIS_IMPORTER  # noqa: E402  (one list: what the bundle ships)
+from clusterkit.bundle import ZIPAPP  # noqa: E402
 
 
-def bundle_zip(dest: Path, *, drop: tuple[str, ...] = (), image_sync: str = IMAGE_SYNC_STANDIN,
+def bundle_zip(dest: Path, *, drop: tuple[str, ...] = (), zipapp: str | bytes = ZIPAPP_STANDIN,
                lock: dict | None = None) -> Path:
-    """The bundle zip as the contract describes it (files at its root), with the stand-in image_sync
-    (the real image_sync modules ride along: a test passing the real image_sync.py needs them)."""
+    """The bundle zip as the contract describes it (files at its root), with the stand-in zipapp (or the
+    real one: clusterkit.bundle.build_zipapp())."""
     files = {name: (SCRIPTS / name).read_bytes()
-             for name in ("enroot.sh", "compat.py", "compute_node_start.sh", "compute_node_configured.sh",
-                          PYXIS_IMPORTER, *IMAGE_SYNC_MODULES)}
+             for name in ("enroot.sh", "compute_node_start.sh", "compute_node_configured.sh")}
     files["compat_rules.json"] = (SCRIPTS.parent / "clusterkit/data/compat_rules.json").read_bytes()
-    files["image_sync.py"] = image_sync.encode()
+    files[ZIPAPP] = zipapp.encode() if isinstance(zipapp, str) else zipapp
     files["images.lock"] = (json.dumps(lock or IMAGES_LOCK, indent=2, sort_keys=True) + "\n").encode()
     with zipfile.ZipFile(dest, "w") as zf:
         for name in sorted(files):

@@ -3,7 +3,7 @@
 
 Real: the scripts and the bundle's enroot.sh (bash), coreutils, the files written. Stand-ins
 (node_sandbox.py): enroot, systemctl, sysctl, mountpoint, srun (prints help with or without pyxis's
---container-image), image_sync.py (records argv, exit code chosen by the test), the AMI's pyxis .so and
+--container-image), the node zipapp clusterkit_node.pyz (records argv, exit code chosen by the test), the AMI's pyxis .so and
 hooks (placeholders). "Zero compiles and zero downloads" is checked against every command the
 scripts ran: PATH wrappers plus bash xtrace.
 """
@@ -143,7 +143,7 @@ def test_configured_checks_pass_and_verify_store(compute: Sandbox) -> None:
     assert r.returncode == 0, r.stderr
     shared = str(compute.root / SHARED)
     store_args = ["--store", str(compute.root / "fsx/containers"), "--lock", f"{shared}/images.lock"]
-    assert r.calls("image_sync.py") == [["verify", *store_args], ["fingerprint", *store_args]]
+    assert r.calls("clusterkit_node.pyz") == [["verify", *store_args], ["fingerprint", *store_args]]
     assert r.calls("srun") == [["--help"]]
     assert "srun --help lists --container-image" in r.stdout
     assert "image_sync verify: store reachable; present: pytorch" in r.stdout
@@ -176,7 +176,7 @@ def test_configured_fails_when_plugstack_lacks_pyxis(compute: Sandbox) -> None:
     r = compute.run("compute_node_configured.sh", *COMPUTE_ARGS)
     assert r.returncode == 1
     assert "/opt/slurm/etc/plugstack.conf does not load /usr/local/lib/slurm/spank_pyxis.so" in r.stderr
-    assert "image_sync.py" not in r.command_names
+    assert "clusterkit_node.pyz" not in r.command_names
 
 
 def test_configured_fails_when_plugin_missing(compute: Sandbox) -> None:
@@ -195,4 +195,4 @@ def test_configured_fails_when_store_unreachable(compute: Sandbox) -> None:
 def test_configured_uses_custom_store(compute: Sandbox) -> None:
     r = compute.run("compute_node_configured.sh", *COMPUTE_ARGS, "CK_STORE=/fsx/images")
     assert r.returncode == 0, r.stderr
-    assert r.calls("image_sync.py")[0][:3] == ["verify", "--store", str(compute.root / "fsx/images")]
+    assert r.calls("clusterkit_node.pyz")[0][:3] == ["verify", "--store", str(compute.root / "fsx/images")]

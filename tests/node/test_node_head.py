@@ -49,17 +49,14 @@ def test_fresh_run_writes_exactly_the_expected_files(sandbox: Sandbox) -> None:
         "var/log/clusterkit/bootstrap.log",
         "var/lib/clusterkit/image-sync.inputs",
         *(f"opt/parallelcluster/shared/{bundle_dir}/{f}" for f in
-          ("enroot.sh", "image_sync.py", "compat.py", "compat_rules.json", "compute_node_start.sh",
-           "compute_node_configured.sh", "images.lock", "compat_loader.py", "console.py", "disk_preflight.py",
-           "enroot_uri.py", "image_import.py", "image_lock.py", "image_store.py", "image_versions.py", "node_drift.py",
-           "node_facts.py", "node_fingerprint.py", "squashfs_check.py", "store_status.py", "store_sync.py",
-           "store_verify.py", "sync_config.py", "pyxis_importer.py")),
+          ("enroot.sh", "clusterkit_node.pyz", "compat_rules.json", "compute_node_start.sh",
+           "compute_node_configured.sh", "images.lock")),
     }
     modes = {p: after[p].mode for p in new_files if not p.startswith("opt/parallelcluster")}
     assert modes == {p: (0o755 if "hooks.d" in p else 0o644) for p in modes}
     bundle_modes = {p.rsplit("/", 1)[1]: after[p].mode for p in new_files if p.startswith("opt/parallelcluster")}
-    # pyxis execs the importer as the job's user: executable, and (like every bundle file) world-readable
-    assert bundle_modes == {f: (0o755 if f == "pyxis_importer.py" else 0o644) for f in bundle_modes}
+    # pyxis execs the zipapp (its importer) as the job's user: executable, and (like every bundle file) world-readable
+    assert bundle_modes == {f: (0o755 if f == "clusterkit_node.pyz" else 0o644) for f in bundle_modes}
     for d in ("scratch/enroot/runtime", "scratch/enroot/data", "scratch/enroot/cache", "scratch/enroot/tmp"):
         assert sandbox.mode(d) == 0o1777, d
     assert sandbox.mode("fsx/containers") == 0o755
@@ -90,7 +87,7 @@ def test_fresh_run_content_essentials(sandbox: Sandbox) -> None:
     assert "CK_BUNDLE='" + BUNDLE_URI + "'" in env and "PYXIS_CONTAINER_SCOPE='global'" in env
     assert "ENROOT_SQUASH_OPTIONS='-comp zstd -Xcompression-level 3 -b 128K -no-fragments'" in env
     unit = sandbox.read(UNIT)
-    assert ("ExecStart=/bin/bash -o pipefail -c 'python3 /opt/parallelcluster/shared/clusterkit/image_sync.py "
+    assert ("ExecStart=/bin/bash -o pipefail -c 'python3 /opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz "
             "sync --lock /opt/parallelcluster/shared/clusterkit/images.lock --store /fsx/containers 2>&1 "
             "| tee -a /var/log/clusterkit/image-sync.log'") in unit
     assert 'Environment="ENROOT_SQUASH_OPTIONS=-comp zstd -Xcompression-level 3 -b 128K -no-fragments"' in unit
@@ -114,7 +111,7 @@ def test_fresh_run_commands(sandbox: Sandbox) -> None:
     assert len(zip_calls) == 1
     assert r.calls("sysctl") == []  # alinux2023
     assert not r.command_names & set(FORBIDDEN), r.command_names & set(FORBIDDEN)
-    assert "image_sync.py" not in r.command_names  # started by systemd, not inline
+    assert "clusterkit_node.pyz" not in r.command_names  # started by systemd, not inline
     log = sandbox.read("var/log/clusterkit/bootstrap.log").splitlines()
     assert log and all(ISO_LINE.match(line) for line in log), log[:3]
     assert r.stdout.splitlines() == [line for line in log if " ERROR " not in line]
@@ -144,7 +141,7 @@ def test_on_node_updated_restarts_the_sync_only_for_a_new_lock(sandbox: Sandbox,
     import copy
 
     assert sandbox.run("head_node.sh", *HEAD_ARGS).returncode == 0
-    sandbox.bundle = bundle_zip(tmp_path / "other-scripts.zip", image_sync="#!/usr/bin/env python3\n# v2\n")
+    sandbox.bundle = bundle_zip(tmp_path / "other-scripts.zip", zipapp="#!/usr/bin/env python3\n# v2\n")
     r = sandbox.run("head_node.sh", *HEAD_ARGS)
     assert r.returncode == 0, r.stderr
     assert not [c for c in r.calls("systemctl") if c[0] in ("restart", "start")], r.calls("systemctl")
@@ -172,7 +169,7 @@ def test_update_with_new_settings_and_bundle(sandbox: Sandbox, tmp_path) -> None
     versions = []
     for n in range(2):
         sandbox.bundle = bundle_zip(tmp_path / f"bundle{n}.zip",
-                                    image_sync=f"#!/usr/bin/env python3\n# version {n}\n")
+                                    zipapp=f"#!/usr/bin/env python3\n# version {n}\n")
         r = sandbox.run("head_node.sh", *args_with(PYXIS_CONTAINER_SCOPE="global"))
         assert r.returncode == 0, r.stderr
         versions.append(snapshot(sandbox.root)["opt/parallelcluster/shared/clusterkit"].digest)
@@ -181,7 +178,7 @@ def test_update_with_new_settings_and_bundle(sandbox: Sandbox, tmp_path) -> None
     assert "container_scope=global" in sandbox.read(PYXIS_CONF)
     kept = sorted(p.name for p in (sandbox.root / "opt/parallelcluster/shared").iterdir())
     assert kept == sorted([versions[0], versions[1], "clusterkit"])
-    assert sandbox.read("opt/parallelcluster/shared/clusterkit/image_sync.py").endswith("# version 1\n")
+    assert sandbox.read("opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz").endswith("# version 1\n")
 
 
 def test_no_temp_file_ever_appears_in_plugstack_conf_d(sandbox: Sandbox) -> None:
@@ -262,12 +259,12 @@ def test_bundle_lacking_a_file_fails_and_stays_inactive(sandbox: Sandbox, tmp_pa
 def test_head_checks_for_every_file_the_bundle_ships() -> None:
     """head_node.sh's BUNDLE_FILES (checked before a bundle goes live) is what clusterkit/bundle.py zips,
     less head_node.sh and node.args (the launcher checks and uses those) and the launcher (stage 0 checks
-    and runs it), so a module image_sync.py imports can never be missing on the nodes."""
-    from clusterkit.bundle import BUNDLE_DATA, BUNDLE_FILES, LAUNCHER, SCRIPTS
+    and runs it), so nothing the nodes run or read can be missing on them."""
+    from clusterkit.bundle import BUNDLE_DATA, BUNDLE_FILES, LAUNCHER, SCRIPTS, ZIPAPP
 
     m = re.search(r"^readonly BUNDLE_FILES=\(([^)]*)\)", (SCRIPTS / "head_node.sh").read_text(), re.M)
     assert m, "readonly BUNDLE_FILES=(...) not found in head_node.sh"
-    assert sorted(m.group(1).split()) == sorted({*BUNDLE_FILES, *BUNDLE_DATA, "images.lock"} - {"head_node.sh", LAUNCHER})
+    assert sorted(m.group(1).split()) == sorted({*BUNDLE_FILES, ZIPAPP, *BUNDLE_DATA, "images.lock"} - {"head_node.sh", LAUNCHER})
 
 
 def test_download_failure_names_the_bundle(sandbox: Sandbox) -> None:

@@ -1,4 +1,5 @@
-"""ClusterKit's pyxis importer (bootstrap_scripts/pyxis_importer.py) run as pyxis runs it: `get URI` /
+"""ClusterKit's pyxis importer (the node zipapp clusterkit_node.pyz, clusterkit_node/pyxis_importer.py) run as
+pyxis runs it: `get URI` /
 `release`, with the job's environment plus what pyxis sets (pyxis 0.24.0 pyxis_slurmstepd.c,
 enroot_set_env: SLURM_JOB_UID/GID, PYXIS_RUNTIME_PATH; PATH removed), from a bundle directory holding the
 image lock, under a throwaway root (CK_ROOT). The real pyxis calling it is tests/real_runtime.
@@ -7,13 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from clusterkit.bundle import IMAGE_SYNC_MODULES, PYXIS_IMPORTER, SCRIPTS
+from clusterkit.bundle import PYXIS_IMPORTER, ZIPAPP_SHEBANG, build_zipapp
 
 HEX_A = "a" * 64
 HEX_B = "b" * 64
@@ -36,8 +36,8 @@ class Node:
         self.root = root
         self.bundle = root / "opt/parallelcluster/shared/clusterkit"
         self.bundle.mkdir(parents=True)
-        for name in (PYXIS_IMPORTER, *IMAGE_SYNC_MODULES):
-            shutil.copy(SCRIPTS / name, self.bundle / name)
+        (self.bundle / PYXIS_IMPORTER).write_bytes(build_zipapp())
+        (self.bundle / PYXIS_IMPORTER).chmod(0o755)  # head_node.sh makes it executable
         (self.bundle / "images.lock").write_text(json.dumps(LOCK))
         (root / "etc/clusterkit").mkdir(parents=True)
         self.settings(f"CK_CLUSTER='demo'\nCK_STORE='{STORE}'\nCK_UNLOCKED_IMAGES='{policy}'\n")
@@ -70,8 +70,8 @@ def node(tmp_path: Path) -> Node:
 
 
 def test_importer_is_executable_by_its_shebang_and_isolated_from_the_job_environment(node: Node) -> None:
-    first = (SCRIPTS / PYXIS_IMPORTER).read_text().splitlines()[0]
-    assert first == "#!/usr/bin/python3 -I"  # PATH is removed by pyxis; -I ignores the job's PYTHON*
+    first = (node.bundle / PYXIS_IMPORTER).read_bytes().splitlines()[0]
+    assert first + b"\n" == ZIPAPP_SHEBANG == b"#!/usr/bin/python3 -I\n"  # pyxis removes PATH; -I ignores the job's PYTHON*
     node.publish("pytorch", HEX_A)
     r = node.run("get", "docker://nvcr.io#nvidia/pytorch:25.01-py3")
     assert r.returncode == 0, r.stderr
@@ -197,19 +197,18 @@ def test_batch_step_and_bad_pyxis_environment(node: Node) -> None:
 
 
 def test_usage(node: Node) -> None:
-    for args in ((), ("get",), ("fetch", "x"), ("release", "extra")):
+    for args in (("get",), ("get", "a", "b"), ("release", "extra")):
         r = node.run(*args)
-        assert r.returncode == 2 and r.stderr.startswith("usage: pyxis_importer.py get URI | release")
+        assert r.returncode == 2 and r.stderr.startswith("usage: clusterkit_node.pyz get URI | release")
+    for args in ((), ("fetch", "x")):  # not the importer's words: the zipapp's other commands
+        r = node.run(*args)
+        assert r.returncode == 2 and r.stderr.startswith("usage: clusterkit_node.pyz [-h] {sync,")
 
 
-def test_runs_on_python_3_9(node: Node) -> None:
+def test_runs_on_python_3_9(node: Node, python39: str) -> None:
     """Node code is stdlib-only Python 3.9+ (alinux2023 and rhel9 ship 3.9): the importer runs there."""
-    import glob
-    py39 = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.9*/bin/python3.9")))
-    if not py39:
-        pytest.skip("no python3.9 interpreter on this machine")
     expected = node.publish("pytorch", HEX_A)
     env = {"CK_ROOT": str(node.root)}
-    r = subprocess.run([py39[0], "-I", str(node.bundle / PYXIS_IMPORTER), "get", "docker://nvcr.io#nvidia/pytorch:25.01-py3"],
+    r = subprocess.run([python39, "-I", str(node.bundle / PYXIS_IMPORTER), "get", "docker://nvcr.io#nvidia/pytorch:25.01-py3"],
                        env=env, capture_output=True, text=True, timeout=30)
     assert (r.returncode, r.stdout) == (0, expected + "\n"), r.stderr

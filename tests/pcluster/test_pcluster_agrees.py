@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from clusterkit.bundle import node_artifacts
+from clusterkit.effective import expand_spec
 from clusterkit.errors import SpecError
 from clusterkit.loader import CONFIG_DIR, Loaded, load
 from clusterkit.pcluster_runner import pcluster_python, run_check
@@ -50,7 +51,8 @@ def _render_unchecked(text: str, tmp_path) -> tuple[str, str]:
     spec, marks, problems = parse_spec(text, str(path))
     assert spec is not None and not problems
     loaded = Loaded(spec=spec, source=LoadedSpec(spec=spec, path=CONFIG_DIR / "demo.yaml", marks=marks))
-    config = render_config(spec, placeholder_refs(spec), node_artifacts(loaded))
+    effective = expand_spec(spec)  # total on specs the rules refuse
+    config = render_config(effective, placeholder_refs(effective), node_artifacts(loaded))
     return spec.name, yaml.dump(config, Dumper=NoAliasDumper, sort_keys=False)
 
 

@@ -27,7 +27,7 @@ from node_root import NodeRoot
 from clusterkit import images
 from clusterkit.bundle import node_artifacts
 from clusterkit.loader import image_specs, load, platform
-from clusterkit.node_settings import compute_settings
+from clusterkit.effective import expand
 from clusterkit.registry import RegistryClient
 
 REPO = Path(__file__).resolve().parents[2]
@@ -139,7 +139,7 @@ def prepare(node: NodeRoot, registry: FakeRegistry, workdir: Path, *, with_image
     # A site drop-in (enroot reads /etc/enroot/enroot.conf.d/*.conf after enroot.conf): plain http to
     # the loopback registry. ClusterKit's own enroot.conf stays exactly as the head node writes it.
     node.write("/etc/enroot/enroot.conf.d/90-ck-test-http.conf", "ENROOT_ALLOW_HTTP yes\n")
-    return Prepared(digest, lock, spec_path, compute_settings(loaded.spec))
+    return Prepared(digest, lock, spec_path, list(expand(loaded).node.compute))
 
 
 def run_stage0(node: NodeRoot) -> str:

@@ -2,7 +2,7 @@
 4.1.2/0.24.0): registry -> lock -> head-node sync -> compute checks -> jobs as root and as users.
 
 Real here: enroot, pyxis, Debian's Slurm + munge, squashfs-tools, the bootstrap scripts and
-image_sync.py as shipped in the bundle, ClusterKit's lock and bundle code. Stand-ins: the loopback
+the node zipapp as shipped in the bundle, ClusterKit's lock and bundle code. Stand-ins: the loopback
 registry (tests/images/images_fakes.py), S3/ECR token/systemd (standins/), FSx (a local directory).
 See cluster_flow.py for the order of the flow and node_root.py for the node's paths.
 """
@@ -59,7 +59,7 @@ def test_slurm_loads_the_exact_plugstack_line_the_head_node_wrote(cluster: Clust
     node = cluster.node
     line = [ln for ln in node.read("/opt/slurm/etc/plugstack.conf.d/pyxis.conf").splitlines()
             if not ln.startswith("#")]
-    newer = (" importer=/opt/parallelcluster/shared/clusterkit/pyxis_importer.py use_squashfuse=1"
+    newer = (" importer=/opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz use_squashfuse=1"
              if _version(generation.pyxis_version) >= (0, 24, 0) else "")
     assert line == ["required /usr/local/lib/slurm/spank_pyxis.so runtime_path=/run/pyxis container_scope=job "
                     "sbatch_support=1 execute_entrypoint=0" + newer]

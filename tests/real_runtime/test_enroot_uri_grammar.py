@@ -1,4 +1,4 @@
-"""bootstrap_scripts/enroot_uri.py against the REAL enroot of both generations: the URI the node passes
+"""clusterkit_node/enroot_uri.py against the REAL enroot of both generations: the URI the node passes
 to `enroot import` makes enroot request the locked manifest by digest, for a registry host and for Docker
 Hub, and the lock's canonical @digest form is what 3.x cannot use (the defect this module fixes).
 
@@ -8,7 +8,6 @@ log shows exactly which host and path enroot asked for.
 """
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -20,9 +19,7 @@ sys.path.insert(0, str(REPO / "tests" / "image_sync"))
 
 import real_enroot  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location("enroot_uri", REPO / "bootstrap_scripts" / "enroot_uri.py")
-enroot_uri = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(enroot_uri)
+from clusterkit_node import enroot_uri  # noqa: E402
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ import pytest
 from cluster_flow import IMAGE_ENV, OS_RELEASE, STORE, Cluster, rootfs, slurmd_log, srun_container, unlocked_images
 from images_fakes import add_rootfs_image
 
-IMPORTER = "/opt/parallelcluster/shared/clusterkit/pyxis_importer.py"
+IMPORTER = "/opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz"
 # Behaviour only pyxis >= 0.24 has (what 0.20 does instead is asserted where it can be run)
 NEW_ONLY = pytest.mark.parametrize("generation", ["gen4"], indirect=True)
 

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from clusterkit.bundle import node_artifacts
+from clusterkit.effective import expand
 from clusterkit.loader import all_spec_paths, load
 from clusterkit.render import placeholder_refs, render_config
 from clusterkit.render_files import render_all, rendered_path, rendered_text
@@ -109,8 +110,9 @@ def test_lock_change_leaves_head_node_configured_untouched():
     loaded = load("demo")
     before = node_artifacts(loaded)
     after = dataclasses.replace(before, bundle=dataclasses.replace(before.bundle, data=before.bundle.data + b"x"))
-    refs = placeholder_refs(loaded.spec)
-    old, new = render_config(loaded.spec, refs, before), render_config(loaded.spec, refs, after)
+    effective = expand(loaded)
+    refs = placeholder_refs(effective)
+    old, new = render_config(effective, refs, before), render_config(effective, refs, after)
     assert old["HeadNode"]["CustomActions"]["OnNodeConfigured"] == new["HeadNode"]["CustomActions"]["OnNodeConfigured"]
     assert old["HeadNode"]["CustomActions"]["OnNodeUpdated"] != new["HeadNode"]["CustomActions"]["OnNodeUpdated"]
     assert old["Scheduling"] == new["Scheduling"], "an image change must not replace the compute fleet"
@@ -122,11 +124,9 @@ def test_bundle_contents():
         names = sorted(zf.namelist())
         args = zf.read("node.args").decode().splitlines()
         lock = zf.read("images.lock")
-    assert names == ["compat.py", "compat_loader.py", "compat_rules.json", "compute_node_configured.sh",
-                     "compute_node_start.sh", "console.py", "disk_preflight.py", "enroot.sh", "enroot_uri.py", "head_node.sh",
-                     "head_node_launcher.sh", "image_import.py", "image_lock.py", "image_store.py", "image_sync.py", "image_versions.py",
-                     "images.lock", "node.args", "node_drift.py", "node_facts.py", "node_fingerprint.py",
-                     "pyxis_importer.py", "squashfs_check.py", "store_status.py", "store_sync.py", "store_verify.py", "sync_config.py"]
+    assert names == ["clusterkit_node.pyz", "compat_rules.json", "compute_node_configured.sh", "compute_node_start.sh",
+                     "enroot.sh", "head_node.sh", "head_node_launcher.sh", "image_sync.py", "images.lock", "node.args",
+                     "pyxis_importer.py"]
     assert "CK_CLUSTER=demo" in args and "ENROOT_SQUASH_OPTIONS=-comp zstd -Xcompression-level 3 -b 128K -no-fragments" in args
     assert lock == loaded.lock_path.read_bytes()
 
@@ -135,7 +135,7 @@ def test_compute_nodes_get_the_ecr_registries_of_private_images(tmp_path):
     """A compute node pulls a private ECR image when a job names it: its enroot needs the credentials
     line, which compute_node_configured.sh writes from CK_ECR_REGISTRIES (tests/real_runtime runs it)."""
     from clusterkit.loader import load
-    from clusterkit.node_settings import compute_settings, head_settings
+    from clusterkit.node_settings import compute_settings
 
     ecr = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
     spec = (tmp_path / "t.yaml")
@@ -143,8 +143,11 @@ def test_compute_nodes_get_the_ecr_registries_of_private_images(tmp_path):
         "name: t\nregion: us-east-1\navailability_zone: us-east-1a\nqueues:\n  - name: gpu\n"
         "    compute_resources:\n      - name: p5\n        instance_type: p5.48xlarge\n        max: 2\n"
         f"containers:\n  images:\n    - name: app\n      uri: {ecr}/team/app@sha256:{'a' * 64}\n")
-    loaded = load(str(spec), check_lock=False)
-    assert f"CK_ECR_REGISTRIES={ecr}" in compute_settings(loaded.spec)
-    assert f"CK_ECR_REGISTRIES={ecr}" in head_settings(loaded.spec)
-    demo = load("demo", check_lock=False).spec
-    assert not [a for a in compute_settings(demo) if a.startswith("CK_ECR_REGISTRIES")]
+    effective = expand(load(str(spec), check_lock=False))
+    assert f"CK_ECR_REGISTRIES={ecr}" in effective.node.compute
+    assert f"CK_ECR_REGISTRIES={ecr}" in effective.node.head
+    assert effective.containers.ecr_registries == (ecr,)
+    assert compute_settings(effective) == list(effective.node.compute)
+    demo = expand(load("demo", check_lock=False))
+    assert not [a for a in demo.node.compute if a.startswith("CK_ECR_REGISTRIES")]
+    assert "CK_ECR_REGISTRIES=" in demo.node.head

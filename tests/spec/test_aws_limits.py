@@ -17,6 +17,7 @@ import yaml
 
 from clusterkit import aws_limits, catalog
 from clusterkit.bundle import node_artifacts
+from clusterkit.effective import expand_spec
 from clusterkit.loader import CONFIG_DIR, Loaded, all_spec_paths
 from clusterkit.pcluster_runner import pcluster_python, run_check
 from clusterkit.render import placeholder_refs, render_config
@@ -194,7 +195,8 @@ def test_parallelcluster_draws_the_same_lines():
         assert spec is not None and not problems
         ours.append([p.render() for p in aws_limits.check(spec, marks) if p.level == "error"])
         loaded = Loaded(spec=spec, source=LoadedSpec(spec=spec, path=CONFIG_DIR / "demo.yaml", marks=marks))
-        config = render_config(spec, placeholder_refs(spec), node_artifacts(loaded))
+        effective = expand_spec(spec)
+        config = render_config(effective, placeholder_refs(effective), node_artifacts(loaded))
         config["Tags"] += [{"Key": key, "Value": "cluster"}
                            for key in aws_limits.raw()["parallelcluster_provider_tag_keys"]["value"]]
         configs.append((spec.name, "demo.yaml", yaml.dump(config, Dumper=NoAliasDumper, sort_keys=False), spec.region))

@@ -5,6 +5,7 @@ import textwrap
 
 import pytest
 
+from clusterkit.effective import expand
 from clusterkit.errors import SpecError
 from clusterkit.loader import load
 
@@ -218,9 +219,10 @@ def test_defaults_follow_their_neighbours(tmp_path):
     """SCRATCH_2 alone needs no throughput; a new mount_dir moves the default image store with it."""
     path = tmp_path / "t.yaml"
     path.write_text(_extra("storage:\n  fsx_lustre:\n    mount_dir: /lustre\n    new:\n      deployment_type: SCRATCH_2\n"))
-    fsx = load(str(path), check_lock=False).spec.storage.fsx_lustre
-    assert fsx.store == "/lustre/containers" and fsx.created.throughput is None
-    assert load("demo").spec.storage.fsx_lustre.created.throughput == 250
+    storage = expand(load(str(path), check_lock=False)).storage
+    assert storage.image_store == "/lustre/containers" and storage.image_store_fs_path == "/containers"
+    assert storage.new.deployment_type == "SCRATCH_2" and storage.new.throughput_mb_per_tib is None
+    assert expand(load("demo")).storage.new.throughput_mb_per_tib == 250
 
 
 @pytest.mark.parametrize("data,expected", [

@@ -32,8 +32,9 @@ for _key, _value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "t
 import aws_cdk as cdk  # noqa: E402
 from aws_cdk.assertions import Template  # noqa: E402
 
+from clusterkit.effective import EffectiveSpec, expand  # noqa: E402
 from clusterkit.loader import CONFIG_DIR, load  # noqa: E402
-from clusterkit.spec import ClusterSpec  # noqa: E402
+from clusterkit.nag_report import Finding, findings  # noqa: E402
 from stacks import nag  # noqa: E402
 from stacks.network import NetworkStack  # noqa: E402
 from stacks.storage import StorageStack  # noqa: E402
@@ -86,11 +87,11 @@ class Synth:
     """One synthesized Network + Storage pair and what the tests read from it."""
 
     name: str
-    spec: ClusterSpec
+    effective: EffectiveSpec
     network: NetworkStack
     storage: StorageStack
     templates: dict[str, dict]  # "network" / "storage" -> CloudFormation template
-    findings: list[nag.Finding]
+    findings: list[Finding]
     _assertions: dict[str, Template] = field(default_factory=dict)
 
     def template(self, kind: str) -> Template:
@@ -107,34 +108,35 @@ class Synth:
         return stack.resolve(value)
 
 
-def load_variant(name: str, tmp_dir: Path) -> tuple[ClusterSpec, str | None]:
+def load_variant(name: str, tmp_dir: Path) -> tuple[EffectiveSpec, str | None]:
     base, edits, account = VARIANTS[name]
     if not edits:
-        return load(base, check_lock=False).spec, account
+        return expand(load(base, check_lock=False)), account
     doc = yaml.safe_load((CONFIG_DIR / f"{base}.yaml").read_text(encoding="utf-8"))
     doc = copy.deepcopy(doc)
     for edit in edits:
         edit(doc)
     path = tmp_dir / f"{name}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
-    return load(str(path), check_lock=False).spec, account
+    return expand(load(str(path), check_lock=False)), account
 
 
-def synthesize(spec: ClusterSpec, account: str | None, outdir: Path, name: str) -> Synth:
+def synthesize(effective: EffectiveSpec, account: str | None, outdir: Path, name: str) -> Synth:
     """Build the two stacks the way app.py does, with cdk-nag on, and synthesize them into ``outdir``."""
     context = json.loads((REPO / "cdk.json").read_text(encoding="utf-8")).get("context", {})
     app = cdk.App(outdir=str(outdir), context=context)
     nag.add_checks(app)
-    env = cdk.Environment(account=account, region=spec.region)
-    prefix = stack_prefix(spec.name)
-    tags = {"clusterkit:cluster": spec.name, **spec.tags}
-    network = NetworkStack(app, f"{prefix}-Network", spec=spec, env=env, tags=tags)
-    storage = StorageStack(app, f"{prefix}-Storage", spec=spec, vpc=network.vpc, subnet_id=network.compute_subnet_id,
-                           security_group=network.fsx_security_group, env=env, tags=tags)
+    env = cdk.Environment(account=account, region=effective.region)
+    prefix = stack_prefix(effective.name)
+    tags = effective.tag_dict()
+    network = NetworkStack(app, f"{prefix}-Network", effective=effective, env=env, tags=tags)
+    storage = StorageStack(app, f"{prefix}-Storage", effective=effective, vpc=network.vpc,
+                           subnet_id=network.compute_subnet_id, security_group=network.fsx_security_group, env=env,
+                           tags=tags)
     assembly = app.synth()
     templates = {kind: assembly.get_stack_artifact(stack.artifact_id).template
                  for kind, stack in (("network", network), ("storage", storage))}
-    return Synth(name, spec, network, storage, templates, nag.findings(outdir))
+    return Synth(name, effective, network, storage, templates, findings(outdir))
 
 
 @pytest.fixture(scope="session")
@@ -145,8 +147,8 @@ def synths(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Synth]:
 
     def get(name: str) -> Synth:
         if name not in cache:
-            spec, account = load_variant(name, root)
-            cache[name] = synthesize(spec, account, root / f"cdk.out-{name}", name)
+            effective, account = load_variant(name, root)
+            cache[name] = synthesize(effective, account, root / f"cdk.out-{name}", name)
         return cache[name]
 
     return get

@@ -7,12 +7,13 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 
-import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Match
 
+from clusterkit import rules
 from clusterkit.loader import load
-from stacks.network import INTERFACE_ENDPOINTS, NetworkStack
+from clusterkit.typed_yaml import Marks
+from stacks.network import INTERFACE_ENDPOINTS
 
 ALL = "-1"
 LUSTRE = {("tcp", 988, 988), ("tcp", 1018, 1023)}
@@ -106,14 +107,14 @@ def test_security_group_descriptions_do_not_depend_on_settings(synths):
 @pytest.mark.parametrize("name", NEW_VPC)
 def test_new_vpc_has_one_az_a_public_and_a_compute_subnet(synths, name):
     synth = synths(name)
-    vpc_cfg = synth.spec.network.vpc
+    vpc_cfg = synth.effective.network.new
     template = synth.template("network")
     template.resource_count_is("AWS::EC2::VPC", 1)
     template.has_resource_properties("AWS::EC2::VPC", {"CidrBlock": vpc_cfg.cidr, "EnableDnsSupport": True,
                                                        "EnableDnsHostnames": True})
     subnets = synth.resources("network", "AWS::EC2::Subnet")
     assert len(subnets) == 2
-    assert {s["Properties"]["AvailabilityZone"] for s in subnets.values()} == {synth.spec.availability_zone}
+    assert {s["Properties"]["AvailabilityZone"] for s in subnets.values()} == {synth.effective.availability_zone}
     compute = synth.templates["network"]["Resources"][synth.ref("network", synth.network.compute_subnet_id)["Ref"]]
     public = next(s for s in subnets.values() if s is not compute)
     vpc_net = ipaddress.ip_network(vpc_cfg.cidr)
@@ -162,7 +163,7 @@ def test_interface_endpoints_in_compute_subnet_with_https_from_nodes_only(synths
                  if e["Properties"].get("VpcEndpointType") == "Interface"]
     assert len(endpoints) == len(INTERFACE_ENDPOINTS) == 9
     assert {e["ServiceName"] for e in endpoints} == {
-        f"com.amazonaws.{synth.spec.region}.{service}" for service in
+        f"com.amazonaws.{synth.effective.region}.{service}" for service in
         ("ecr.api", "ecr.dkr", "ssm", "ssmmessages", "ec2messages", "logs", "sts", "cloudformation", "ec2")}
     compute = synth.ref("network", synth.network.compute_subnet_id)
     endpoint_groups = {repr(g) for e in endpoints for g in e["SecurityGroupIds"]}
@@ -182,7 +183,7 @@ def test_flow_logs_capture_all_traffic_into_a_retained_log_group(synths, name):
     groups_ = template.find_resources("AWS::Logs::LogGroup")
     assert len(groups_) == 1
     (group_id, group), = groups_.items()
-    assert group["Properties"]["RetentionInDays"] == synth.spec.network.vpc.flow_logs_retention_days
+    assert group["Properties"]["RetentionInDays"] == synth.effective.network.new.flow_logs_retention_days
     assert group["DeletionPolicy"] == "Retain"
     template.has_resource_properties("AWS::EC2::FlowLog", {
         "ResourceType": "VPC", "TrafficType": "ALL", "LogDestinationType": "cloud-watch-logs",
@@ -193,7 +194,7 @@ def test_flow_logs_capture_all_traffic_into_a_retained_log_group(synths, name):
 
 def test_existing_vpc_is_imported_not_created(synths):
     synth = synths("p4d-existing")
-    existing = synth.spec.network.existing
+    existing = synth.effective.network.existing
     resources = synth.templates["network"]["Resources"]
     assert {r["Type"] for r in resources.values()} == {
         "AWS::EC2::SecurityGroup", "AWS::EC2::SecurityGroupIngress", "AWS::EC2::SecurityGroupEgress"}
@@ -244,7 +245,7 @@ def test_one_network_field_changes_only_its_resource(synths):
     assert b["Resources"][log_group]["Properties"] == {"RetentionInDays": 30}
 
 
-# --- validation ------------------------------------------------------------------------------------------
+# --- validation: the loader's, not the stack's -------------------------------------------------------------
 
 def _with_network(spec, **changes):
     network = spec.network
@@ -255,16 +256,21 @@ def _with_network(spec, **changes):
     return dataclasses.replace(spec, network=network)
 
 
+def _subnet_problems(spec) -> list[str]:
+    return [f"{p.path}: {p.message}" for p in rules.check(spec, Marks(file="t.yaml")) if "usable addresses" in p.message]
+
+
 def test_too_small_compute_subnet_is_refused_with_the_numbers():
-    """4 x p5.48xlarge x 32 EFA interfaces + 8 CPU nodes + the head node = 137 addresses; a /25 has 123."""
+    """4 x p5.48xlarge x 32 EFA interfaces + 8 CPU nodes + the head node = 137 addresses; a /25 has 123.
+    The rules refuse it before synth; the stack, given only accepted specs, checks nothing."""
     spec = load("demo", check_lock=False).spec
-    small = _with_network(spec, new=dataclasses.replace(spec.network.vpc, compute_subnet_mask=25))
-    with pytest.raises(ValueError, match=r"/25 has 123 usable addresses but max nodes need 137"):
-        NetworkStack(cdk.App(), "Small-Network", spec=small, env=cdk.Environment(region=spec.region))
+    small = _with_network(spec, new=dataclasses.replace(spec.network.new, compute_subnet_mask=25))
+    assert _subnet_problems(small) == [
+        "network.new.compute_subnet_mask: compute subnet has 123 usable addresses but max nodes need 137"]
 
 
 def test_too_small_existing_compute_subnet_is_refused():
     spec = load("p4d-existing", check_lock=False).spec
     small = _with_network(spec, existing=dataclasses.replace(spec.network.existing, compute_subnet_cidr="10.20.0.0/28"))
-    with pytest.raises(ValueError, match=r"/28 has 11 usable addresses"):
-        NetworkStack(cdk.App(), "Small-Network", spec=small, env=cdk.Environment(region=spec.region))
+    (problem,) = _subnet_problems(small)
+    assert problem.startswith("network.existing.compute_subnet_cidr: compute subnet has 11 usable addresses")

@@ -16,9 +16,12 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from cfnlint.api import ManualArgs, lint
 
+from clusterkit import nag_report, rules
+from clusterkit.effective import expand, expand_spec, image_store_fs_path
 from clusterkit.loader import load
+from clusterkit.typed_yaml import Marks
 from stacks import nag
-from stacks.storage import StorageStack, image_store_path
+from stacks.storage import StorageStack
 
 NEW_FSX = ("demo", "p5-capacity-block")
 SHIPPED = ("demo", "p4d-existing", "p5-capacity-block")
@@ -46,7 +49,7 @@ def image_bucket_id(synth) -> str:
 @pytest.mark.parametrize("name", NEW_FSX)
 def test_persistent_2_file_system_properties(synths, name):
     synth = synths(name)
-    new = synth.spec.storage.fsx_lustre.created
+    new = synth.effective.storage.new
     fs = file_system(synth)
     props = fs["Properties"]
     assert props["FileSystemType"] == "LUSTRE" and props["FileSystemTypeVersion"] == "2.15"
@@ -62,12 +65,12 @@ def test_persistent_2_file_system_properties(synths, name):
         "WeeklyMaintenanceStartTime": "7:05:00",
         "AutomaticBackupRetentionDays": 0,  # linked to S3: FSx takes no backups, the bucket is the copy
     }
-    assert {"Key": "Name", "Value": f"{synth.spec.name}-image-store"} in props["Tags"]
+    assert {"Key": "Name", "Value": f"{synth.effective.name}-image-store"} in props["Tags"]
 
 
 def test_customer_kms_key_is_used_when_given(synths):
     synth = synths("demo-kms")
-    assert file_system(synth)["Properties"]["KmsKeyId"] == synth.spec.storage.fsx_lustre.created.kms_key_arn
+    assert file_system(synth)["Properties"]["KmsKeyId"] == synth.effective.storage.new.kms_key_arn
 
 
 def test_scratch_2_has_no_persistent_only_settings(synths):
@@ -91,27 +94,27 @@ def test_unlinked_persistent_file_system_keeps_a_week_of_backups(synths):
     assert "ImageStoreBucketName" not in synth.templates["storage"]["Outputs"]
 
 
-def test_kms_key_with_scratch_is_refused():
+def test_kms_key_with_scratch_is_refused_by_the_rules():
+    """The loader refuses it before synth; the stack, given only accepted specs, checks nothing."""
     spec = load("demo", check_lock=False).spec
     fsx_cfg = spec.storage.fsx_lustre
     scratch = dataclasses.replace(fsx_cfg.new, deployment_type="SCRATCH_2", throughput_mb_per_tib=None,
                                   kms_key_arn=KMS_KEY)
     spec = dataclasses.replace(spec, storage=dataclasses.replace(
         spec.storage, fsx_lustre=dataclasses.replace(fsx_cfg, new=scratch)))
-    app = cdk.App()
-    stack = cdk.Stack(app, "Net")
-    vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-12345678", availability_zones=["us-east-1a"])
-    group = ec2.SecurityGroup.from_security_group_id(stack, "Sg", "sg-12345678")
-    with pytest.raises(ValueError, match="kms_key_arn needs a PERSISTENT deployment type"):
-        StorageStack(app, "S", spec=spec, vpc=vpc, subnet_id="subnet-12345678", security_group=group)
+    found = [p.message for p in rules.check(spec, Marks(file="t.yaml")) if p.path.endswith("kms_key_arn")]
+    assert found == ["SCRATCH_2 cannot use a customer-managed KMS key"]
 
 
 # --- image store bucket and its link ---------------------------------------------------------------------
 
 def test_image_store_path_is_relative_to_the_mount_dir():
-    fsx_cfg = load("demo", check_lock=False).spec.storage.fsx_lustre
-    assert image_store_path(fsx_cfg) == "/containers"
-    assert image_store_path(dataclasses.replace(fsx_cfg, mount_dir="/shared/", image_store="/shared/a/sqsh")) == "/a/sqsh"
+    spec = load("demo", check_lock=False).spec
+    assert expand_spec(spec).storage.image_store_fs_path == "/containers"
+    fsx_cfg = dataclasses.replace(spec.storage.fsx_lustre, mount_dir="/shared/", image_store="/shared/a/sqsh")
+    moved = dataclasses.replace(spec, storage=dataclasses.replace(spec.storage, fsx_lustre=fsx_cfg))
+    assert expand_spec(moved).storage.image_store_fs_path == "/a/sqsh"
+    assert image_store_fs_path("/fsx", "/fsx/containers") == "/containers"
 
 
 @pytest.mark.parametrize("name", NEW_FSX)
@@ -213,7 +216,7 @@ ALERT_TYPES = {"AWS::KMS::Key", "AWS::SNS::Topic", "AWS::SNS::TopicPolicy", "AWS
 def test_existing_file_system_creates_no_storage(synths):
     """Only the alerts: an existing file system is the spec's, not this stack's."""
     synth = synths("p4d-existing")
-    fs_id = synth.spec.storage.fsx_lustre.existing.file_system_id
+    fs_id = synth.effective.storage.existing_file_system_id
     template = synth.templates["storage"]
     assert {r["Type"] for r in template["Resources"].values()} == ALERT_TYPES
     assert synth.storage.file_system_id == fs_id and synth.storage.image_store_bucket is None
@@ -226,7 +229,7 @@ def test_existing_file_system_creates_no_storage(synths):
 def test_new_file_system_in_an_existing_vpc(synths):
     synth = synths("existing-vpc-new-fsx")
     props = file_system(synth)["Properties"]
-    assert props["SubnetIds"] == [synth.spec.network.existing.compute_subnet_id]
+    assert props["SubnetIds"] == [synth.effective.network.existing.compute_subnet_id]
     assert props["StorageCapacity"] == 2400 and props["LustreConfiguration"]["PerUnitStorageThroughput"] == 125
     assert synth.resources("network", "AWS::EC2::VPC") == {}
 
@@ -251,7 +254,7 @@ def _arn(synth, middle: str, tail: str) -> dict:
 
 
 def _alarms_arn(synth) -> dict:
-    return _arn(synth, f":cloudwatch:{synth.spec.region}:", f":alarm:ClusterKit-{synth.spec.name}-*")
+    return _arn(synth, f":cloudwatch:{synth.effective.region}:", f":alarm:ClusterKit-{synth.effective.name}-*")
 
 
 @pytest.mark.parametrize("name", ["demo", "p4d-existing", "demo-no-account"])
@@ -262,7 +265,7 @@ def test_alert_topic_is_encrypted_with_its_own_rotated_key(synths, name):
     key_id, key = _one(synth, "AWS::KMS::Key")
     _, topic = _one(synth, "AWS::SNS::Topic")
     assert topic["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
-    assert topic["Properties"]["TopicName"] == f"ClusterKit-{synth.spec.name}-alerts"
+    assert topic["Properties"]["TopicName"] == f"ClusterKit-{synth.effective.name}-alerts"
     assert key["Properties"]["EnableKeyRotation"] is True and key["Properties"]["PendingWindowInDays"] == 7
     assert key["DeletionPolicy"] == "Delete"
     statements = {st.get("Sid"): st for st in key["Properties"]["KeyPolicy"]["Statement"]}
@@ -300,7 +303,7 @@ def test_delete_failed_of_the_cluster_stack_reaches_the_topic(synths):
     props = rule["Properties"]
     assert props["EventPattern"] == {
         "source": ["aws.cloudformation"], "detail-type": ["CloudFormation Stack Status Change"],
-        "detail": {"stack-id": [{"prefix": _arn(synth, f":cloudformation:{synth.spec.region}:",
+        "detail": {"stack-id": [{"prefix": _arn(synth, f":cloudformation:{synth.effective.region}:",
                                                  ":stack/P5-Capacity-Block-Cluster/")}],  # slash: no nested stacks
                    "status-details": {"status": ["DELETE_FAILED"]}}}
     (target,) = props["Targets"]
@@ -317,15 +320,17 @@ def test_delete_failed_of_the_cluster_stack_reaches_the_topic(synths):
 def _storage_with(notify_email: str | None, outdir) -> dict:
     from clusterkit.spec import Lifecycle
 
-    spec = load("demo", check_lock=False).spec
-    spec = dataclasses.replace(spec, lifecycle=Lifecycle(ttl_hours=spec.lifecycle.ttl_hours, notify_email=notify_email))
+    loaded = load("demo", check_lock=False)
+    spec = dataclasses.replace(loaded.spec, lifecycle=Lifecycle(ttl_hours=loaded.spec.lifecycle.ttl_hours,
+                                                                notify_email=notify_email))
+    effective = expand(dataclasses.replace(loaded, spec=spec))
     app = cdk.App(outdir=str(outdir))
     nag.add_checks(app)
     env = cdk.Environment(account="123456789012", region=spec.region)
     net = cdk.Stack(app, "Net", env=env)
     vpc = ec2.Vpc.from_vpc_attributes(net, "Vpc", vpc_id="vpc-12345678", availability_zones=["us-east-1a"])
     group = ec2.SecurityGroup.from_security_group_id(net, "Sg", "sg-12345678")
-    storage = StorageStack(app, "Demo-Storage", spec=spec, vpc=vpc, subnet_id="subnet-12345678",
+    storage = StorageStack(app, "Demo-Storage", effective=effective, vpc=vpc, subnet_id="subnet-12345678",
                            security_group=group, env=env)
     return app.synth().get_stack_artifact(storage.artifact_id).template
 
@@ -412,7 +417,7 @@ def test_cdk_nag_has_no_unacknowledged_finding(synths, name):
 
 def _lint(synth, kind: str) -> list[str]:
     template = json.dumps(synth.templates[kind])
-    return [f"{m.rule.id} {m.path}: {m.message}" for m in lint(template, config=ManualArgs(regions=[synth.spec.region]))]
+    return [f"{m.rule.id} {m.path}: {m.message}" for m in lint(template, config=ManualArgs(regions=[synth.effective.region]))]
 
 
 @pytest.mark.parametrize("name", [*SHIPPED, "demo-endpoints", "demo-scratch", "demo-no-bucket",
@@ -444,7 +449,7 @@ def test_nag_checks_are_live_and_acknowledgements_need_reasons(tmp_path):
     s3.Bucket(cdk.Stack(app, "Bare"), "Bucket")
     with pytest.raises(RuntimeError, match="ValidationFailed"):
         app.synth()
-    assert {f.rule for f in nag.findings(tmp_path / "bare") if f.reason is None} >= {"AwsSolutions-S1", "AwsSolutions-S10"}
+    assert {f.rule for f in nag_report.findings(tmp_path / "bare") if f.reason is None} >= {"AwsSolutions-S1", "AwsSolutions-S10"}
 
     app = cdk.App(outdir=str(tmp_path / "acked"))
     nag.add_checks(app)
@@ -453,13 +458,13 @@ def test_nag_checks_are_live_and_acknowledgements_need_reasons(tmp_path):
         nag.acknowledge(bucket, "AwsSolutions-S1", "not needed")
     nag.acknowledge(bucket, "AwsSolutions-S1", "test fixture bucket that never holds data worth auditing")
     app.synth()
-    assert [(f.rule, f.reason) for f in nag.findings(tmp_path / "acked") if f.rule.startswith("AwsSolutions")] == [
+    assert [(f.rule, f.reason) for f in nag_report.findings(tmp_path / "acked") if f.rule.startswith("AwsSolutions")] == [
         ("AwsSolutions-S1", "test fixture bucket that never holds data worth auditing")]
 
 
 def test_granular_findings_are_acknowledged_one_by_one(tmp_path):
     """IAM5 reports one finding per wildcard; the bare rule id does not cover it, ``applies_to`` does."""
-    def synth(**ack) -> list[nag.Finding]:
+    def synth(**ack) -> list[nag_report.Finding]:
         outdir = tmp_path / str(len(ack))
         app = cdk.App(outdir=str(outdir))
         nag.add_checks(app)
@@ -470,7 +475,7 @@ def test_granular_findings_are_acknowledged_one_by_one(tmp_path):
             app.synth()
         except RuntimeError:
             pass
-        return nag.findings(outdir)
+        return nag_report.findings(outdir)
 
     finding = "AwsSolutions-IAM5[Resource::arn:aws:s3:::bucket/prefix/*]"
     assert [(f.rule, f.reason) for f in synth()] == [(finding, None)]

@@ -26,8 +26,10 @@ import pytest
 from aws_cdk import aws_lambda as lambda_
 from cfnlint.api import ManualArgs, lint
 
+from clusterkit import nag_report
+from clusterkit.stack_inputs import version_guard_code as handler_code
 from stacks import nag, version_guard
-from stacks.version_guard import RESOURCE_TYPE, ParallelClusterVersionGuard, guard_depends, handler_code
+from stacks.version_guard import RESOURCE_TYPE, ParallelClusterVersionGuard, guard_depends
 
 STACK_ID = "arn:aws:cloudformation:us-east-1:123456789012:stack/Demo-Cluster/5b918d10-cd98-11ea-90d5-0a9cd3354c10"
 PRESIGNED_PATH = "/cloudformation-custom-resource-response-useast1/arn%3Aaws%3Acloudformation/abc?X-Amz-Signature=f00"
@@ -244,7 +246,8 @@ def build(outdir: Path, *, wire: bool = True) -> dict[str, Any]:
     nag.add_checks(app)
     stack = cdk.Stack(app, "Demo-Cluster", synthesizer=cdk.DefaultStackSynthesizer(),
                       env=cdk.Environment(account="123456789012", region="us-east-1"))
-    guard = ParallelClusterVersionGuard(stack, "VersionGuard", cluster_name="demo", version="3.16.1")
+    guard = ParallelClusterVersionGuard(stack, "VersionGuard", cluster_name="demo", version="3.16.1",
+                                        handler_code=handler_code())
     provider = cdk.CfnStack(stack, "ParallelClusterProvider",
                             template_url="https://example.com/parallelcluster/3.16.1/templates/custom_resource/cluster.yaml")
     cdk.CustomResource(stack, "ParallelCluster", resource_type=CLUSTER_TYPE,
@@ -308,7 +311,7 @@ def test_role_may_only_write_its_own_log_group(template) -> None:
 
 def test_cdk_nag_is_clean_without_acknowledgements(tmp_path) -> None:
     build(tmp_path / "cdk.out")  # raises on any unacknowledged finding
-    assert nag.findings(tmp_path / "cdk.out") == []
+    assert nag_report.findings(tmp_path / "cdk.out") == []
 
 
 def test_cdk_nag_is_live_here(tmp_path, monkeypatch) -> None:
@@ -316,7 +319,7 @@ def test_cdk_nag_is_live_here(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(version_guard, "RUNTIME", lambda_.Runtime.PYTHON_3_12)
     with pytest.raises(RuntimeError, match="ValidationFailed"):
         build(tmp_path / "cdk.out")
-    assert {f.rule for f in nag.findings(tmp_path / "cdk.out") if f.reason is None} == {"AwsSolutions-L1"}
+    assert {f.rule for f in nag_report.findings(tmp_path / "cdk.out") if f.reason is None} == {"AwsSolutions-L1"}
 
 
 def test_cfn_lint_finds_no_error_or_warning(template) -> None:

@@ -1,7 +1,8 @@
 """The TTL clock and override: context parsing, one-line errors, the Makefile wiring, the schedule name.
 
-Real: the parsing code, the spec rule shared with ``validate``, app.py run as a process (as the CDK
-CLI runs it), GNU make's dry run of the deploy recipe, a CDK stack with another synthesizer.
+Real: the parsing code (``clusterkit.deploy_context``, outside the stacks), the spec rule shared with
+``validate``, app.py run as a process (as the CDK CLI runs it), GNU make's dry run of the deploy recipe, a
+CDK stack with another synthesizer.
 """
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ import pytest
 
 from clusterkit.loader import load
 from clusterkit.naming import SCHEDULE_GROUP_NAME_MAX, SCHEDULE_NAME_MAX, ttl_schedule_group_name, ttl_schedule_name
-from stacks.ttl import TtlError, TtlTeardown, expiry, parse_deploy_time, with_ttl_override
+from clusterkit.deploy_context import TtlError, effective_for_deploy, parse_deploy_time, with_ttl_override
+from clusterkit.effective import expand, expiry, lifecycle
+from stacks.ttl import TtlTeardown
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -81,7 +84,29 @@ def test_teardown_refuses_a_stack_without_a_service_role():
     app = cdk.App()
     stack = cdk.Stack(app, "Plain-Cluster", synthesizer=cdk.CliCredentialsStackSynthesizer())
     with pytest.raises(ValueError, match="needs the stack deployed with a CloudFormation service role"):
-        TtlTeardown(stack, "Ttl", cluster_name="plain", hours=1, deploy_time=datetime(2026, 12, 1, tzinfo=UTC))
+        TtlTeardown(stack, "Ttl", cluster_name="plain", lifecycle=lifecycle(1, None, datetime(2026, 12, 1, tzinfo=UTC)))
+
+
+def test_teardown_refuses_a_lifecycle_without_a_deploy_time():
+    """expand() outside a deploy has no clock: the stack must not silently build a cluster without its TTL."""
+    import aws_cdk as cdk
+
+    app = cdk.App()
+    stack = cdk.Stack(app, "Plain-Cluster")
+    with pytest.raises(ValueError, match="needs the lifecycle of a deploy"):
+        TtlTeardown(stack, "Ttl", cluster_name="plain", lifecycle=expand(load("demo")).lifecycle)
+
+
+def test_the_effective_spec_of_a_deploy_carries_the_clock():
+    demo = load("demo")
+    plain = expand(demo)
+    assert (plain.lifecycle.ttl_hours, plain.lifecycle.deploy_time, plain.lifecycle.expires_at) == (72.0, None, None)
+    deploy = effective_for_deploy(demo, ttl_hours="6", deploy_time="2026-12-01T10:00:00+02:00")
+    assert deploy.lifecycle.ttl_hours == 6.0
+    assert deploy.lifecycle.deploy_time == datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
+    assert deploy.lifecycle.expires_at == datetime(2026, 12, 1, 14, 0, tzinfo=UTC)
+    assert effective_for_deploy(demo, ttl_hours="off", deploy_time="2026-12-01T08:00:00Z").lifecycle.expires_at is None
+    assert dataclasses.replace(deploy, lifecycle=plain.lifecycle) == plain  # nothing else moves
 
 
 def test_schedule_names_fit_and_stay_unique():

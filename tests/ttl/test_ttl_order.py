@@ -16,6 +16,8 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ssm as ssm
 
+from clusterkit.effective import lifecycle
+from clusterkit.nag_report import findings
 from stacks import nag
 from stacks.alerts import ClusterAlerts
 from stacks.ttl import TtlTeardown
@@ -33,7 +35,7 @@ def _synth(outdir, *, with_topic: bool = True, delete_last: bool = True) -> dict
     cluster = cdk.Stack(app, "Small-Cluster", env=ENV)
     ssm.StringParameter(cluster, "Bundle", string_value="s3://bucket/key")
     cdk.CfnStack(cluster, "Provider", template_url="https://example.com/provider.yaml")
-    ttl = TtlTeardown(cluster, "TtlTeardown", cluster_name="small", hours=1, deploy_time=DEPLOY,
+    ttl = TtlTeardown(cluster, "TtlTeardown", cluster_name="small", lifecycle=lifecycle(1, None, DEPLOY),
                       alert_topic=alerts.topic if with_topic else None)
     if delete_last:
         ttl.delete_last()
@@ -82,8 +84,8 @@ def test_no_finding_and_cfn_lint_clean(tmp_path):
     from cfnlint.api import ManualArgs, lint
 
     templates = _synth(tmp_path)
-    assert [f for f in nag.findings(tmp_path) if f.reason is None] == []
-    assert [f for f in nag.findings(tmp_path) if "TtlTeardown" in f.path or "Alerts" in f.path] == []
+    assert [f for f in findings(tmp_path) if f.reason is None] == []
+    assert [f for f in findings(tmp_path) if "TtlTeardown" in f.path or "Alerts" in f.path] == []
     for name, template in templates.items():
         problems = [str(m) for m in lint(json.dumps(template), config=ManualArgs(regions=["us-east-1"]))
                     if m.rule.id[0] in "EW"]

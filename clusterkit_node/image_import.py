@@ -15,14 +15,15 @@ import time
 from dataclasses import dataclass
 from typing import Dict, Tuple
 
-from console import format_versions, log, mb, now_utc, warn
-from enroot_uri import import_uri
-from image_lock import LockedImage
-from image_store import (IMPORT_FILE, drop_stable_name, ensure_dir, file_size, fsync_dir, partial_path,
-                         point_stable_name, quarantine, remove_partial, write_manifest)
-from image_versions import expect_problems, read_versions
-from squashfs_check import check_squashfs, content_sha256
-from sync_config import SyncConfig
+from .console import format_versions, log, mb, now_utc, warn
+from .enroot_uri import import_uri
+from .layout import IMPORT_FILE
+from .lock import LockedImage
+from .squashfs import check_squashfs, content_sha256
+from .store import (drop_stable_name, ensure_dir, file_size, fsync_dir, partial_path, point_stable_name, quarantine,
+                    remove_partial, write_manifest)
+from .sync_config import SyncConfig
+from .versions import expect_problems, read_versions
 
 
 @dataclass

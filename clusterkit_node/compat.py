@@ -1,12 +1,11 @@
-#!/usr/bin/env python3
 """Evaluate ClusterKit's compatibility rules (compat_rules.json) against known software versions.
 
 One evaluator for both sides, so a rule means the same thing everywhere:
-- ``python -m clusterkit validate`` loads this file (by path; clusterkit never imports
-  bootstrap_scripts as a package) and checks the versions a spec *expects* in each image;
-- ``image_sync.py fingerprint`` on every compute node checks the versions the head node *recorded* in
-  the store manifest against the host's NVIDIA driver, and refuses to boot a node that cannot run them.
-Stdlib only, Python 3.9+ (it ships in the node bundle next to image_sync.py).
+- ``python -m clusterkit validate`` imports this module (clusterkit.compat) and checks the versions a
+  spec *expects* in each image;
+- ``clusterkit_node.pyz fingerprint`` on every compute node checks the versions the head node *recorded*
+  in the store manifest against the host's NVIDIA driver, and refuses to boot a node that cannot run them.
+Stdlib only, Python 3.9+, no import of the rest of the node package (it ships in the node zipapp).
 
 Rule kinds (deliberately few and declarative; every rule names its public source):
 
@@ -32,7 +31,7 @@ from typing import Dict, List, Optional, Tuple
 KINDS = ("requires", "driver_for_cuda")
 LEVELS = ("error", "warning")
 
-# Components a rule may name: what image_sync reads out of an image (manifest "versions").
+# Components a rule may name: what the image sync reads out of an image (manifest "versions").
 COMPONENTS: Dict[str, str] = {
     "aws_ofi_nccl": "aws-ofi-nccl",
     "cuda": "CUDA",

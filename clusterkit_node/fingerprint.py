@@ -1,9 +1,9 @@
-"""``image_sync.py fingerprint``: a compute node records what it runs and refuses what it cannot run.
+"""``clusterkit_node.pyz fingerprint``: a compute node records what it runs and refuses what it cannot run.
 
 Why: each compute node records a fingerprint of its software (driver, EFA, enroot, pyxis, Slurm, AMI,
 the manifest it saw) in <staging>/nodes/<hostname>.json (next to the store, outside the path FSx
-exports to S3; see image_store) and refuses to boot when its NVIDIA driver cannot run a locked image's
-CUDA, per compat_rules.json evaluated by compat.py (both ship next to image_sync.py): a replaced node
+exports to S3; see store.py) and refuses to boot when its NVIDIA driver cannot run a locked image's
+CUDA, per compat_rules.json (shipped next to the zipapp) evaluated by compat.py: a replaced node
 at boot beats a crashed job at hour ten.
 """
 from __future__ import annotations
@@ -14,14 +14,15 @@ import re
 import socket
 from typing import Dict, Tuple
 
-from compat_loader import load_rules
-from console import EXIT_FAILED, EXIT_OK, UsageError, error, log, now_utc, warn
-from image_lock import LockedImage, load_lock
-from image_store import (FINGERPRINT_TMP_RE, NODES_DIR, TMP_DIR, empty_manifest, ensure_staging, nodes_dir,
-                         pid_alive, read_manifest_bytes, tmp_dir, write_json_atomic)
-from image_versions import parse_efa_packages
-from node_facts import (EFA_PACKAGES, find_tool, imds_facts, libfabric_version, node_identity,
-                        nvidia_facts, pyxis_version, read_host_text, tool_version)
+from . import compat
+from .bundle_files import load_rules
+from .console import EXIT_FAILED, EXIT_OK, UsageError, error, log, now_utc, warn
+from .facts import (EFA_PACKAGES, find_tool, imds_facts, libfabric_version, node_identity, nvidia_facts,
+                    pyxis_version, read_host_text, tool_version)
+from .layout import FINGERPRINT_TMP_RE, NODES_DIR, TMP_DIR, nodes_dir, tmp_dir
+from .lock import LockedImage, load_lock
+from .store import empty_manifest, ensure_staging, pid_alive, read_manifest_bytes, write_json_atomic
+from .versions import parse_efa_packages
 
 FINGERPRINT_VERSION = 1
 HOSTNAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
@@ -45,7 +46,7 @@ def clean_fingerprint_debris(tmp: str, host: str) -> None:
 
 def cmd_fingerprint(args: argparse.Namespace) -> int:
     """Compute node, OnNodeConfigured: record what this node runs, refuse what it cannot run."""
-    compat, rules = load_rules(args.rules)
+    rules = load_rules(args.rules)
     images = load_lock(args.lock)
     env = dict(os.environ)
     store = os.path.abspath(args.store)

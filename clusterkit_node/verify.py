@@ -1,4 +1,4 @@
-"""``image_sync.py verify``: a compute node's check that the store is usable (never imports or writes).
+"""``clusterkit_node.pyz verify``: a compute node's check that the store is usable (never imports or writes).
 
 A node whose FSx is not mounted or whose unsquashfs cannot decompress the store's images fails here,
 at boot, instead of failing every container job later; missing images, a missing manifest (the head
@@ -11,10 +11,11 @@ import os
 import shutil
 from typing import Dict, List, Tuple
 
-from console import EXIT_FAILED, EXIT_OK, error, format_versions, log, mb, warn
-from image_lock import LockedImage, load_lock
-from image_store import empty_manifest, file_size, manifest_path, read_manifest
-from squashfs_check import content_sha256, read_superblock, unsquashfs_can_read
+from .console import EXIT_FAILED, EXIT_OK, error, format_versions, log, mb, warn
+from .layout import manifest_path
+from .lock import LockedImage, load_lock
+from .squashfs import content_sha256, read_superblock, unsquashfs_can_read
+from .store import empty_manifest, file_size, read_manifest
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -95,7 +96,7 @@ def deep_check(manifest: dict, present: List[Tuple[LockedImage, str]]) -> bool:
         actual = content_sha256(path)
         if actual != recorded:
             error(f"verify: {img.name}: {path} is corrupt: sha256 {actual[:12]} is not the {recorded[:12]} "
-                  f"recorded at import (`image_sync.py sync --verify-all` on the head node re-imports it)")
+                  f"recorded at import (`clusterkit_node.pyz sync --verify-all` on the head node re-imports it)")
             ok = False
         else:
             log(f"verify: {img.name}: content matches the sha256 recorded at import")

@@ -1,7 +1,8 @@
-"""The image lock (cluster_configs/<name>.images.lock) as image_sync reads it on the nodes.
+"""The image lock (cluster_configs/<name>.images.lock) as the nodes read it.
 
 The lock is written by ``python -m clusterkit lock``; the nodes cannot import clusterkit, so this reads
-only the fields image_sync needs and reports every problem at once (exit 2) rather than the first.
+only the fields the node tools need and reports every problem at once (exit 2) rather than the first.
+Image names must fit the store's layout (layout.py), which this module depends on, never the reverse.
 """
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from console import UsageError
-from enroot_uri import ImageRequest, import_uri, locked_location
-from image_store import MANIFEST_NAME
+from .console import UsageError
+from .enroot_uri import ImageRequest, import_uri, locked_location
+from .layout import IMAGE_NAME_RE, image_file, image_name_problem
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+NAME_RE = IMAGE_NAME_RE
 DIGEST_RE = re.compile(r"^sha256:([0-9a-f]{64})$")
 
 
@@ -39,7 +40,7 @@ class LockedImage:
 
     @property
     def rel_file(self) -> str:
-        return f"{self.name}/{self.hex}.sqsh"
+        return image_file(self.name, self.hex)
 
     @property
     def location(self) -> Tuple[str, str]:
@@ -91,14 +92,10 @@ def load_lock(path: str) -> List[LockedImage]:
         name, digest, uri = raw.get("name"), raw.get("digest"), raw.get("enroot_uri")
         size, expect = raw.get("compressed_size"), raw.get("expect", {})
         ok = True
-        if not isinstance(name, str) or not NAME_RE.fullmatch(name):
-            problems.append(f"{where}.name: {name!r} is not a store name (letters, digits, . _ -; "
-                            f"no leading dot)")
-            ok = False
-        elif name.endswith(".sqsh") or name == MANIFEST_NAME or name.startswith(MANIFEST_NAME + "."):
-            # <name>/ and <name>.sqsh must not collide with another image's link or the manifest
-            problems.append(f"{where}.name: {name!r} collides with store entries (drop the .sqsh "
-                            f"suffix; {MANIFEST_NAME} is reserved)")
+        name_problem = image_name_problem(name) if isinstance(name, str) else \
+            f"{name!r} is not a store name (letters, digits, . _ -; no leading dot)"
+        if name_problem:
+            problems.append(f"{where}.name: {name_problem}")
             ok = False
         elif name in seen:
             problems.append(f"{where}.name: duplicate image name {name!r}")

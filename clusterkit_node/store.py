@@ -45,62 +45,21 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import shutil
 import stat
 import time
-from typing import TYPE_CHECKING, Iterator, List, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple
 
-from console import UsageError, error, log
-
-if TYPE_CHECKING:  # only for annotations: image_lock imports this module
-    from image_lock import LockedImage
+from .console import UsageError, error, log
+from .layout import (IMPORT_FILE, LEGACY_FINGERPRINT_TMP_RE, LEGACY_LOCK_NAME, LEGACY_PARTIAL_RE, LEGACY_TMP_RE,
+                     LINK_TMP_RE, MANIFEST_NAME, MANIFEST_TMP_RE, NODES_DIR, PARTIAL_DIR, PARTIAL_RE, TMP_DIR,
+                     legacy_nodes_dir, lock_path, manifest_path, nodes_dir, partial_dir, staging_dir, tmp_dir)
+from .lock import LockedImage
 
 MANIFEST_VERSION = 1
-MANIFEST_NAME = "manifest.json"
-STAGING_SUFFIX = ".clusterkit"
-LOCK_NAME = "sync.lock"
-PARTIAL_DIR, TMP_DIR, NODES_DIR = "partial", "tmp", "nodes"
-PARTIAL_RE = re.compile(r"^(?P<name>.+)\.(?P<hex>[0-9a-f]{64})\.sqsh\.partial-(?P<pid>\d+)$")
-LINK_TMP_RE = re.compile(r"^link\..+\.sqsh\.tmp-\d+$")
-MANIFEST_TMP_RE = re.compile(r"^store\.manifest\.json\.tmp-\d+$")
-FINGERPRINT_TMP_RE = re.compile(r"^node\.(?P<host>.+)\.json\.tmp-(?P<pid>\d+)$")
-# The previous layout kept these inside the store (migrated by migrate_legacy, read by drift).
-LEGACY_LOCK_NAME = ".sync.lock"
-LEGACY_NODES_DIR = ".nodes"
-LEGACY_PARTIAL_RE = re.compile(r"^\.([0-9a-f]{64})\.sqsh\.partial-(\d+)$")
-LEGACY_TMP_RE = re.compile(r"^\.(.+\.sqsh\.link-\d+|manifest\.json\.tmp-\d+)$")
-LEGACY_FINGERPRINT_TMP_RE = re.compile(r"^\..+\.json\.tmp-\d+$")
 # A fingerprint write takes milliseconds: an older temp file of the previous layout is debris (its
 # writer ran on a compute node, so pid_alive on the head node cannot tell).
 LEGACY_TMP_STALE_SECONDS = 600
-
-
-# --- layout ------------------------------------------------------------------------------------------
-
-def staging_dir(store: str) -> str:
-    """<parent(store)>/.<basename(store)>.clusterkit: next to the store, outside the linked path."""
-    parent, base = os.path.split(os.path.abspath(store))
-    return os.path.join(parent, f".{base}{STAGING_SUFFIX}")
-
-
-def partial_dir(store: str) -> str:
-    return os.path.join(staging_dir(store), PARTIAL_DIR)
-
-
-def tmp_dir(store: str) -> str:
-    return os.path.join(staging_dir(store), TMP_DIR)
-
-
-def nodes_dir(store: str) -> str:
-    return os.path.join(staging_dir(store), NODES_DIR)
-
-
-def lock_path(store: str) -> str:
-    return os.path.join(staging_dir(store), LOCK_NAME)
-
-
-IMPORT_FILE = "image.sqsh"
 
 
 def partial_path(store: str, img: LockedImage) -> str:
@@ -118,10 +77,6 @@ def remove_partial(path: str) -> None:
         shutil.rmtree(path)
     elif os.path.lexists(path):
         os.unlink(path)
-
-
-def legacy_nodes_dir(store: str) -> str:
-    return os.path.join(store, LEGACY_NODES_DIR)
 
 
 def ensure_staging(store: str, *subdirs: str) -> str:
@@ -144,10 +99,6 @@ def ensure_staging(store: str, *subdirs: str) -> str:
     for sub in subdirs:
         ensure_dir(os.path.join(staging, sub))
     return staging
-
-
-def manifest_path(store: str) -> str:
-    return os.path.join(store, MANIFEST_NAME)
 
 
 def empty_manifest() -> dict:

@@ -1,4 +1,3 @@
-#!/usr/bin/python3 -I
 """ClusterKit's pyxis importer: a registry name a user knows starts the locked image from the store.
 
 pyxis >= 0.24 runs the program named by ``importer=`` in plugstack instead of ``enroot import`` (pyxis
@@ -12,9 +11,10 @@ that is not a file path:
                      cleanup), so it is idempotent and never fails for something already gone.
 
 pyxis runs it as the job's user with the job's environment (PATH removed, SLURM_JOB_UID/GID set, plus
-PYXIS_RUNTIME_PATH), hence ``python3 -I`` (no PYTHON* variables or user site from the job) and a fixed
-PATH for enroot. Resolution: the URI is parsed as enroot 4.x parses it (enroot_uri.parse_request); the
-image lock next to this file names the image when registry, repository and the locked tag or digest
+PYXIS_RUNTIME_PATH), hence the zipapp's ``#!/usr/bin/python3 -I`` (no PYTHON* variables or user site from
+the job; pyxis runs ``clusterkit_node.pyz get URI``, and its ``__main__`` hands ``get`` and ``release``
+here) and a fixed PATH for enroot. Resolution: the URI is parsed as enroot 4.x parses it
+(enroot_uri.parse_request); the image lock next to the zipapp names the image when registry, repository and the locked tag or digest
 match; the answer is the digest-named store file ``<store>/<name>/<hex>.sqsh`` (immutable, unlike the
 stable ``<name>.sqsh`` link a sync may re-point mid-job), so a node never contacts a registry for a
 locked image and always runs the locked digest. Anything else follows CK_UNLOCKED_IMAGES from the
@@ -31,16 +31,14 @@ import subprocess
 import sys
 from typing import Dict, List, Optional
 
-sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
-
-from console import UsageError, os_error_line  # noqa: E402
-from enroot_uri import import_uri, parse_request  # noqa: E402
-from image_lock import LockedImage, find_locked, load_lock  # noqa: E402
+from .bundle_files import LOCK_NAME, ZIPAPP_NAME, bundle_dir
+from .console import UsageError, os_error_line
+from .enroot_uri import import_uri, parse_request
+from .lock import LockedImage, find_locked, load_lock
 
 PROG = "clusterkit importer"
 CK_ROOT = os.environ.get("CK_ROOT", "")  # a throwaway root in tests; the job user gains nothing by it
 NODE_ENV = "/etc/clusterkit/node.env"
-LOCK = os.path.join(os.path.dirname(os.path.realpath(__file__)), "images.lock")
 POLICIES = ("refuse", "import")
 ENROOT_PATH = "/usr/local/bin:/usr/bin:/bin"  # what pyxis' own enroot calls get
 _ID_RE = re.compile(r"[0-9]{1,10}")
@@ -129,7 +127,7 @@ def resolve(uri: str, settings: Dict[str, str], images: List[LockedImage]) -> st
             return enroot_import(import_uri(img.enroot_uri, version))
         raise Refused(f"{uri} is locked as {img.name} ({img.digest[:19]}...) but {store}/{img.rel_file} is not "
                       f"in the store yet: the head node's image sync is importing it (check with "
-                      f"`image_sync.py status --store {store}` on the head node) - retry when it is there")
+                      f"`python3 /opt/parallelcluster/shared/clusterkit/{ZIPAPP_NAME} status --store {store}` on the head node) - retry when it is there")
     if policy == "import":
         return enroot_import(uri)
     locked = ", ".join(locked_label(i) for i in images) or "none"
@@ -159,10 +157,11 @@ def main(argv: List[str]) -> int:
             if len(argv[1]) > 4096 or any(ord(c) < 0x20 or c == "\x7f" for c in argv[1]):
                 raise Refused(f"{argv[1][:80]!r}: control characters or over 4096 characters in the image name")
             settings = node_settings()
-            if not os.path.isfile(LOCK):
-                raise Refused(f"{LOCK} not found: the ClusterKit bundle next to the importer is incomplete "
+            lock = os.path.join(bundle_dir(), LOCK_NAME)
+            if not os.path.isfile(lock):
+                raise Refused(f"{lock} not found: the ClusterKit bundle next to the importer is incomplete "
                               f"(the head node's bootstrap installs it; redeploy)")
-            print(resolve(argv[1], settings, load_lock(LOCK)), flush=True)
+            print(resolve(argv[1], settings, load_lock(lock)), flush=True)
             return 0
         if argv == ["release"]:
             release()
@@ -175,7 +174,3 @@ def main(argv: List[str]) -> int:
         return fail(" | ".join(exc.lines))
     except OSError as exc:
         return fail(os_error_line(exc))
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,4 +1,4 @@
-"""``image_sync.py drift``: group the node fingerprints per queue and show what differs (head node).
+"""``clusterkit_node.pyz drift``: group the node fingerprints per queue and show what differs (head node).
 
 Nodes of one queue should run identical software; when they do not (an AMI or bootstrap change rolled
 out to some nodes only), the table shows which fields differ and which nodes run what. Each node's
@@ -15,10 +15,12 @@ import re
 import sys
 from typing import Dict, List, Optional, Tuple
 
-from compat_loader import load_rules
-from console import EXIT_FAILED, EXIT_OK, UsageError, print_table, warn
-from image_store import legacy_nodes_dir, nodes_dir, read_manifest_bytes
-from node_fingerprint import FINGERPRINT_VERSION
+from . import compat
+from .bundle_files import load_rules
+from .console import EXIT_FAILED, EXIT_OK, UsageError, print_table, warn
+from .fingerprint import FINGERPRINT_VERSION
+from .layout import legacy_nodes_dir, nodes_dir
+from .store import read_manifest_bytes
 
 # Software that must be identical on all nodes of a queue (same AMI, same bootstrap). Instance type and
 # compute resource may differ inside one queue by design, so they describe a node without counting.
@@ -101,7 +103,7 @@ def current_incompatibilities(store: str, fps: List[dict], rules_path: Optional[
     """Each node's driver against the images the store serves NOW: a node that booted before a new
     image arrived was never checked against it."""
     try:
-        compat, rules = load_rules(rules_path)
+        rules = load_rules(rules_path)
         _sha, manifest = read_manifest_bytes(store)
     except (UsageError, ValueError) as exc:
         text = "; ".join(exc.lines) if isinstance(exc, UsageError) else str(exc)
@@ -132,7 +134,7 @@ def cmd_drift(args: argparse.Namespace) -> int:
         raise UsageError([f"store {store} is not a directory (is FSx mounted at "
                           f"{os.path.dirname(store)}?)"])
     # The previous layout's <store>/.nodes too: a node still running the previous bundle may write there
-    # after the head node's sync moved the directory's content (image_store.migrate_legacy).
+    # after the head node's sync moved the directory's content (store.migrate_legacy).
     fps, skipped = read_fingerprints([nodes_dir(store), legacy_nodes_dir(store)], args.max_age_hours)
     by_queue: Dict[str, List[dict]] = {}
     for fp in fps:

@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from console import log
-from squashfs_check import run
+from .console import log
+from .squashfs import run
 
 
 @dataclass(frozen=True)

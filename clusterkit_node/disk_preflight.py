@@ -2,40 +2,20 @@
 
 A root volume filled by enroot's unpacked layers breaks the head node for everyone, and an import that
 fails after an hour wastes the hour; both are cheaper to refuse up front with a message that names the
-setting to change. clusterkit/advice.py repeats the factors below for its sizing advice (the nodes
-cannot import clusterkit; tests/advice checks that both say the same).
+setting to change. The factors live in sizing.py, which clusterkit/advice.py imports for its sizing
+advice: one set of numbers for the advice and the refusal.
 """
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 from typing import Dict, List, Tuple
 
-from console import mb, warn
-from image_lock import LockedImage
-from sync_config import SyncConfig, enroot_setting
-
-# Disk preflight factors, relative to the lock's compressed_size (sum of the gzip/zstd layer blobs):
-# - ENROOT_TEMP_PATH holds the unpacked root filesystem while enroot converts the layers; container
-#   layers compress about 2.5-3.5x with gzip, so 3x is a realistic upper bound (ADT #427/#127: root
-#   volumes filled up exactly here). Imports run one at a time, so the largest image sets the need.
-# - ENROOT_CACHE_PATH keeps the downloaded layer blobs (1x each, persistent), so they add up.
-# - The store receives the .sqsh: with compressed data (zstd, lz4, lzo without -noD) it is about the
-#   size of the layers, 1.2x leaves headroom; with -noD (enroot's default) data blocks are stored
-#   uncompressed, so the .sqsh is about the unpacked size: 3x. enroot writes it as a partial file in the
-#   staging directory next to the store, which ensure_staging guarantees is on the store's file system
-#   (then one rename): counting it against --store's file system, once, is exact.
-TEMP_FACTOR = 3.0
-CACHE_FACTOR = 1.0
-STORE_FACTOR_COMPRESSED = 1.2
-STORE_FACTOR_UNCOMPRESSED_DATA = 3.0
-
-
-def data_uncompressed(squash_options: str) -> bool:
-    """True when mksquashfs will store data blocks uncompressed (the .sqsh is ~ the unpacked size)."""
-    opts = shlex.split(squash_options)
-    return any(o in ("-noD", "-noData", "-no-compression") for o in opts)
+from .console import mb, warn
+from .lock import LockedImage
+from .sizing import (CACHE_FACTOR, STORE_FACTOR_COMPRESSED, STORE_FACTOR_UNCOMPRESSED_DATA, TEMP_FACTOR,
+                     data_uncompressed)
+from .sync_config import SyncConfig, enroot_setting
 
 
 def preflight(cfg: SyncConfig, todo: List[LockedImage]) -> List[str]:

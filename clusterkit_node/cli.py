@@ -1,31 +1,34 @@
-#!/usr/bin/env python3
-"""Keep the FSx image store in step with the image lock (head node), or check it (compute nodes).
+"""The image store commands: keep the FSx image store in step with the image lock (head node), or check it
+(compute nodes).
 
 Commands (stdlib only, Python 3.9+, run as root on the head node; compute nodes run ``verify`` and
-``fingerprint``):
+``fingerprint``), from the bundle's zipapp (``python3 clusterkit_node.pyz COMMAND``; ``python -m
+clusterkit_node COMMAND`` in a checkout):
 
-  image_sync.py sync        --lock LOCK --store DIR [--retries N] [--backoff S] [--verify-all]
-  image_sync.py status      --store DIR [--lock LOCK]
-  image_sync.py verify      --store DIR --lock LOCK [--deep]
-  image_sync.py fingerprint --store DIR --lock LOCK [--rules FILE] [--node-name NAME]
-  image_sync.py drift       --store DIR [--rules FILE] [--format table|json] [--max-age-hours H]
+  sync        --lock LOCK --store DIR [--retries N] [--backoff S] [--verify-all]
+  status      --store DIR [--lock LOCK]
+  verify      --store DIR --lock LOCK [--deep]
+  fingerprint --store DIR --lock LOCK [--rules FILE] [--node-name NAME]
+  drift       --store DIR [--rules FILE] [--format table|json] [--max-age-hours H]
 
-The work is done by the modules next to this file (the bundle ships them side by side, and this
-script puts its own directory on sys.path so they import the same way when it is loaded by path):
+The work is done by the package's modules, one job each:
 
-  console.py           log/warn/error lines, tables, usage errors, exit codes
-  image_lock.py        the image lock as the nodes read it (every problem at once)
-  image_store.py       store layout (published content only; staging next to it), manifest (atomic
-                       writes), sync lock, stable names, crash debris, migration of the old layout
-  sync_config.py       sync options; enroot settings resolved as enroot does (env, enroot.conf, defaults)
-  disk_preflight.py    refuse imports that would fill a filesystem
-  squashfs_check.py    unsquashfs + superblock checks of a .sqsh
-  image_versions.py    CUDA/NCCL/EFA/... versions read out of a .sqsh; ``expect`` matching
-  image_import.py      enroot import with retries and backoff, adoption, publish and record
-  store_sync.py        ``sync``;  store_status.py ``status``;  store_verify.py ``verify``
-  compat_loader.py     compat.py + compat_rules.json from next to this script
-  node_facts.py        driver, EFA, libfabric, pyxis, Slurm, IMDS facts of this node
-  node_fingerprint.py  ``fingerprint``;  node_drift.py ``drift``
+  console.py          log/warn/error lines, tables, usage errors, exit codes
+  lock.py             the image lock as the nodes read it (every problem at once)
+  layout.py           the store's names: published files, stable names, manifest, staging entries
+  store.py            the store itself (published content only; staging next to it), manifest (atomic
+                      writes), sync lock, stable names, crash debris, migration of the old layout
+  sync_config.py      sync options; enroot settings resolved as enroot does (env, enroot.conf, defaults)
+  sizing.py           the disk factors of an import (the CLI's sizing advice imports them too)
+  disk_preflight.py   refuse imports that would fill a filesystem
+  squashfs.py         unsquashfs + superblock checks of a .sqsh
+  versions.py         CUDA/NCCL/EFA/... versions read out of a .sqsh; ``expect`` matching
+  image_import.py     enroot import with retries and backoff, adoption, publish and record
+  sync.py             ``sync``;  status.py ``status``;  verify.py ``verify``
+  compat.py           the compatibility rules evaluator (the CLI's ``validate`` runs the same one)
+  bundle_files.py     compat_rules.json and images.lock next to the zipapp
+  facts.py            driver, EFA, libfabric, pyxis, Slurm, IMDS facts of this node
+  fingerprint.py      ``fingerprint``;  drift.py ``drift``
 
 Exit codes: 0 everything present, 1 an image failed (or verify found the store unusable, or a node
 cannot run a locked image, or nodes of one queue differ, or the file system refused a write: read-only,
@@ -35,43 +38,22 @@ missing tools, missing compat files).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Iterable, Optional
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-# Run as a script, Python has already put this directory first on sys.path (symlinks resolved: the
-# shared bundle dir is a link swapped on update, so two bundles' modules are never mixed); loaded by
-# path (tests), it has not.
-_REAL_HERE = os.path.dirname(os.path.realpath(__file__))
-if _REAL_HERE not in sys.path:
-    sys.path.insert(0, _REAL_HERE)
-if __name__ == "__main__":
-    # The bundle dir is content-addressed and NFS-shared with every compute node: leave it exactly as
-    # unpacked (no __pycache__ written by the head node or by compute nodes booting at once).
-    sys.dont_write_bytecode = True
-
-try:
-    from compat_loader import RULES_NAME
-    from console import EXIT_FAILED, EXIT_USAGE, PROG, UsageError, error, os_error_line
-    from node_drift import cmd_drift
-    from node_fingerprint import cmd_fingerprint
-    from store_status import cmd_status
-    from store_sync import cmd_sync
-    from store_verify import cmd_verify
-except ModuleNotFoundError as _exc:  # a bundle missing one of our modules: say so in one line
-    _missing = os.path.join(HERE, f"{_exc.name}.py")
-    if not _exc.name or os.path.isfile(_missing):
-        raise
-    print(f"image_sync: {_missing} not found: the ClusterKit bundle in {HERE} is incomplete (rebuild "
-          f"and redeploy it with the CDK app)", file=sys.stderr, flush=True)
-    sys.exit(2)
+from .bundle_files import RULES_NAME, ZIPAPP_NAME
+from .console import EXIT_FAILED, EXIT_USAGE, PROG, UsageError, error, os_error_line
+from .drift import cmd_drift
+from .fingerprint import cmd_fingerprint
+from .status import cmd_status
+from .sync import cmd_sync
+from .verify import cmd_verify
 
 
 # ------------------------------------------------------------------------------------------------- CLI
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="image_sync.py", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=ZIPAPP_NAME, description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("sync", help="import missing locked images into the store (head node)")
     s.add_argument("--lock", required=True, help="cluster_configs/<name>.images.lock")
@@ -98,12 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
                             "exit 1 if its NVIDIA driver cannot run a locked image")
     f.add_argument("--store", required=True)
     f.add_argument("--lock", required=True)
-    f.add_argument("--rules", help=f"compatibility rules (default: {RULES_NAME} next to this script)")
+    f.add_argument("--rules", help=f"compatibility rules (default: {RULES_NAME} next to the zipapp)")
     f.add_argument("--node-name", help="override the hostname (the Slurm node name <queue>-st|dy-<cr>-<n>)")
     d = sub.add_parser("drift", help="head node: group node fingerprints per queue, show what differs; "
                                      "exit 1 when nodes of one queue differ")
     d.add_argument("--store", required=True)
-    d.add_argument("--rules", help=f"compatibility rules (default: {RULES_NAME} next to this script)")
+    d.add_argument("--rules", help=f"compatibility rules (default: {RULES_NAME} next to the zipapp)")
     d.add_argument("--format", choices=("table", "json"), default="table")
     d.add_argument("--max-age-hours", type=float,
                    help="ignore fingerprints recorded longer ago (nodes long gone)")
@@ -129,7 +111,3 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
     except OSError as exc:  # read-only or full store, something in the way: one line, never a traceback
         error(os_error_line(exc))
         return EXIT_FAILED
-
-
-if __name__ == "__main__":
-    sys.exit(main())

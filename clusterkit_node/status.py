@@ -1,4 +1,4 @@
-"""``image_sync.py status``: present / missing / in progress / rejected per image, as a table.
+"""``clusterkit_node.pyz status``: present / missing / in progress / rejected per image, as a table.
 
 Read-only and lock-free, so it can run while a sync imports: an import in progress is recognised by
 its partial entry (in the staging directory next to the store, present from the start of the attempt)
@@ -10,9 +10,9 @@ import argparse
 import os
 from typing import Optional
 
-from console import EXIT_FAILED, EXIT_OK, error, format_versions, mb, print_table
-from image_lock import load_lock
-from image_store import file_size, partial_file, partials, pid_alive, read_manifest
+from .console import EXIT_FAILED, EXIT_OK, error, format_versions, mb, print_table
+from .lock import load_lock
+from .store import file_size, partial_file, partials, pid_alive, read_manifest
 
 
 def cmd_status(args: argparse.Namespace) -> int:

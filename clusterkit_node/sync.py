@@ -1,4 +1,4 @@
-"""``image_sync.py sync``: bring the store in step with the lock (head node).
+"""``clusterkit_node.pyz sync``: bring the store in step with the lock (head node).
 
 Why: a present image is skipped after a stat and a manifest lookup only (no hashing, no subprocess),
 so a re-run on every node update costs milliseconds even with tens of GB in the store. A ``.sqsh``
@@ -7,7 +7,7 @@ additionally runs ``unsquashfs -s`` and a superblock/size check on every present
 metadata) and compares each file's sha256 with the one recorded when it was published (reads it all).
 Only images that need work take the lock, and they are planned again under it (another
 sync may have finished them meanwhile). A store still holding the previous layout's lock or node
-fingerprints takes the lock once to move them out (image_store.migrate_legacy).
+fingerprints takes the lock once to move them out (store.migrate_legacy).
 """
 from __future__ import annotations
 
@@ -17,16 +17,16 @@ import shutil
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
-from console import EXIT_FAILED, EXIT_OK, UsageError, error, log, mb, print_table
-from disk_preflight import preflight
-from image_import import Result, import_image
-from image_lock import LockedImage, load_lock
-from image_store import (MANIFEST_VERSION, clean_debris, drop_stable_name, ensure_store, file_size,
-                         legacy_present, load_manifest_for_sync, migrate_legacy, point_stable_name,
-                         read_manifest, stable_name_ok, sync_lock, unpublish, write_manifest)
-from image_versions import expect_problems
-from squashfs_check import check_squashfs, content_sha256
-from sync_config import SyncConfig, enroot_setting, enroot_version
+from .console import EXIT_FAILED, EXIT_OK, UsageError, error, log, mb, print_table
+from .disk_preflight import preflight
+from .image_import import Result, import_image
+from .lock import LockedImage, load_lock
+from .squashfs import check_squashfs, content_sha256
+from .store import (MANIFEST_VERSION, clean_debris, drop_stable_name, ensure_store, file_size, legacy_present,
+                    load_manifest_for_sync, migrate_legacy, point_stable_name, read_manifest, stable_name_ok,
+                    sync_lock, unpublish, write_manifest)
+from .sync_config import SyncConfig, enroot_setting, enroot_version
+from .versions import expect_problems
 
 
 @dataclass

@@ -1,0 +1,27 @@
+"""``python3 clusterkit_node.pyz COMMAND ...`` (the bundle's zipapp) and ``python -m clusterkit_node`` (a checkout).
+
+Two kinds of caller, one file: the node scripts and the image-sync unit run the image store commands
+(``sync``, ``status``, ``verify``, ``fingerprint``, ``drift``: cli.py), and pyxis runs the zipapp itself
+as its ``importer=`` (``get URI`` / ``release``: pyxis_importer.py), per container step, as the job's
+user. The importer's words are dispatched before anything else is imported, so a container start pays
+only for the modules it uses.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Iterable, Optional
+
+IMPORTER_COMMANDS = ("get", "release")  # pyxis' importer protocol (pyxis 0.24.0 importers/README.md)
+
+
+def main(argv: Optional[Iterable[str]] = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] and args[0] in IMPORTER_COMMANDS:
+        from . import pyxis_importer
+        return pyxis_importer.main(args)
+    from . import cli
+    return cli.main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""Where the node tools find the files shipped next to them: the bundle directory of the zipapp.
+
+The bootstrap bundle is unpacked into ``/opt/parallelcluster/shared/.clusterkit-<digest>/`` (NFS-shared;
+``/opt/parallelcluster/shared/clusterkit`` is a link to the live one) and holds ``clusterkit_node.pyz``
+next to ``images.lock`` and ``compat_rules.json``. Run from a checkout (tests), the package finds the
+rules in ``clusterkit/data``. A missing or unreadable rules file is a one-line usage error naming the
+bundle, never a traceback.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from . import compat
+from .console import UsageError
+
+ZIPAPP_NAME = "clusterkit_node.pyz"
+LOCK_NAME = "images.lock"
+RULES_NAME = "compat_rules.json"
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def bundle_dir() -> str:
+    """The directory of the zipapp this package was imported from, symlinks resolved (a running command
+    keeps reading its own bundle after head_node.sh switched the link); from a checkout, its root."""
+    archive = getattr(__loader__, "archive", None)  # zipimport's loader names the zip file
+    return os.path.dirname(os.path.realpath(archive)) if archive else os.path.dirname(_PACKAGE_DIR)
+
+
+def default_rules_path() -> str:
+    """Next to the zipapp (the bundle), else the repository's clusterkit/data (a checkout)."""
+    bundled = os.path.join(bundle_dir(), RULES_NAME)
+    repo = os.path.join(os.path.dirname(_PACKAGE_DIR), "clusterkit", "data", RULES_NAME)
+    return bundled if os.path.isfile(bundled) or not os.path.isfile(repo) else repo
+
+
+def load_rules(path: Optional[str]) -> compat.RuleSet:
+    path = path or default_rules_path()
+    try:
+        return compat.load_rules(path)
+    except compat.RulesError as exc:
+        raise UsageError(exc.lines + ["(the compatibility rules ship in the ClusterKit bundle as "
+                                      f"{RULES_NAME}; rebuild it with the CDK app)"])

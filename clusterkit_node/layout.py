@@ -1,0 +1,76 @@
+"""The image store's names: every path the store and its staging sibling hold, and which image names fit.
+
+The leaf the two sides of the store meet at: the lock reader (lock.py) refuses an image name that would
+collide with a store entry, and store.py (reads and writes the store; the layout and why it is so are its
+docstring) builds every path from here. Nothing here touches the file system.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Optional
+
+MANIFEST_NAME = "manifest.json"
+STAGING_SUFFIX = ".clusterkit"
+LOCK_NAME = "sync.lock"
+PARTIAL_DIR, TMP_DIR, NODES_DIR = "partial", "tmp", "nodes"
+PARTIAL_RE = re.compile(r"^(?P<name>.+)\.(?P<hex>[0-9a-f]{64})\.sqsh\.partial-(?P<pid>\d+)$")
+LINK_TMP_RE = re.compile(r"^link\..+\.sqsh\.tmp-\d+$")
+MANIFEST_TMP_RE = re.compile(r"^store\.manifest\.json\.tmp-\d+$")
+FINGERPRINT_TMP_RE = re.compile(r"^node\.(?P<host>.+)\.json\.tmp-(?P<pid>\d+)$")
+# The previous layout kept these inside the store (migrated by migrate_legacy, read by drift).
+LEGACY_LOCK_NAME = ".sync.lock"
+LEGACY_NODES_DIR = ".nodes"
+LEGACY_PARTIAL_RE = re.compile(r"^\.([0-9a-f]{64})\.sqsh\.partial-(\d+)$")
+LEGACY_TMP_RE = re.compile(r"^\.(.+\.sqsh\.link-\d+|manifest\.json\.tmp-\d+)$")
+LEGACY_FINGERPRINT_TMP_RE = re.compile(r"^\..+\.json\.tmp-\d+$")
+IMPORT_FILE = "image.sqsh"  # what enroot writes inside a partial work directory
+# An image name: a directory and a stable name in the store, so no leading dot (staging and legacy entries).
+IMAGE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def image_name_problem(name: str) -> Optional[str]:
+    """None when ``name`` can name an image in the store, else why not (one line)."""
+    if not IMAGE_NAME_RE.fullmatch(name):
+        return f"{name!r} is not a store name (letters, digits, . _ -; no leading dot)"
+    if name.endswith(".sqsh") or name == MANIFEST_NAME or name.startswith(MANIFEST_NAME + "."):
+        # <name>/ and <name>.sqsh must not collide with another image's link or the manifest
+        return f"{name!r} collides with store entries (drop the .sqsh suffix; {MANIFEST_NAME} is reserved)"
+    return None
+
+
+def image_file(name: str, hexdigest: str) -> str:
+    """The published file of an image, relative to the store: <name>/<digest hex>.sqsh."""
+    return f"{name}/{hexdigest}.sqsh"
+
+
+# --- paths -------------------------------------------------------------------------------------------
+
+def staging_dir(store: str) -> str:
+    """<parent(store)>/.<basename(store)>.clusterkit: next to the store, outside the linked path."""
+    parent, base = os.path.split(os.path.abspath(store))
+    return os.path.join(parent, f".{base}{STAGING_SUFFIX}")
+
+
+def partial_dir(store: str) -> str:
+    return os.path.join(staging_dir(store), PARTIAL_DIR)
+
+
+def tmp_dir(store: str) -> str:
+    return os.path.join(staging_dir(store), TMP_DIR)
+
+
+def nodes_dir(store: str) -> str:
+    return os.path.join(staging_dir(store), NODES_DIR)
+
+
+def lock_path(store: str) -> str:
+    return os.path.join(staging_dir(store), LOCK_NAME)
+
+
+def legacy_nodes_dir(store: str) -> str:
+    return os.path.join(store, LEGACY_NODES_DIR)
+
+
+def manifest_path(store: str) -> str:
+    return os.path.join(store, MANIFEST_NAME)

@@ -1,0 +1,146 @@
+"""Layer contracts of DESIGN.md, read from the code (ast: every import at any depth, lazy and
+``TYPE_CHECKING`` ones included; every call in the stacks):
+
+- ``clusterkit`` never imports aws_cdk (or constructs, cdk_nag, jsii) nor ``stacks`` / ``app``;
+- render does not import the rules, not even through another module: it reads the effective spec;
+  neither does the effective spec itself;
+- ``stacks/`` only builds CDK constructs from values it is given: it imports no file, OS or process module,
+  calls nothing that reads or writes files, and imports from ``clusterkit`` only the effective spec, the
+  spec's types, names and render (no loader, rules, bundle or deploy-context parsing).
+
+tests/contracts/test_import_graph.py holds the cycle and node-package contracts.
+"""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CDK = {"aws_cdk", "constructs", "cdk_nag", "jsii"}
+STACK_MODULES = sorted((REPO / "stacks").glob("*.py"))
+# What a stack may import from clusterkit at run time (type-only imports: also stack_inputs).
+STACKS_MAY_IMPORT = {"clusterkit.effective", "clusterkit.naming", "clusterkit.render", "clusterkit.spec"}
+STACKS_MAY_IMPORT_FOR_TYPES = STACKS_MAY_IMPORT | {"clusterkit.stack_inputs"}
+NO_FILE_MODULES = {"os", "io", "pathlib", "shutil", "tempfile", "glob", "subprocess", "fileinput", "zipfile", "tarfile"}
+FILE_IO_METHODS = {"open", "read_text", "read_bytes", "write_text", "write_bytes", "mkdir", "makedirs", "touch", "unlink",
+                   "rmdir", "rename", "iterdir", "glob", "rglob", "exists", "is_file", "is_dir", "stat", "symlink_to",
+                   "chmod", "copy", "copyfile", "copytree", "rmtree"}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path, tree: ast.AST | None = None) -> set[str]:
+    """Absolute names of every module ``path`` imports anywhere (``from . import x`` gives ``pkg`` and ``pkg.x``)."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(tree or ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            out.add(target)
+            out.update(f"{target}.{alias.name}" for alias in node.names)
+    return out
+
+
+def _clusterkit_modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted((REPO / "clusterkit").rglob("*.py"))}
+
+
+def _closure(start: str) -> set[str]:
+    """Every clusterkit module ``start`` reaches through imports (ast, so lazy and type-only ones count)."""
+    modules = _clusterkit_modules()
+    graph = {name: {i for i in _imports(path) if i in modules and i != name} for name, path in modules.items()}
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph[todo.pop()] - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    return seen
+
+
+# --- clusterkit never imports CDK or the stacks -------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(_clusterkit_modules()))
+def test_clusterkit_imports_neither_cdk_nor_stacks(name):
+    imported = _imports(_clusterkit_modules()[name])
+    assert sorted(i for i in imported if i.split(".")[0] in CDK | {"stacks", "app"}) == []
+
+
+# --- render reads the effective spec, never the rules --------------------------------------------------------
+
+@pytest.mark.parametrize("module", ["clusterkit.render", "clusterkit.effective"])
+def test_render_and_the_effective_spec_never_reach_the_rules(module):
+    reached = _closure(module)
+    assert "clusterkit.effective" in reached | {module}
+    forbidden = {"clusterkit.rules", "clusterkit.aws_limits", "clusterkit.advice", "clusterkit.loader",
+                 "clusterkit.bundle", "clusterkit.deploy_context"}
+    assert sorted(reached & forbidden) == []
+
+
+def test_importing_render_loads_no_rules():
+    """The same at run time, in a fresh interpreter."""
+    code = ("import sys, clusterkit.render; "
+            "print(sorted(m for m in sys.modules if m in ('clusterkit.rules', 'clusterkit.loader', 'aws_cdk')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+# --- stacks: CDK from given values, no file I/O, no validation ---------------------------------------------
+
+def _type_checking_imports(tree: ast.Module, path: Path) -> set[str]:
+    """Imports under ``if TYPE_CHECKING:`` at module level (annotations only, never executed)."""
+    found: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for stmt in node.body:
+                found |= _imports(path, ast.Module(body=[stmt], type_ignores=[]))
+    return found
+
+
+def file_io(tree: ast.AST) -> list[str]:
+    """Calls that read or write files (``open(...)``, ``path.write_bytes(...)``, ...), as ``line: name``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name) and func.id == "open":
+                found.append(f"{node.lineno}: open")
+            elif isinstance(func, ast.Attribute) and func.attr in FILE_IO_METHODS:
+                found.append(f"{node.lineno}: .{func.attr}")
+    return found
+
+
+def test_the_checker_finds_file_io():
+    tree = ast.parse("from pathlib import Path\nPath('x').write_bytes(b'')\nopen('y')\nstack.add_dependency(z)\n")
+    assert file_io(tree) == ["2: .write_bytes", "3: open"]
+
+
+@pytest.mark.parametrize("path", STACK_MODULES, ids=lambda p: p.name)
+def test_stacks_do_no_file_io(path):
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    assert file_io(tree) == []
+    assert sorted(i for i in _imports(path, tree) if i.split(".")[0] in NO_FILE_MODULES) == []
+
+
+@pytest.mark.parametrize("path", STACK_MODULES, ids=lambda p: p.name)
+def test_stacks_import_only_resolved_values_from_clusterkit(path):
+    """No loader, rules, bundle (file reads) or deploy-context parsing: stacks are handed the effective spec."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    modules = set(_clusterkit_modules())
+    type_only = {i for i in _type_checking_imports(tree, path) if i in modules and i != "clusterkit"}
+    runtime = {i for i in _imports(path, tree) if i in modules and i != "clusterkit"} - type_only
+    assert sorted(runtime - STACKS_MAY_IMPORT) == []
+    assert sorted(type_only - STACKS_MAY_IMPORT_FOR_TYPES) == []

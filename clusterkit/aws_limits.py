@@ -23,9 +23,9 @@ from typing import Any
 from . import catalog
 from .effective import created_fsx
 from .errors import Problem
+from .paths import AWS_LIMITS
 from .spec import ClusterSpec
 from .typed_yaml import Marks
-from .paths import AWS_LIMITS
 
 DATA_FILE = AWS_LIMITS
 TAG_CHARACTERS_HINT = "letters, digits, spaces and _ . : / = + - @"

@@ -21,7 +21,6 @@ from pathlib import Path
 
 from .effective import expand
 from .loader import Loaded
-from .naming import artifact_prefix
 from .paths import COMPAT_RULES, NODE_PACKAGE_DIR, SCRIPTS_DIR
 
 SCRIPTS = SCRIPTS_DIR  # the name tests and callers use

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from . import advice
-from .effective import EffectiveQueue, EffectiveSpec, of as effective_of
+from .effective import EffectiveQueue, EffectiveSpec
+from .effective import of as effective_of
 from .errors import ClusterKitError
 from .paths import PRICES
 from .spec import ClusterSpec

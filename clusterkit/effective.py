@@ -27,8 +27,23 @@ from typing import Any, Protocol
 from . import catalog
 from .imageref import ImageRefError, parse_image_ref
 from .naming import artifact_prefix, bundle_parameter_name, stack_names
-from .spec import (CapacityType, ClusterSpec, ComputeResource, Enroot, ExistingVpc,
-                   FsxDeploymentType, FsxLustre, Image, Monitoring, Network, NewFsx, NewVpc, Pyxis, Queue, Scheduling)
+from .spec import (
+    CapacityType,
+    ClusterSpec,
+    ComputeResource,
+    Enroot,
+    ExistingVpc,
+    FsxDeploymentType,
+    FsxLustre,
+    Image,
+    Monitoring,
+    Network,
+    NewFsx,
+    NewVpc,
+    Pyxis,
+    Queue,
+    Scheduling,
+)
 
 DEFAULT_STORE_DIR = "containers"  # the image store's directory under mount_dir when image_store is unset
 # ParallelCluster's names for the spec's capacity types (SlurmQueues[].CapacityType).

@@ -16,9 +16,9 @@ from clusterkit_node import settings as node
 from clusterkit_node.layout import image_name_problem
 
 from . import DEFAULT_PC_VERSION, aws_limits, catalog, compat
+from .effective import created_fsx, efa_enabled, expand_spec, fsx_throughput, image_store, new_vpc
 from .errors import Problem
 from .imageref import ImageRefError, parse_image_ref
-from .effective import created_fsx, efa_enabled, expand_spec, fsx_throughput, image_store, new_vpc
 from .node_settings import setting_field
 from .spec import ClusterSpec, ComputeResource, Queue
 from .typed_yaml import Marks, did_you_mean

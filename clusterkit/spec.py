@@ -8,14 +8,14 @@ advice and the node settings read that expansion.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from clusterkit_node import settings as node
 
 from . import DEFAULT_PC_VERSION
-from .errors import Problem, SpecError
+from .errors import Problem
 from .typed_yaml import Marks, Reader, doc
 
 OsName = Literal["alinux2023", "ubuntu2204", "ubuntu2404", "rhel8", "rhel9"]

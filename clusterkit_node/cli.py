@@ -49,7 +49,6 @@ from .status import cmd_status
 from .sync import cmd_sync
 from .verify import cmd_verify
 
-
 # ------------------------------------------------------------------------------------------------- CLI
 
 def build_parser() -> argparse.ArgumentParser:

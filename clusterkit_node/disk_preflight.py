@@ -13,8 +13,13 @@ from typing import Dict, List, Tuple
 
 from .console import mb, warn
 from .lock import LockedImage
-from .sizing import (CACHE_FACTOR, STORE_FACTOR_COMPRESSED, STORE_FACTOR_UNCOMPRESSED_DATA, TEMP_FACTOR,
-                     data_uncompressed)
+from .sizing import (
+    CACHE_FACTOR,
+    STORE_FACTOR_COMPRESSED,
+    STORE_FACTOR_UNCOMPRESSED_DATA,
+    TEMP_FACTOR,
+    data_uncompressed,
+)
 from .sync_config import SyncConfig, enroot_setting
 
 

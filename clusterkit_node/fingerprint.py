@@ -17,8 +17,17 @@ from typing import Dict, Tuple
 from . import compat
 from .bundle_files import load_rules
 from .console import EXIT_FAILED, EXIT_OK, UsageError, error, log, now_utc, warn
-from .facts import (EFA_PACKAGES, find_tool, imds_facts, libfabric_version, node_identity, nvidia_facts,
-                    pyxis_version, read_host_text, tool_version)
+from .facts import (
+    EFA_PACKAGES,
+    find_tool,
+    imds_facts,
+    libfabric_version,
+    node_identity,
+    nvidia_facts,
+    pyxis_version,
+    read_host_text,
+    tool_version,
+)
 from .layout import FINGERPRINT_TMP_RE, NODES_DIR, TMP_DIR, nodes_dir, tmp_dir
 from .lock import LockedImage, load_lock
 from .store import empty_manifest, ensure_staging, pid_alive, read_manifest_bytes, write_json_atomic

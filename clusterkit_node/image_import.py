@@ -20,8 +20,17 @@ from .enroot_uri import import_uri
 from .layout import IMPORT_FILE
 from .lock import LockedImage
 from .squashfs import check_squashfs, content_sha256
-from .store import (drop_stable_name, ensure_dir, file_size, fsync_dir, partial_path, point_stable_name, quarantine,
-                    remove_partial, write_manifest)
+from .store import (
+    drop_stable_name,
+    ensure_dir,
+    file_size,
+    fsync_dir,
+    partial_path,
+    point_stable_name,
+    quarantine,
+    remove_partial,
+    write_manifest,
+)
 from .sync_config import SyncConfig
 from .versions import expect_problems, read_versions
 

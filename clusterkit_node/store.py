@@ -51,9 +51,27 @@ import time
 from typing import Iterator, List, Optional, Tuple
 
 from .console import UsageError, error, log
-from .layout import (IMPORT_FILE, LEGACY_FINGERPRINT_TMP_RE, LEGACY_LOCK_NAME, LEGACY_PARTIAL_RE, LEGACY_TMP_RE,
-                     LINK_TMP_RE, MANIFEST_NAME, MANIFEST_TMP_RE, NODES_DIR, PARTIAL_DIR, PARTIAL_RE, TMP_DIR,
-                     legacy_nodes_dir, lock_path, manifest_path, nodes_dir, partial_dir, staging_dir, tmp_dir)
+from .layout import (
+    IMPORT_FILE,
+    LEGACY_FINGERPRINT_TMP_RE,
+    LEGACY_LOCK_NAME,
+    LEGACY_PARTIAL_RE,
+    LEGACY_TMP_RE,
+    LINK_TMP_RE,
+    MANIFEST_NAME,
+    MANIFEST_TMP_RE,
+    NODES_DIR,
+    PARTIAL_DIR,
+    PARTIAL_RE,
+    TMP_DIR,
+    legacy_nodes_dir,
+    lock_path,
+    manifest_path,
+    nodes_dir,
+    partial_dir,
+    staging_dir,
+    tmp_dir,
+)
 from .lock import LockedImage
 
 MANIFEST_VERSION = 1

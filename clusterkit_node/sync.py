@@ -22,9 +22,22 @@ from .disk_preflight import preflight
 from .image_import import Result, import_image
 from .lock import LockedImage, load_lock
 from .squashfs import check_squashfs, content_sha256
-from .store import (MANIFEST_VERSION, clean_debris, drop_stable_name, ensure_store, file_size, legacy_present,
-                    load_manifest_for_sync, migrate_legacy, point_stable_name, read_manifest, stable_name_ok,
-                    sync_lock, unpublish, write_manifest)
+from .store import (
+    MANIFEST_VERSION,
+    clean_debris,
+    drop_stable_name,
+    ensure_store,
+    file_size,
+    legacy_present,
+    load_manifest_for_sync,
+    migrate_legacy,
+    point_stable_name,
+    read_manifest,
+    stable_name_ok,
+    sync_lock,
+    unpublish,
+    write_manifest,
+)
 from .sync_config import SyncConfig, enroot_setting, enroot_version
 from .versions import expect_problems
 

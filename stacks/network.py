@@ -21,7 +21,6 @@ from constructs import Construct
 from clusterkit.effective import EffectiveSpec
 from clusterkit.spec import NewVpc
 
-
 # Lustre: LNet on 988, and the 1018-1023 range FSx file servers and clients connect from/to.
 LUSTRE_PORTS = (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023))
 

@@ -33,7 +33,6 @@ from constructs import Construct
 from clusterkit.effective import EffectiveNewFsx, EffectiveSpec
 from stacks.alerts import ClusterAlerts
 
-
 LUSTRE_VERSION = "2.15"  # newest; required for PERSISTENT_2 metadata configuration, supports DRAs everywhere
 MAINTENANCE_WINDOW = "7:05:00"  # d:HH:MM UTC, Sunday 05:00: weekly patching outside working hours
 BACKUP_WINDOW = "03:00"  # daily automatic backups (unlinked persistent file systems only)

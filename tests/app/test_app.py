@@ -12,10 +12,8 @@ import yaml
 from aws_cdk.assertions import Match, Template
 
 from clusterkit.bundle import node_artifacts
-from clusterkit.loader import load
+from clusterkit.loader import all_spec_paths, load
 from clusterkit.render_files import rendered_path
-
-from clusterkit.loader import all_spec_paths
 
 SPECS = [p.stem for p in all_spec_paths()]
 

@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
-
 import pytest
-
-
 
 
 @pytest.fixture

@@ -18,9 +18,9 @@ import gzip
 import hashlib
 import io
 import json
-import tarfile
 import re
 import secrets
+import tarfile
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator

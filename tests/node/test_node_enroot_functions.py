@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 from node_sandbox import SCRIPTS
+
 from clusterkit.spec import DEFAULT_SQUASH_OPTIONS
 
 ENROOT_SH = SCRIPTS / "enroot.sh"

@@ -11,8 +11,16 @@ import re
 import time
 
 import pytest
-from node_sandbox import (BUNDLE_URI, FORBIDDEN, HEAD_ARGS, IMAGES_LOCK, PYXIS_SO, Sandbox, bundle_zip,
-                          changed_paths, snapshot)
+from node_sandbox import (
+    BUNDLE_URI,
+    FORBIDDEN,
+    HEAD_ARGS,
+    IMAGES_LOCK,
+    Sandbox,
+    bundle_zip,
+    changed_paths,
+    snapshot,
+)
 
 PYXIS_CONF = "opt/slurm/etc/plugstack.conf.d/pyxis.conf"
 PLUGSTACK = "opt/slurm/etc/plugstack.conf"

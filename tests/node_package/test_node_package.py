@@ -18,8 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.bundle import (LEGACY_ENTRY_POINTS, ZIPAPP, ZIPAPP_MAIN, ZIPAPP_SHEBANG, build_zipapp, node_artifacts,
-                               node_package_files)
+from clusterkit.bundle import (
+    LEGACY_ENTRY_POINTS,
+    ZIPAPP,
+    ZIPAPP_MAIN,
+    ZIPAPP_SHEBANG,
+    build_zipapp,
+    node_artifacts,
+    node_package_files,
+)
 from clusterkit.errors import SpecError
 from clusterkit.loader import load
 from clusterkit.paths import NODE_PACKAGE_DIR

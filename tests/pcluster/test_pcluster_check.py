@@ -17,9 +17,6 @@ import subprocess
 from typing import Any
 
 import pytest
-
-from clusterkit.pcluster.check import MOTO_GAP_SUPPRESSIONS
-from clusterkit.pcluster_runner import format_problems, pcluster_python, run_check
 from pcluster_helpers import (
     REPO,
     SAMPLE_SHOWN,
@@ -31,6 +28,9 @@ from pcluster_helpers import (
     queue,
     types,
 )
+
+from clusterkit.pcluster.check import MOTO_GAP_SUPPRESSIONS
+from clusterkit.pcluster_runner import format_problems, pcluster_python, run_check
 
 pytestmark = needs_pcluster_venv
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+from pcluster_helpers import REPO, needs_pcluster_venv
 
 from clusterkit.pcluster_runner import pcluster_python, update_policies
-from pcluster_helpers import REPO, needs_pcluster_venv
 
 pytestmark = needs_pcluster_venv
 

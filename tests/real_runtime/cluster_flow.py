@@ -26,8 +26,8 @@ from node_root import NodeRoot
 
 from clusterkit import images
 from clusterkit.bundle import node_artifacts
-from clusterkit.loader import image_specs, load, platform
 from clusterkit.effective import expand
+from clusterkit.loader import image_specs, load, platform
 from clusterkit.registry import RegistryClient
 
 REPO = Path(__file__).resolve().parents[2]

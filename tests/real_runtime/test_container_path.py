@@ -14,8 +14,19 @@ import re
 from pathlib import Path
 
 import pytest
-from cluster_flow import (IMAGE_ENV, IMAGE_NAME, OS_RELEASE, REPO, SHARED, STORE, Cluster, pyxis_version_logged,
-                          rootfs, srun_container, unlocked_images)
+from cluster_flow import (
+    IMAGE_ENV,
+    IMAGE_NAME,
+    OS_RELEASE,
+    REPO,
+    SHARED,
+    STORE,
+    Cluster,
+    pyxis_version_logged,
+    rootfs,
+    srun_container,
+    unlocked_images,
+)
 from images_fakes import add_rootfs_image, serve
 
 PRETTY = "ClusterKit test image (busybox)"

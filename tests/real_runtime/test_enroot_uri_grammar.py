@@ -82,6 +82,7 @@ def test_docker_hub_form(gen, tmp_path, hub):
 def test_makefile_installs_what_the_tier_needs():
     """`make test` on a fresh machine installs the Debian packages this tier builds and runs with."""
     import re
+
     import runtime_build
 
     text = (REPO / "Makefile").read_text()

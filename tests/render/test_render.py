@@ -6,8 +6,8 @@ intent (placement groups, EFA, health checks, stable head-node actions) and stal
 from __future__ import annotations
 
 import dataclasses
-import zipfile
 import io
+import zipfile
 
 import pytest
 import yaml
@@ -16,7 +16,7 @@ from clusterkit.bundle import node_artifacts
 from clusterkit.effective import expand
 from clusterkit.loader import all_spec_paths, load
 from clusterkit.render import placeholder_refs, render_config
-from clusterkit.render_files import render_all, rendered_path, rendered_text
+from clusterkit.render_files import render_all, rendered_path
 
 SPECS = [p.stem for p in all_spec_paths()]
 

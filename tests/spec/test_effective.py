@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import pytest
 
 from clusterkit import catalog, rules
-from clusterkit.effective import (EcrRepository, Tag, efa_enabled, expand, expand_spec)
+from clusterkit.effective import EcrRepository, Tag, efa_enabled, expand, expand_spec
 from clusterkit.loader import all_spec_paths, load
 from clusterkit.node_settings import common_settings, compute_settings, ecr_registries, head_settings
 from clusterkit.spec import ComputeResource, NewVpc, parse_spec

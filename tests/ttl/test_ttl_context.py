@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.loader import load
-from clusterkit.naming import SCHEDULE_GROUP_NAME_MAX, SCHEDULE_NAME_MAX, ttl_schedule_group_name, ttl_schedule_name
 from clusterkit.deploy_context import TtlError, effective_for_deploy, parse_deploy_time, with_ttl_override
 from clusterkit.effective import expand, expiry, lifecycle
+from clusterkit.loader import load
+from clusterkit.naming import SCHEDULE_GROUP_NAME_MAX, SCHEDULE_NAME_MAX, ttl_schedule_group_name, ttl_schedule_name
 from stacks.ttl import TtlTeardown
 
 REPO = Path(__file__).resolve().parents[2]

@@ -20,10 +20,8 @@ from typing import Any
 
 from . import advice
 from .effective import EffectiveQueue, EffectiveSpec
-from .effective import of as effective_of
 from .errors import ClusterKitError
 from .paths import PRICES
-from .spec import ClusterSpec
 
 PRICES_PATH = PRICES  # the name tests and callers use
 HOURS_30_DAYS = 720
@@ -126,11 +124,8 @@ def instance_types(spec: EffectiveSpec) -> list[str]:
     return sorted(types)
 
 
-def estimate(spec: EffectiveSpec | ClusterSpec, lock: dict | None = None, prices: PriceBook | None = None) -> Estimate:
-    """The cost lines of ``spec`` in its region (``lock`` gives image sizes for the S3 store).
-
-    A ``ClusterSpec`` is expanded first: transitional, for diff.py's cost delta of committed specs."""
-    spec = effective_of(spec)
+def estimate(spec: EffectiveSpec, lock: dict | None = None, prices: PriceBook | None = None) -> Estimate:
+    """The cost lines of ``spec`` in its region (``lock`` gives image sizes for the S3 store)."""
     book = prices or load_prices()
     region = spec.region
     lines = [_head(spec, book)]

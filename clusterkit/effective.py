@@ -445,13 +445,6 @@ def _queue(queue: Queue) -> EffectiveQueue:
     )
 
 
-def of(spec: ClusterSpec | EffectiveSpec) -> EffectiveSpec:
-    """Transitional: callers that still pass a ``ClusterSpec`` (rules.py, bundle.py and tests/real_runtime
-    through node_settings, diff.py through cost) get it expanded here. Delete once they pass the effective
-    spec."""
-    return spec if isinstance(spec, EffectiveSpec) else expand_spec(spec)
-
-
 # --- printing ----------------------------------------------------------------------------------------------
 
 def as_data(effective: EffectiveSpec) -> dict[str, Any]:

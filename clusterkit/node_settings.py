@@ -8,7 +8,6 @@ reads them, and maps keys back to spec fields for error messages.
 """
 from __future__ import annotations
 
-from .effective import EffectiveSpec, of
 from .spec import ClusterSpec
 
 # The spec field each node setting comes from, for errors that name the field (clusterkit/rules.py checks
@@ -39,23 +38,3 @@ def setting_field(spec: ClusterSpec, key: str) -> str:
     if key == "CK_STORE" and spec.storage.fsx_lustre.image_store is None:
         return "storage.fsx_lustre.mount_dir"
     return SETTING_FIELDS[key]
-
-
-# Transitional: rules.py, bundle.py and tests/real_runtime still pass a ClusterSpec; ``effective.of``
-# expands it. The values are the effective spec's either way.
-
-def common_settings(spec: EffectiveSpec | ClusterSpec) -> list[str]:
-    """Settings both node roles need (the head node's without the ECR registries)."""
-    return [line for line in of(spec).node.head if not line.startswith("CK_ECR_REGISTRIES=")]
-
-
-def head_settings(spec: EffectiveSpec | ClusterSpec) -> list[str]:
-    return list(of(spec).node.head)
-
-
-def compute_settings(spec: EffectiveSpec | ClusterSpec) -> list[str]:
-    return list(of(spec).node.compute)
-
-
-def ecr_registries(spec: EffectiveSpec | ClusterSpec) -> list[str]:
-    return list(of(spec).containers.ecr_registries)

@@ -31,6 +31,7 @@ import subprocess
 import sys
 from typing import Dict, List, Optional
 
+from . import settings as settings_contract
 from .bundle_files import LOCK_NAME, ZIPAPP_NAME, bundle_dir
 from .console import UsageError, os_error_line
 from .enroot_uri import import_uri, parse_request
@@ -43,7 +44,7 @@ POLICIES = ("refuse", "import")
 ENROOT_PATH = "/usr/local/bin:/usr/bin:/bin"  # what pyxis' own enroot calls get
 _ID_RE = re.compile(r"[0-9]{1,10}")
 _STEP_RE = re.compile(r"[0-9]{1,10}|batch|extern|interactive")
-_STORE_RE = re.compile(r"(/[A-Za-z0-9._-]+)+")
+_PATH_RE = re.compile(settings_contract.STORE_PATTERN)  # an absolute path with no '.'-leading part (no '..')
 
 
 class Refused(Exception):
@@ -61,7 +62,7 @@ def node_settings(path: str = NODE_ENV) -> Dict[str, str]:
                     if sep:
                         settings[key] = value
     store, policy = settings.get("CK_STORE", ""), settings.get("CK_UNLOCKED_IMAGES", "refuse")
-    if not _STORE_RE.fullmatch(store) or "/../" in store + "/":
+    if settings_contract.BY_KEY["CK_STORE"].problem(store) is not None:
         raise Refused(f"{path}: CK_STORE={store!r} is not an absolute store path (re-run the node's bootstrap)")
     if policy not in POLICIES:
         raise Refused(f"{path}: CK_UNLOCKED_IMAGES={policy!r} is not one of {', '.join(POLICIES)}")
@@ -74,7 +75,7 @@ def step_file() -> str:
     runtime = os.environ.get("PYXIS_RUNTIME_PATH", "")
     uid, job = os.environ.get("SLURM_JOB_UID", ""), os.environ.get("SLURM_JOB_ID", "")
     step = os.environ.get("SLURM_STEP_ID") or "batch"
-    if not (_STORE_RE.fullmatch(runtime) and "/../" not in runtime + "/" and _ID_RE.fullmatch(uid)
+    if not (_PATH_RE.fullmatch(runtime) and _ID_RE.fullmatch(uid)
             and _ID_RE.fullmatch(job) and _STEP_RE.fullmatch(step)):
         raise Refused("not run by pyxis (PYXIS_RUNTIME_PATH, SLURM_JOB_UID, SLURM_JOB_ID or SLURM_STEP_ID "
                       "missing or malformed)")

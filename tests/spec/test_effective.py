@@ -14,8 +14,7 @@ import pytest
 
 from clusterkit import catalog, rules
 from clusterkit.effective import EcrRepository, Tag, efa_enabled, expand, expand_spec
-from clusterkit.loader import all_spec_paths, load
-from clusterkit.node_settings import common_settings, compute_settings, ecr_registries, head_settings
+from clusterkit.loader import load
 from clusterkit.spec import ComputeResource, NewVpc, parse_spec
 
 MINIMAL = ("name: t\nregion: us-east-1\navailability_zone: us-east-1a\nqueues:\n"
@@ -107,17 +106,6 @@ def test_the_effective_spec_is_frozen():
 
 
 # --- one definition: what the remaining readers of the spec see is the effective value ----------------------
-
-@pytest.mark.parametrize("name", [p.stem for p in all_spec_paths()])
-def test_node_settings_read_the_effective_spec(name):
-    loaded = load(name)
-    eff = expand(loaded)
-    for spec in (loaded.spec, eff):  # a ClusterSpec (rules.py, bundle.py) is expanded first
-        assert head_settings(spec) == list(eff.node.head)
-        assert compute_settings(spec) == list(eff.node.compute)
-        assert common_settings(spec) == list(eff.node.head[:-1])
-        assert ecr_registries(spec) == list(eff.containers.ecr_registries)
-
 
 def test_rules_and_the_effective_spec_agree_on_the_efa_default():
     """rules.py keeps its own efa_enabled until it imports clusterkit.effective's (see the #15 notes)."""

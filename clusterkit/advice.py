@@ -29,6 +29,7 @@ import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from clusterkit_node.settings import block_bytes
 from clusterkit_node.sizing import (
     CACHE_FACTOR,
     STORE_FACTOR_COMPRESSED,
@@ -86,13 +87,13 @@ def store_factor(squash_options: str) -> float:
 
 
 def block_size(squash_options: str) -> int:
-    """mksquashfs -b (bytes, K/M suffixes); 128 KiB when not given or unreadable."""
+    """mksquashfs -b in bytes (the nodes' own reading, clusterkit_node.settings); 128 KiB when not given."""
     words = shlex.split(squash_options)
     for flag, value in zip(words, words[1:]):
         if flag == "-b":
-            number, unit = value.rstrip("KkMm"), value[len(value.rstrip("KkMm")):].upper()
-            if number.isdigit():
-                return int(number) * {"": 1, "K": 1024, "M": 1024 ** 2}.get(unit, 1)
+            size = block_bytes(value)
+            if size is not None:
+                return size
     return 128 * 1024
 
 

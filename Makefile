@@ -80,8 +80,11 @@ synth: $(VENV)/.stamp-runtime node_modules/.stamp
 	AWS_EC2_METADATA_DISABLED=true $(CDK) synth --quiet -c cluster=$(CLUSTER) >/dev/null
 	AWS_EC2_METADATA_DISABLED=true $(VENV)/bin/python -m clusterkit summary --cdk-out cdk.out $(CLUSTER)
 
+# Two pytest-xdist workers by default (CI has 2 cores); TEST_JOBS=1 runs serially, e.g. to read one failure.
+# The real enroot + pyxis build is shared through a lock file (runtime_build.py), Slurm ports are picked free.
+TEST_JOBS ?= 2
 test: $(VENV)/.stamp-dev $(PCVENV)/.stamp node_modules/.stamp system-packages python39
-	$(VENV)/bin/python -m pytest
+	$(VENV)/bin/python -m pytest -n $(TEST_JOBS)
 
 # The oldest Python the node package supports (clusterkit_node: 3.9, the python3 of alinux2023 and rhel9), which
 # the tests run the node zipapp under: one on this machine (CK_PYTHON39, python3.9 on PATH, pyenv), else Debian

@@ -29,6 +29,7 @@ import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from clusterkit_node.lock import ImageLock
 from clusterkit_node.settings import block_bytes
 from clusterkit_node.sizing import (
     CACHE_FACTOR,
@@ -69,9 +70,9 @@ class ImageSize:
     assumed: bool  # True: the lock has no size for it
 
 
-def image_sizes(spec: EffectiveSpec, lock: dict | None) -> list[ImageSize]:
+def image_sizes(spec: EffectiveSpec, lock: ImageLock | None) -> list[ImageSize]:
     """One entry per image of the spec: the lock's size, or the stated assumption."""
-    known = {e.get("name"): e.get("compressed_size") for e in (lock or {}).get("images", [])}
+    known = {e.name: e.compressed_size for e in (lock.images if lock else ())}
     sizes = []
     for image in spec.containers.images:
         size = known.get(image.name)
@@ -147,7 +148,7 @@ def fan_out(spec: EffectiveSpec, sizes: list[ImageSize]) -> FanOut | None:
     return FanOut(nodes, per_node, per_node * nodes, fsx_throughput_mb_s(new))
 
 
-def advise(spec: EffectiveSpec, marks: Marks, lock: dict | None) -> list[Problem]:
+def advise(spec: EffectiveSpec, marks: Marks, lock: ImageLock | None) -> list[Problem]:
     """Every sizing warning for a spec that has no errors."""
     sizes = image_sizes(spec, lock)
     problems: list[Problem] = []

@@ -53,13 +53,15 @@ class Limits:
 
 def raw() -> dict[str, dict[str, Any]]:
     """Every entry of the data file by name, with its value, source and checked date (for tests and reports)."""
-    return _document()["limits"]
+    limits: dict[str, dict[str, Any]] = _document()["limits"]
+    return limits
 
 
 @functools.cache
 def _document() -> dict[str, Any]:
     with open(DATA_FILE, encoding="utf-8") as fh:
-        return json.load(fh)
+        doc: dict[str, Any] = json.load(fh)
+        return doc
 
 
 @functools.cache

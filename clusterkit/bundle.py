@@ -21,6 +21,7 @@ from pathlib import Path
 
 from .effective import expand
 from .loader import Loaded
+from .lock_file import empty_lock, lock_text
 from .paths import COMPAT_RULES, NODE_PACKAGE_DIR, SCRIPTS_DIR
 
 SCRIPTS = SCRIPTS_DIR  # the name tests and callers use
@@ -70,7 +71,6 @@ os.execv(sys.executable, [sys.executable, "-I", zipapp, *sys.argv[1:]])
 BUNDLE_DATA = {COMPAT_RULES.name: COMPAT_RULES}
 _EPOCH = (2020, 1, 1, 0, 0, 0)
 _EXECUTABLE = (".sh", ".pyz")
-EMPTY_LOCK = '{\n  "cluster": "",\n  "images": [],\n  "lock_version": 1\n}\n'
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ def node_artifacts(loaded: Loaded) -> NodeArtifacts:
     files.update(dict.fromkeys(LEGACY_ENTRY_POINTS, LEGACY_ENTRY))
     files.update({name: path.read_bytes() for name, path in BUNDLE_DATA.items()})
     lock = loaded.lock_path
-    files["images.lock"] = lock.read_bytes() if lock.exists() else EMPTY_LOCK.encode()
+    files["images.lock"] = lock.read_bytes() if lock.exists() else lock_text(empty_lock(loaded.spec.name)).encode()
     files["node.args"] = ("\n".join(expand(loaded).node.head) + "\n").encode()
     return NodeArtifacts(
         stage0=_file(STAGE0),

@@ -48,11 +48,13 @@ class InstanceType:
 @functools.cache
 def _load(path: Path) -> dict[str, Any]:
     with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
+        doc: dict[str, Any] = json.load(fh)
+        return doc
 
 
 def _types() -> dict[str, dict[str, Any]]:
-    return _load(INSTANCE_TYPES)["instance_types"]
+    types: dict[str, dict[str, Any]] = _load(INSTANCE_TYPES)["instance_types"]
+    return types
 
 
 def _regions() -> dict[str, Any]:

@@ -50,7 +50,7 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _lock(args: argparse.Namespace) -> int:
-    from .lock_files import lock_all
+    from .lock_command import lock_all
 
     for path in lock_all(args.names, offline=args.offline):
         print(f"wrote {path}")
@@ -114,6 +114,7 @@ def _cost(args: argparse.Namespace) -> int:
 
     loaded = load(args.name)
     effective = expand(loaded)
+    unknown: list[str]
     book, unknown = cost.load_prices(), []
     if args.refresh:
         book, unknown = cost.refresh_ec2(book, effective.region, cost.instance_types(effective))
@@ -215,7 +216,8 @@ def _diff(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.run(args)
+        code: int = args.run(args)
+        return code
     except ClusterKitError as exc:
         for line in exc.lines():
             print(line, file=sys.stderr)

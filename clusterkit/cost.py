@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clusterkit_node.lock import ImageLock
+
 from . import advice
-from .effective import EffectiveQueue, EffectiveSpec
+from .effective import EffectiveComputeResource, EffectiveQueue, EffectiveSpec
 from .errors import ClusterKitError
 from .paths import PRICES
 
@@ -46,16 +49,19 @@ class PriceBook:
         return float(self.doc.get("hours_per_month", 730))
 
     def _section(self, region: str, name: str) -> dict[str, Any] | None:
-        return self.doc.get("regions", {}).get(region, {}).get(name)
+        section: dict[str, Any] | None = self.doc.get("regions", {}).get(region, {}).get(name)
+        return section
 
     def ec2(self, region: str, instance_type: str) -> float | None:
         if (region, instance_type) in self.refreshed:
             return self.refreshed[(region, instance_type)]
         section = self._section(region, "ec2_on_demand_linux") or {}
-        return section.get("usd_per_hour", {}).get(instance_type)
+        price: float | None = section.get("usd_per_hour", {}).get(instance_type)
+        return price
 
     def fsx(self, region: str, key: str) -> float | None:
-        return (self._section(region, "fsx_lustre_usd_per_gb_month") or {}).get("prices", {}).get(key)
+        price: float | None = (self._section(region, "fsx_lustre_usd_per_gb_month") or {}).get("prices", {}).get(key)
+        return price
 
     def nat(self, region: str) -> tuple[float, float] | None:
         section = self._section(region, "nat_gateway")
@@ -124,11 +130,11 @@ def instance_types(spec: EffectiveSpec) -> list[str]:
     return sorted(types)
 
 
-def estimate(spec: EffectiveSpec, lock: dict | None = None, prices: PriceBook | None = None) -> Estimate:
+def estimate(spec: EffectiveSpec, lock: ImageLock | None = None, prices: PriceBook | None = None) -> Estimate:
     """The cost lines of ``spec`` in its region (``lock`` gives image sizes for the S3 store)."""
     book = prices or load_prices()
     region = spec.region
-    lines = [_head(spec, book)]
+    lines: list[Line | None] = [_head(spec, book)]
     lines += [_compute(q, cr, region, book) for q in spec.queues for cr in q.compute_resources]
     lines += [_fsx(spec, book), _nat(spec, book), _s3(spec, lock, book)]
     refreshed = tuple(sorted(t for (r, t) in book.refreshed if r == region))
@@ -147,7 +153,7 @@ def _head(spec: EffectiveSpec, book: PriceBook) -> Line:
     return Line("head node", itype, price, price)
 
 
-def _compute(queue: EffectiveQueue, cr, region: str, book: PriceBook) -> Line:
+def _compute(queue: EffectiveQueue, cr: EffectiveComputeResource, region: str, book: PriceBook) -> Line:
     capacity_type = queue.capacity_type
     item = f"queue {queue.name}/{cr.name}"
     detail = f"{cr.instance_type} x {cr.min}..{cr.max} ({capacity_type})"
@@ -195,7 +201,7 @@ def _nat(spec: EffectiveSpec, book: PriceBook) -> Line | None:
     return Line("NAT gateway", "1 gateway", hourly_total, hourly_total, note=f"{extra}; {note}" if note else extra)
 
 
-def _s3(spec: EffectiveSpec, lock: dict | None, book: PriceBook) -> Line | None:
+def _s3(spec: EffectiveSpec, lock: ImageLock | None, book: PriceBook) -> Line | None:
     new = spec.storage.new
     if new is None or not new.image_store_bucket:
         return None
@@ -276,13 +282,13 @@ def hourly(value: float) -> str:
     return f"${value:,.4f}/h"
 
 
-def report(est: Estimate, book: PriceBook, unknown: list[str] = ()) -> list[str]:
+def report(est: Estimate, book: PriceBook, unknown: Sequence[str] = ()) -> list[str]:
     """The ``clusterkit cost`` text: one line per item, the totals, what is missing, where prices came from."""
     lines = [f"{est.cluster} ({est.region}): list prices in USD; idle = min nodes, busy = max nodes"]
     for line in est.lines:
         if line.missing:
             figure = "no price (below)"
-        elif line.idle is None:
+        elif line.idle is None or line.busy is None:  # both or neither (Line)
             figure = "-"
         elif line.idle == line.busy:
             figure = hourly(line.idle)

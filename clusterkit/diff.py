@@ -50,8 +50,8 @@ class ImageChange:
 
     name: str
     kind: str  # added | removed | changed
-    old: dict | None
-    new: dict | None
+    old: dict[str, Any] | None
+    new: dict[str, Any] | None
 
     @property
     def fields(self) -> list[str]:
@@ -111,7 +111,7 @@ class Report:
 
 
 def _image_changes(old: Any, new: Any) -> tuple[list[ImageChange], list[Change]]:
-    def images(doc: Any) -> dict[str, dict]:
+    def images(doc: Any) -> dict[str, dict[str, Any]]:
         entries = doc.get("images", []) if isinstance(doc, dict) else []
         return {e["name"]: e for e in entries if isinstance(e, dict) and "name" in e}
 
@@ -200,6 +200,7 @@ def _cost_delta(base_spec_text: str | None, head_spec_text: str | None,
     try:
         from . import cost
         from .effective import expand_spec
+        from .lock_file import parse_lock_text
         from .spec import parse_spec
     except ImportError as exc:
         return f"cost delta unavailable ({exc})"
@@ -214,8 +215,8 @@ def _cost_delta(base_spec_text: str | None, head_spec_text: str | None,
             spec, _, _ = parse_spec(text, label)
             if spec is None:
                 return f"cost delta unavailable (the {label} spec does not parse)"
-            lock, _ = _parse(lock_text, "lock")
-            found = cost.estimate(expand_spec(spec), lock if isinstance(lock, dict) else None, prices)
+            lock, broken = parse_lock_text(lock_text, label) if lock_text is not None else (None, [])
+            found = cost.estimate(expand_spec(spec), None if broken else lock, prices)
             sides.append(CostSide(found.idle_hourly, found.busy_hourly, tuple(found.missing)))
     except ClusterKitError as exc:
         return f"cost delta unavailable ({' '.join(exc.lines())})"

@@ -100,7 +100,8 @@ def lookup(policies: Policies, path: tuple[str | Item, ...]) -> str:
     key = policy_key(path)
     while key:
         if key in policies:
-            return policies[key]["policy"]
+            policy: str = policies[key]["policy"]
+            return policy
         key = _parent(key)
     return "UNSUPPORTED"
 
@@ -133,7 +134,7 @@ def _adds_only(change: Change) -> bool:
     return isinstance(old, list) and isinstance(new, list) and all(v in new for v in old)
 
 
-def _by_name(items: Any, name: str | None) -> dict:
+def _by_name(items: Any, name: str | None) -> dict[str, Any]:
     for item in items if isinstance(items, list) else []:
         if isinstance(item, dict) and item.get("Name") == name:
             return item
@@ -147,7 +148,7 @@ def _managed_pg(config: Any, queue: str | None, resource: str | None) -> bool:
     return bool(chosen and chosen.get("Enabled") and not (chosen.get("Name") or chosen.get("Id")))
 
 
-def _managed_fsx(config: Any) -> set[str]:
+def _managed_fsx(config: Any) -> set[str | None]:
     return {s.get("Name") for s in (config or {}).get("SharedStorage", []) or []
             if isinstance(s, dict) and s.get("StorageType") == "FsxLustre"
             and "FileSystemId" not in (s.get("FsxLustreSettings") or {})}
@@ -166,7 +167,8 @@ class _Context:
     @property
     def strategy(self) -> str:
         settings = ((self.head or {}).get("Scheduling") or {}).get("SlurmSettings") or {}
-        return settings.get("QueueUpdateStrategy", "COMPUTE_FLEET_STOP")
+        strategy: str = settings.get("QueueUpdateStrategy", "COMPUTE_FLEET_STOP")
+        return strategy
 
     def by_strategy(self, policy: str, *, terminate_only: bool = False) -> Impact:
         """A queue change the target's QueueUpdateStrategy applies, or a fleet stop when it cannot."""

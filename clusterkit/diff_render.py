@@ -14,7 +14,7 @@ from .diff import ClusterDiff, CostDelta, ImageChange, Report
 from .diff_impact import FLEET, HEAD_NODE, LIVE, QUEUE, RECREATE, UNKNOWN, VERSION_LABEL, VERSION_REASON, Assessed
 from .diff_sources import file_path
 from .diff_struct import MISSING, Change
-from .imageref import ImageRefError, parse_image_ref
+from .imageref import ImageRef, ImageRefError, parse_image_ref
 
 MARKER = "<!-- clusterkit-diff -->"  # lets the PR workflow find and update its own comment
 MARKDOWN_LIMIT = 60_000  # GitHub rejects comments over 65,536 characters
@@ -93,6 +93,8 @@ def _versions(image: ImageChange) -> str:
 
 def _source_change(old: str, new: str) -> str:
     """A tag change as just the tags when the repository stays; else both sources."""
+    a: ImageRef | None
+    b: ImageRef | None
     try:
         a, b = parse_image_ref(old), parse_image_ref(new)
     except ImageRefError:
@@ -102,7 +104,7 @@ def _source_change(old: str, new: str) -> str:
     return f"source {_arrow(short(old), short(new))}"
 
 
-def _size(entry: dict | None) -> str:
+def _size(entry: dict[str, Any] | None) -> str:
     size = (entry or {}).get("compressed_size")
     return f"{size / 1e9:.2f} GB" if isinstance(size, int) else ""
 
@@ -122,7 +124,7 @@ def _image_details(image: ImageChange) -> list[str]:
     return details
 
 
-def _digest(entry: dict | None) -> str:
+def _digest(entry: dict[str, Any] | None) -> str:
     return short(entry.get("digest", "")) if entry else ""
 
 

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 from .errors import ClusterKitError
+from .lock_file import LOCK_SUFFIX
 from .paths import CONFIG_DIR_NAME
 
 CONFIG_DIR = CONFIG_DIR_NAME
@@ -31,7 +32,7 @@ def file_path(name: str, kind: str) -> str:
     return {
         "spec": f"{CONFIG_DIR}/{name}.yaml",
         "rendered": f"{CONFIG_DIR}/rendered/{name}.yaml",
-        "lock": f"{CONFIG_DIR}/{name}.images.lock",
+        "lock": f"{CONFIG_DIR}/{name}{LOCK_SUFFIX}",
     }[kind]
 
 
@@ -95,7 +96,7 @@ def tree_snapshot(root: Path) -> Snapshot:
     """The cluster files in the working tree, committed or not."""
     snapshot: Snapshot = {}
     config = root / CONFIG_DIR
-    found = [*config.glob("*.yaml"), *config.glob("*.images.lock"), *config.glob("rendered/*.yaml")]
+    found = [*config.glob("*.yaml"), *config.glob(f"*{LOCK_SUFFIX}"), *config.glob("rendered/*.yaml")]
     for path in sorted(found):
         key = _classify(path.relative_to(root).as_posix())
         if key is not None and path.is_file():

@@ -65,7 +65,7 @@ def _scalar(value: Any) -> bool:
     return isinstance(value, (str, int, float, bool))
 
 
-def _label_function(old: list, new: list) -> Callable[[dict], str] | None:
+def _label_function(old: list[Any], new: list[Any]) -> Callable[[dict[str, Any]], str] | None:
     """How to name the elements of two versions of a list of mappings: by a name key (Name, name,
     Key, key) present and unique in every element, else None."""
     items = old + new
@@ -74,11 +74,13 @@ def _label_function(old: list, new: list) -> Callable[[dict], str] | None:
     for key in _NAME_KEYS:
         if all(key in i and _scalar(i[key]) for i in items) and all(
                 len({str(i[key]) for i in side}) == len(side) for side in (old, new)):
-            return lambda element, key=key: str(element[key])
+            def label(element: dict[str, Any], key: str = key) -> str:
+                return str(element[key])
+            return label
     return None
 
 
-def _one_key_items(items: list) -> bool:
+def _one_key_items(items: list[Any]) -> bool:
     """Lists like ``[{Policy: arn}]``: a set of values in disguise, compared as a whole list."""
     return all(isinstance(i, dict) and len(i) == 1 for i in items)
 

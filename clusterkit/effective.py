@@ -449,7 +449,8 @@ def _queue(queue: Queue) -> EffectiveQueue:
 
 def as_data(effective: EffectiveSpec) -> dict[str, Any]:
     """Plain dicts, lists and scalars (YAML- and JSON-ready) in field order; times as ISO 8601 UTC."""
-    return _data(effective)
+    data: dict[str, Any] = _data(effective)
+    return data
 
 
 def _data(value: Any) -> Any:

@@ -73,7 +73,7 @@ def upload(s3: Any, bucket: str, name: str, artifacts: NodeArtifacts) -> list[st
 
     objects = [(artifact_prefix(name) + a.key, a.data) for a in artifacts.all()]
     objects.append((stable_bundle_key(name), artifacts.bundle.data))
-    written = []
+    written: list[str] = []
     for key, data in objects:
         try:
             s3.put_object(Bucket=bucket, Key=key, Body=data, ServerSideEncryption="AES256")

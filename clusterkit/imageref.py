@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from clusterkit_node.lock import DIGEST_RE
+
 DOCKER_HUB = "registry-1.docker.io"
 _DOCKER_HUB_ALIASES = frozenset({"docker.io", "index.docker.io", DOCKER_HUB})
 
@@ -154,12 +156,8 @@ def parse_image_ref(text: str) -> ImageRef:
 
 
 def is_sha256_digest(value: object) -> bool:
-    return (
-        isinstance(value, str)
-        and value.startswith("sha256:")
-        and len(value) == 71
-        and _SHA256_HEX_RE.fullmatch(value, 7) is not None
-    )
+    """The digest form the lock and the nodes accept (clusterkit_node.lock.DIGEST_RE)."""
+    return isinstance(value, str) and DIGEST_RE.fullmatch(value) is not None
 
 
 def _check_registry(registry: str) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from . import advice, images, rules
 from .effective import expand_spec, image_platform
 from .errors import ClusterKitError, Problem, SpecError
+from .lock_file import LOCK_SUFFIX, ImageLock, LockError, read_lock
 from .paths import CONFIG_DIR
 from .spec import ClusterSpec, LoadedSpec, parse_spec
 
@@ -49,7 +50,7 @@ def all_spec_paths() -> list[Path]:
 
 
 def lock_path(spec_path: Path) -> Path:
-    return spec_path.with_name(spec_path.name.rsplit(".", 1)[0] + ".images.lock")
+    return spec_path.with_name(spec_path.name.rsplit(".", 1)[0] + LOCK_SUFFIX)
 
 
 def platform(spec: ClusterSpec) -> str:
@@ -66,31 +67,20 @@ def _lock_problems(spec: ClusterSpec, source: LoadedSpec) -> list[Problem]:
         return []
     path = lock_path(source.path)
     try:
-        lock = images.load_lock(path) if path.exists() else None
-    except images.LockError as exc:  # its lines already carry the path, position and the `make lock` hint
-        return [_positioned(line) for line in exc.lines()]
-    found = images.lock_problems(lock, spec.name, image_specs(spec), platform(spec))
+        lock = read_lock(path) if path.exists() else None
+    except LockError as exc:  # positioned in the lock file, with the `make lock` hint
+        return exc.problems
+    found = images.staleness(lock, spec.name, image_specs(spec), platform(spec))
     return [source.marks.problem("containers.images", text) for text in found]
 
 
-def lock_or_none(spec_path: Path) -> dict | None:
+def lock_or_none(spec_path: Path) -> ImageLock | None:
     """The committed lock of a spec, or None when it is missing or unreadable (the lock check reports why)."""
     path = lock_path(spec_path)
     try:
-        return images.load_lock(path) if path.exists() else None
-    except images.LockError:
+        return read_lock(path) if path.exists() else None
+    except LockError:
         return None
-
-
-def _positioned(line: str) -> Problem:
-    """A lock error line (``path:line:col: message``) as a Problem, without repeating the path."""
-    head, sep, message = line.partition(": ")
-    parts = head.rsplit(":", 2)
-    if sep and len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
-        return Problem(parts[0], int(parts[1]), int(parts[2]), "", message)
-    if sep and not parts[-1].isdigit():
-        return Problem(head, 0, 0, "", message)
-    return Problem("", 0, 0, "", line)
 
 
 def load(name_or_path: str, *, check_lock: bool = True) -> Loaded:

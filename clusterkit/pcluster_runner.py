@@ -138,4 +138,5 @@ def update_policies() -> dict[str, dict[str, Any]]:
     Each entry: ``{"policy", "level", "kind", "description"}`` plus ``update_key`` for lists and
     ``fail_reason`` / ``action_needed`` where ParallelCluster words them specially.
     """
-    return json.loads(_policies_json())
+    policies: dict[str, dict[str, Any]] = json.loads(_policies_json())
+    return policies

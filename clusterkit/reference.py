@@ -25,7 +25,7 @@ def _type_name(hint: Any) -> str:
     return {str: "string", int: "integer", float: "number", bool: "boolean"}.get(hint, str(hint))
 
 
-def _default(f: dataclasses.Field) -> str:
+def _default(f: dataclasses.Field[Any]) -> str:
     if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
         return "**required**"
     if f.default_factory is not dataclasses.MISSING or dataclasses.is_dataclass(f.default):
@@ -51,7 +51,7 @@ def _rows(cls: type, prefix: str) -> list[str]:
         if typing.get_origin(inner) is tuple:
             inner = typing.get_args(inner)[0]
             path += "[]"
-        if dataclasses.is_dataclass(inner):
+        if isinstance(inner, type) and dataclasses.is_dataclass(inner):  # hints are classes, not instances
             rows += _rows(inner, path + ".")
     return rows
 

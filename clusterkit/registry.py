@@ -68,8 +68,10 @@ class Platform:
         if os_name != self.os or architecture != self.architecture:
             return None
         if self.architecture == "arm64":
-            return {"v8": 0, None: 1, "": 1}.get(variant)  # type: ignore[call-overload]
-        return {None: 0, "": 0, "v1": 1, "v2": 2, "v3": 3}.get(variant)  # type: ignore[call-overload]
+            arm64: dict[object, int] = {"v8": 0, None: 1, "": 1}
+            return arm64.get(variant)
+        amd64: dict[object, int] = {None: 0, "": 0, "v1": 1, "v2": 2, "v3": 3}
+        return amd64.get(variant)
 
 
 _PLATFORMS = {
@@ -174,7 +176,8 @@ def select_platform(index: Manifest, platform: Platform) -> str:
     for position, entry in enumerate(entries):
         if not isinstance(entry, dict):
             continue
-        plat = entry.get("platform") if isinstance(entry.get("platform"), dict) else {}
+        given = entry.get("platform")
+        plat = given if isinstance(given, dict) else {}
         os_name, arch, variant = plat.get("os"), plat.get("architecture"), plat.get("variant")
         if isinstance(os_name, str) and isinstance(arch, str) and os_name != "unknown":
             available.add("/".join(x for x in (os_name, arch, variant) if isinstance(x, str) and x))

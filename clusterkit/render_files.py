@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -16,7 +17,7 @@ from .render import placeholder_refs, render_config
 class NoAliasDumper(yaml.SafeDumper):
     """Reviewers read every value in place: no &id001 anchors for repeated lists."""
 
-    def ignore_aliases(self, data) -> bool:
+    def ignore_aliases(self, data: Any) -> bool:
         return True
 
 

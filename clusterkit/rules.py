@@ -369,7 +369,7 @@ def _duplicates(m: Marks, named: list[tuple[str, str]], what: str) -> Iterator[P
 # 0.24.0, but no release could be tied to them). Any other supported release is assumed to ship the
 # oldest, so an option is accepted only where every AMI of the release knows it. The release that added
 # each option is in bootstrap_scripts/enroot.sh (CK_PYXIS_OPTION_SINCE), which filters the plugstack line.
-PC_PYXIS = {(3, 11, 0): (0, 20, 0), (3, 11, 1): (0, 20, 0)}
+PC_PYXIS: dict[tuple[int, ...], tuple[int, ...]] = {(3, 11, 0): (0, 20, 0), (3, 11, 1): (0, 20, 0)}
 OLDEST_PC_PYXIS = (0, 20, 0)
 PYXIS_OPTION_SINCE = {"use_enroot_load": (0, 21, 0), "use_squashfuse": (0, 24, 0), "importer": (0, 24, 0)}
 

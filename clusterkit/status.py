@@ -84,8 +84,8 @@ def first_delete_failure(cfn: Any, stack_name: str) -> DeleteFailure | None:
     Resource failures come first in time and name the cause; the stack's own event only lists them
     ("The following resource(s) failed to delete: [...]"), so it is the fallback.
     """
-    failures: list[dict] = []
-    stack_failure: dict | None = None
+    failures: list[dict[str, Any]] = []
+    stack_failure: dict[str, Any] | None = None
     paginator = cfn.get_paginator("describe_stack_events")
     for page_number, page in enumerate(paginator.paginate(StackName=stack_name)):
         for event in page.get("StackEvents", []):  # newest first
@@ -104,7 +104,7 @@ def first_delete_failure(cfn: Any, stack_name: str) -> DeleteFailure | None:
     return _failure(failures, stack_failure)
 
 
-def _failure(failures: list[dict], stack_failure: dict | None) -> DeleteFailure | None:
+def _failure(failures: list[dict[str, Any]], stack_failure: dict[str, Any] | None) -> DeleteFailure | None:
     event = failures[-1] if failures else stack_failure
     if event is None:
         return None

@@ -112,7 +112,7 @@ class Reader:
             if self._is_null(node):
                 return None
             return self.read(node, args[0], path) if len(args) == 1 else self._bad(node, path, hint)
-        if dataclasses.is_dataclass(hint):
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):  # hints are classes, not instances
             return self._read_dataclass(node, hint, path)
         if origin is tuple:
             return self._read_sequence(node, typing.get_args(hint)[0], path)
@@ -137,6 +137,10 @@ class Reader:
         self.problems.append(self.marks.problem(path, f"expected {want}, got {self._kind(node)}", hint))
         return None
 
+    def _twice(self, key_node: yaml.Node, path: str) -> Problem:
+        """A key written a second time, pointing at the second one (the first stays in the marks)."""
+        return Problem(self.marks.file, *_pos(key_node), path, "key given twice", "remove one")
+
     # -- structures --------------------------------------------------------------------------------
     def _read_dataclass(self, node: yaml.Node, cls: type, path: str) -> Any:
         if not isinstance(node, yaml.MappingNode):
@@ -155,7 +159,7 @@ class Reader:
                 self.problems.append(self.marks.problem(key_path, "unknown key", hint, on_key=True))
                 continue
             if key in seen:
-                self.problems.append(self.marks.problem(key_path, "key given twice", "remove one", on_key=True))
+                self.problems.append(self._twice(key_node, key_path))
                 continue
             seen.add(key)
             values[key] = self.read(value_node, hints[key], key_path)
@@ -182,13 +186,16 @@ class Reader:
             if key is None:
                 continue
             key_path = _join(path, key)
+            if key_path in self.marks.keys:
+                self.problems.append(self._twice(key_node, key_path))
+                continue
             self.marks.keys[key_path] = _pos(key_node)
             value = self.read(value_node, value_type, key_path)
             if value is not None:
                 out[key] = value
         return out
 
-    def _read_choice(self, node: yaml.Node, choices: tuple, path: str) -> Any:
+    def _read_choice(self, node: yaml.Node, choices: tuple[Any, ...], path: str) -> Any:
         if not isinstance(node, yaml.ScalarNode) or node.tag != _TAG + "str" or node.value not in choices:
             shown = " | ".join(map(str, choices))
             hint = did_you_mean(str(getattr(node, "value", "")), map(str, choices)) if isinstance(node, yaml.ScalarNode) else ""
@@ -234,8 +241,9 @@ def _optional(hint: Any) -> bool:
     return typing.get_origin(hint) in (Union, types.UnionType) and type(None) in typing.get_args(hint)
 
 
-def _doc_hint(f: dataclasses.Field) -> str:
-    return f.metadata.get("doc", "")
+def _doc_hint(f: dataclasses.Field[Any]) -> str:
+    doc: str = f.metadata.get("doc", "")
+    return doc
 
 
 def doc(text: str, default: Any = MISSING, **kwargs: Any) -> Any:

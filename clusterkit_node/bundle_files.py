@@ -23,7 +23,8 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 def bundle_dir() -> str:
     """The directory of the zipapp this package was imported from, symlinks resolved (a running command
     keeps reading its own bundle after head_node.sh switched the link); from a checkout, its root."""
-    archive = getattr(__loader__, "archive", None)  # zipimport's loader names the zip file
+    # zipimport's loader names the zip file (mypy does not declare the module global __loader__)
+    archive = getattr(__loader__, "archive", None)  # type: ignore[name-defined]
     return os.path.dirname(os.path.realpath(archive)) if archive else os.path.dirname(_PACKAGE_DIR)
 
 

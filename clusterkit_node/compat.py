@@ -211,13 +211,15 @@ def parse_rules(doc: object, where: str = "compat_rules.json") -> RuleSet:
         if raw.get("level") not in LEVELS:
             problems.append(f"{at}: level: {raw.get('level')!r} is not one of {', '.join(LEVELS)}")
         for key in ("why", "source"):
-            if not isinstance(raw.get(key), str) or not raw.get(key).strip():
+            text = raw.get(key)
+            if not isinstance(text, str) or not text.strip():
                 problems.append(f"{at}: {key}: missing or empty (every rule explains itself and names "
                                 f"its source)")
         if kind == "requires":
             when = _component_ranges(raw.get("if"), f"{at}: if", problems)
             then = _component_ranges(raw.get("then"), f"{at}: then", problems)
-            if len(problems) == before:
+            # a non-string id was a problem above: the isinstance only narrows it for the type checker
+            if len(problems) == before and isinstance(rule_id, str):
                 rules.append(Rule(id=rule_id, kind=kind, level=raw["level"], why=raw["why"],
                                   source=raw["source"], when=when, then=then))
         else:
@@ -244,7 +246,7 @@ def parse_rules(doc: object, where: str = "compat_rules.json") -> RuleSet:
                     problems.append(f"{at}: message: unknown placeholder(s) "
                                     f"{', '.join(sorted(used - _MESSAGE_FIELDS))} (known: "
                                     f"{', '.join(sorted(_MESSAGE_FIELDS))})")
-            if len(problems) == before:
+            if len(problems) == before and isinstance(rule_id, str) and isinstance(message, str):
                 rules.append(Rule(id=rule_id, kind=kind, level=raw["level"], why=raw["why"],
                                   source=raw["source"], min_driver=tuple(entries), message=message))
     if problems:

@@ -13,7 +13,7 @@ import json
 import os
 import re
 import sys
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import compat
 from .bundle_files import load_rules
@@ -47,10 +47,10 @@ def fingerprint_files(dirs: List[str]) -> Dict[str, str]:
     return files
 
 
-def read_fingerprints(dirs: List[str], max_age_hours: Optional[float]) -> Tuple[List[dict], List[str]]:
+def read_fingerprints(dirs: List[str], max_age_hours: Optional[float]) -> Tuple[List[Dict[str, Any]], List[str]]:
     """Every <host>.json in dirs (a host in several: the first dir wins); (fingerprints, skipped with
     reason)."""
-    found: List[dict] = []
+    found: List[Dict[str, Any]] = []
     skipped: List[str] = []
     files = fingerprint_files(dirs)
     now = _dt.datetime.now(_dt.timezone.utc)
@@ -81,9 +81,9 @@ def read_fingerprints(dirs: List[str], max_age_hours: Optional[float]) -> Tuple[
     return found, skipped
 
 
-def group_queue(fps: List[dict]) -> List[dict]:
+def group_queue(fps: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """Nodes with identical DRIFT_FIELDS form one group; biggest group first, labelled A, B, ..."""
-    groups: Dict[Tuple, List[dict]] = {}
+    groups: Dict[Tuple[str, ...], List[Dict[str, Any]]] = {}
     for fp in fps:
         groups.setdefault(tuple(str(fp.get(k)) for k in DRIFT_FIELDS), []).append(fp)
     ordered = sorted(groups.values(), key=lambda g: (-len(g), natural_key(g[0]["hostname"])))
@@ -98,8 +98,8 @@ def group_queue(fps: List[dict]) -> List[dict]:
     return out
 
 
-def current_incompatibilities(store: str, fps: List[dict], rules_path: Optional[str]
-                              ) -> Tuple[List[dict], str]:
+def current_incompatibilities(store: str, fps: List[Dict[str, Any]], rules_path: Optional[str]
+                              ) -> Tuple[List[Dict[str, Any]], str]:
     """Each node's driver against the images the store serves NOW: a node that booted before a new
     image arrived was never checked against it."""
     try:
@@ -136,10 +136,10 @@ def cmd_drift(args: argparse.Namespace) -> int:
     # The previous layout's <store>/.nodes too: a node still running the previous bundle may write there
     # after the head node's sync moved the directory's content (store.migrate_legacy).
     fps, skipped = read_fingerprints([nodes_dir(store), legacy_nodes_dir(store)], args.max_age_hours)
-    by_queue: Dict[str, List[dict]] = {}
+    by_queue: Dict[str, List[Dict[str, Any]]] = {}
     for fp in fps:
         by_queue.setdefault(fp.get("queue") or "(unknown)", []).append(fp)
-    report = {"queues": {}, "skipped": skipped, "nodes": len(fps)}
+    report: Dict[str, Any] = {"queues": {}, "skipped": skipped, "nodes": len(fps)}
     for queue in sorted(by_queue):
         groups = group_queue(by_queue[queue])
         differing = [k for k in DRIFT_FIELDS

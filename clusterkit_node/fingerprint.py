@@ -12,7 +12,7 @@ import argparse
 import os
 import re
 import socket
-from typing import Dict, Tuple
+from typing import Any, Dict, Tuple
 
 from . import compat
 from .bundle_files import load_rules
@@ -37,7 +37,7 @@ FINGERPRINT_VERSION = 1
 HOSTNAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 
 
-def image_versions(img: LockedImage, manifest: dict) -> Tuple[Dict[str, str], str]:
+def image_versions(img: LockedImage, manifest: Dict[str, Any]) -> Tuple[Dict[str, str], str]:
     """Recorded versions when the store holds this digest, else what the lock expects."""
     entry = manifest["images"].get(img.name)
     if entry and entry.get("digest") == img.digest and isinstance(entry.get("versions"), dict):

@@ -13,7 +13,7 @@ import os
 import subprocess
 import time
 from dataclasses import dataclass
-from typing import Dict, Tuple
+from typing import Any, Dict, Tuple
 
 from .console import format_versions, log, mb, now_utc, warn
 from .enroot_uri import import_uri
@@ -44,7 +44,7 @@ class Result:
 
 
 def manifest_entry(cfg: SyncConfig, img: LockedImage, size: int, compressor: str,
-                   versions: Dict[str, str], status: str, reason: str = "", sha256: str = "") -> dict:
+                   versions: Dict[str, str], status: str, reason: str = "", sha256: str = "") -> Dict[str, Any]:
     entry = {
         "digest": img.digest,
         "file": img.rel_file,
@@ -78,7 +78,7 @@ def run_import(cfg: SyncConfig, img: LockedImage, tmp: str) -> Tuple[bool, str]:
     return True, tail
 
 
-def import_image(cfg: SyncConfig, manifest: dict, img: LockedImage, adopt: bool) -> Result:
+def import_image(cfg: SyncConfig, manifest: Dict[str, Any], img: LockedImage, adopt: bool) -> Result:
     """Import (or adopt an unrecorded final file), check, read versions, publish, record."""
     store = cfg.store
     final = os.path.join(store, img.rel_file)

@@ -83,7 +83,8 @@ def max_digits(key: str) -> int:
     found = re.fullmatch(r"\[0-9\]\{1,([0-9]+)\}", BY_KEY[key].pattern)
     if found is None:
         raise ValueError(f"{key} is not a whole-number setting")
-    return 10 ** int(found.group(1)) - 1
+    limit: int = 10 ** int(found.group(1))  # int ** int is typed Any (a negative power is a float)
+    return limit - 1
 
 
 def show(value: str) -> str:

@@ -42,7 +42,7 @@ def read_superblock(path: str) -> Superblock:
                       bytes_used=bytes_used, block_size=block_size)
 
 
-def run(cmd: List[str], timeout: Optional[float] = None) -> subprocess.CompletedProcess:
+def run(cmd: List[str], timeout: Optional[float] = None) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Optional
+from typing import Any, Dict, Optional
 
 from .console import EXIT_FAILED, EXIT_OK, error, format_versions, mb, print_table
 from .lock import load_lock
@@ -31,7 +31,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             live[(name, hx)] = (pid, file_size(partial_file(path)) or 0)
     rows = []
 
-    def row(name: str, digest: str, state: str, size: int, entry: Optional[dict], detail: str) -> None:
+    def row(name: str, digest: str, state: str, size: int, entry: Optional[Dict[str, Any]], detail: str) -> None:
         rows.append([name, digest.split(":")[-1][:12], state, f"{mb(size):.1f}",
                      (entry or {}).get("synced_at", "-"),
                      format_versions((entry or {}).get("versions", {})), detail])
@@ -46,7 +46,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                 pid, sofar = live[(img.name, img.hex)]
                 row(img.name, img.digest, "in progress", sofar, None, f"pid {pid}")
             elif entry and entry.get("digest") == img.digest and size == entry.get("size"):
-                row(img.name, img.digest, "present", size, entry, "")
+                row(img.name, img.digest, "present", size or 0, entry, "")
             elif entry and entry.get("digest") == img.digest:
                 row(img.name, img.digest, "corrupt", size or 0, entry,
                     f"file size {size} != manifest {entry.get('size')}")

@@ -48,7 +48,7 @@ import os
 import shutil
 import stat
 import time
-from typing import Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from .console import UsageError, error, log
 from .layout import (
@@ -119,12 +119,12 @@ def ensure_staging(store: str, *subdirs: str) -> str:
     return staging
 
 
-def empty_manifest() -> dict:
+def empty_manifest() -> Dict[str, Any]:
     """The manifest of a store nothing was synced into yet (every reader may use both sections)."""
     return {"manifest_version": MANIFEST_VERSION, "images": {}, "rejected": {}}
 
 
-def read_manifest(store: str) -> dict:
+def read_manifest(store: str) -> Dict[str, Any]:
     """The store's manifest; a missing file is an empty store. Raises ValueError if unreadable."""
     path = manifest_path(store)
     try:
@@ -150,7 +150,7 @@ def read_manifest(store: str) -> dict:
 ENTRY_FIELDS = {"digest": str, "file": str, "size": int}
 
 
-def check_entries(path: str, doc: dict) -> None:
+def check_entries(path: str, doc: Dict[str, Any]) -> None:
     """Raise ValueError naming the first entry of images/rejected that readers could not use."""
     for section in ("images", "rejected"):
         entries = doc.get(section)
@@ -177,7 +177,7 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def write_json_atomic(final: str, tmp: str, doc: dict) -> str:
+def write_json_atomic(final: str, tmp: str, doc: Dict[str, Any]) -> str:
     """Write doc to tmp (0644, fsync), rename it to final, fsync both directories.
 
     tmp is in the staging tmp/ dir and final in the store (or nodes/): the same file system, so
@@ -206,7 +206,7 @@ def write_json_atomic(final: str, tmp: str, doc: dict) -> str:
     return final
 
 
-def write_manifest(store: str, manifest: dict) -> None:
+def write_manifest(store: str, manifest: Dict[str, Any]) -> None:
     """Replace manifest.json atomically: staging temp file + fsync + rename + fsync(dirs).
 
     A reader (or a crash at any instant) sees either the old or the new complete file, never a mix.
@@ -219,7 +219,7 @@ def write_manifest(store: str, manifest: dict) -> None:
                       os.path.join(tmp_dir(store), f"store.{MANIFEST_NAME}.tmp-{os.getpid()}"), doc)
 
 
-def read_manifest_bytes(store: str) -> Tuple[Optional[str], dict]:
+def read_manifest_bytes(store: str) -> Tuple[Optional[str], Dict[str, Any]]:
     """(sha256 of manifest.json as read, its content); (None, empty) when there is none yet."""
     try:
         with open(manifest_path(store), "rb") as fh:
@@ -358,7 +358,7 @@ def quarantine(store: str, path: str, why: str) -> str:
     return dest
 
 
-def unpublish(store: str, manifest: dict, img: LockedImage, why: str) -> None:
+def unpublish(store: str, manifest: Dict[str, Any], img: LockedImage, why: str) -> None:
     """Take a recorded image that failed a check out of service BEFORE re-importing it: stable name
     dropped, file quarantined, entry removed, manifest written. If the re-import then fails, the image
     is missing, never served corrupt."""
@@ -462,7 +462,7 @@ def ensure_store(store: str) -> None:
     ensure_dir(store)
 
 
-def load_manifest_for_sync(store: str) -> dict:
+def load_manifest_for_sync(store: str) -> Dict[str, Any]:
     """A corrupt manifest (never written by us: we replace it atomically) is moved aside; complete
     .sqsh files are then adopted again cheaply (superblock check + version read, no import)."""
     try:

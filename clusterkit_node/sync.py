@@ -15,7 +15,7 @@ import argparse
 import os
 import shutil
 from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 from .console import EXIT_FAILED, EXIT_OK, UsageError, error, log, mb, print_table
 from .disk_preflight import preflight
@@ -51,7 +51,7 @@ class Plan:
     reason: str = ""
 
 
-def plan_image(store: str, manifest: dict, img: LockedImage, verify: bool) -> Plan:
+def plan_image(store: str, manifest: Dict[str, Any], img: LockedImage, verify: bool) -> Plan:
     """Decide with a stat and dictionary lookups only (the O(1) path); ``verify`` adds the
     unsquashfs/superblock check of present files."""
     path = os.path.join(store, img.rel_file)
@@ -155,7 +155,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
-def apply_plan(cfg: SyncConfig, manifest: dict, img: LockedImage, plan: Plan) -> Result:
+def apply_plan(cfg: SyncConfig, manifest: Dict[str, Any], img: LockedImage, plan: Plan) -> Result:
     store = cfg.store
     if plan.action == "relink":
         point_stable_name(store, img)

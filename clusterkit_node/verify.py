@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 from .console import EXIT_FAILED, EXIT_OK, error, format_versions, log, mb, warn
 from .layout import manifest_path
@@ -84,7 +84,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def deep_check(manifest: dict, present: List[Tuple[LockedImage, str]]) -> bool:
+def deep_check(manifest: Dict[str, Any], present: List[Tuple[LockedImage, str]]) -> bool:
     """Every present image's bytes against the sha256 recorded when it was published."""
     ok = True
     for img, path in present:

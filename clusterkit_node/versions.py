@@ -88,7 +88,7 @@ def cat_file(sqsh: str, path: str, limit: int = 64 << 20) -> Optional[bytes]:
     return proc.stdout[:limit]
 
 
-def version_key(v: str) -> Tuple:
+def version_key(v: str) -> Tuple[int, ...]:
     return tuple(int(x) if x.isdigit() else -1 for x in re.split(r"[.+-]", v))
 
 
@@ -198,9 +198,9 @@ def read_versions(sqsh: str) -> Dict[str, str]:
                          and re.match(r"libnccl-net.*\.so", os.path.basename(p)))
         for p in plugins:
             data = cat_file(sqsh, p) or b""
-            m = re.search(rb"aws-ofi-nccl (\d+\.\d+(?:\.\d+)?)", data)
-            if m:
-                ofi = m.group(1).decode()
+            hit = re.search(rb"aws-ofi-nccl (\d+\.\d+(?:\.\d+)?)", data)
+            if hit:
+                ofi = hit.group(1).decode()
                 break
         if ofi:
             break

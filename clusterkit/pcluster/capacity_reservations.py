@@ -41,11 +41,13 @@ def install() -> None:
 
 
 def _instance_type(resource: dict[str, Any]) -> str | None:
-    if isinstance(resource.get("InstanceType"), str):
-        return resource["InstanceType"]
+    own = resource.get("InstanceType")
+    if isinstance(own, str):
+        return own
     for item in resource.get("Instances") or []:
-        if isinstance(item, dict) and isinstance(item.get("InstanceType"), str):
-            return item["InstanceType"]
+        listed = item.get("InstanceType") if isinstance(item, dict) else None
+        if isinstance(listed, str):
+            return listed
     return None
 
 

@@ -29,6 +29,7 @@ import os
 import sys
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -122,8 +123,8 @@ def share_botocore_models() -> None:
         original_init(self, *args, **kwargs)
         self._cache = shared
 
-    loaders.Loader.__init__ = __init__  # type: ignore[method-assign]
-    loaders.Loader._clusterkit_shared = True  # type: ignore[attr-defined]
+    loaders.Loader.__init__ = __init__
+    loaders.Loader._clusterkit_shared = True
 
 
 def quiet_logging() -> None:
@@ -173,7 +174,8 @@ def locate(root: Any, parts: list[str | int]) -> tuple[int | None, int | None]:
     return (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
 
 
-def flatten_schema_messages(messages: Any, parts: list[str | int] | None = None):
+def flatten_schema_messages(messages: Any, parts: list[str | int] | None = None
+                            ) -> Iterator[tuple[list[str | int], str]]:
     """Yield (path parts, message) from marshmallow's nested error dict."""
     parts = parts or []
     if isinstance(messages, dict):
@@ -308,7 +310,7 @@ def check_validate(name: str, text: str, region: str, suppress: bool) -> tuple[l
             self.skipped: set[str] = set()
 
         def suppress_validator(self, validator: Any) -> bool:
-            hit = super().suppress_validator(validator)
+            hit: bool = super().suppress_validator(validator)
             if hit:
                 self.skipped.add(validator.type)
             return hit

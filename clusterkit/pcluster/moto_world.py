@@ -117,7 +117,8 @@ def _aws_managed_policy_catalog() -> dict[str, Any]:
     """moto's snapshot of AWS managed IAM policies, parsed once per process (4.7 MB of JSON)."""
     from moto.iam.aws_managed_policies import aws_managed_policies_data
 
-    return json.loads(aws_managed_policies_data)
+    catalog: dict[str, Any] = json.loads(aws_managed_policies_data)
+    return catalog
 
 
 def _add_aws_managed_policies(world: World, text: str) -> None:
@@ -194,7 +195,8 @@ def _first_compute_subnet(world: World, data: dict[str, Any]) -> str:
 
     ec2 = boto3.client("ec2", region_name=world.region)
     subnet = ec2.create_subnet(VpcId=world.vpc_id, CidrBlock="10.0.250.0/24", AvailabilityZone=f"{world.region}a")
-    return subnet["Subnet"]["SubnetId"]
+    subnet_id: str = subnet["Subnet"]["SubnetId"]
+    return subnet_id
 
 
 def _fsx_security_groups(world: World) -> list[str]:
@@ -260,7 +262,7 @@ def _rekey_file_system(backend: Any, old_id: str, new_id: str, world: World, eni
     vpc_id = world.vpc_id
 
     def to_dict() -> dict[str, Any]:
-        described = moto_to_dict()
+        described: dict[str, Any] = moto_to_dict()
         described.setdefault("VpcId", vpc_id)
         described.setdefault("NetworkInterfaceIds", [eni_id])
         described.setdefault("Lifecycle", "AVAILABLE")

@@ -17,7 +17,6 @@ reachable here.
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 import sys
 import tempfile
@@ -56,15 +55,17 @@ def _files(name: str) -> list[str]:
 
 
 def _bump_lock(text: str) -> str:
-    from clusterkit.images import dump_lock
+    import dataclasses
 
-    lock = json.loads(text)
-    for entry in lock["images"]:
-        if entry["name"] == "pytorch":
-            entry["digest"] = f"sha256:{NEW_PYTORCH}"
-            entry["source"] = f"nvcr.io/nvidia/pytorch:25.02-py3@sha256:{NEW_PYTORCH}"
-            entry["enroot_uri"] = f"docker://nvcr.io#nvidia/pytorch@sha256:{NEW_PYTORCH}"
-    return dump_lock(lock)
+    from clusterkit.lock_file import lock_text, parse_lock_text
+
+    lock, problems = parse_lock_text(text, "lock")
+    assert lock is not None and not problems, problems
+    bumped = tuple(dataclasses.replace(entry, digest=f"sha256:{NEW_PYTORCH}",
+                                       source=f"nvcr.io/nvidia/pytorch:25.02-py3@sha256:{NEW_PYTORCH}",
+                                       enroot_uri=f"docker://nvcr.io#nvidia/pytorch@sha256:{NEW_PYTORCH}")
+                   if entry.name == "pytorch" else entry for entry in lock.images)
+    return lock_text(dataclasses.replace(lock, images=bumped))
 
 
 def _render(name: str, spec_text: str, lock_text: str) -> str:

@@ -61,7 +61,8 @@ def test_preflight_fails_early_when_enroot_temp_is_too_small(sandbox, small_tmpf
 def test_preflight_store_factor_depends_on_data_compression(sandbox, image_lock, sync_config, disk_preflight,
                                                              monkeypatch):
     img = image_lock.LockedImage(name="a", digest="sha256:" + "a" * 64, enroot_uri="docker://x@sha256:"
-                                 + "a" * 64, source="x", compressed_size=100_000_000)
+                                 + "a" * 64, source="x", compressed_size=100_000_000,
+                                 registry="x", repository="x", platform="linux/amd64", expect={})
     store = str(sandbox.root)
     real = shutil.disk_usage
     monkeypatch.setattr(disk_preflight.shutil, "disk_usage", lambda p: real(p)._replace(free=250_000_000))

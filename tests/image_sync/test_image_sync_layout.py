@@ -87,7 +87,8 @@ def test_manifest_and_link_temp_files_are_staged_then_renamed_in(sandbox, image_
     """write_manifest and point_stable_name write in <staging>/tmp and rename across directories."""
     sandbox.store.mkdir()
     img = image_lock.LockedImage(name="app", digest="sha256:" + "b" * 64,
-                                 enroot_uri="docker://x@sha256:" + "b" * 64, source="x", compressed_size=1)
+                                 enroot_uri="docker://x@sha256:" + "b" * 64, source="x", compressed_size=1,
+                                 registry="x", repository="x", platform="linux/amd64", expect={})
     seen = []
     real_replace = os.replace
 

@@ -212,7 +212,7 @@ def test_lock_errors_are_one_line_each_with_exit_2(sandbox):
     proc = sandbox.sync()
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
-    assert any("images[0].digest: 'sha256:abc' is not sha256:<64 hex>" in ln for ln in lines)
+    assert any("images[0].digest: 'sha256:abc' is not sha256:<64 lowercase hex>" in ln for ln in lines)
     assert any("images[0].name: '../evil' is not a store name" in ln for ln in lines)
     assert any("images[3].enroot_uri" in ln and "does not pin digest" in ln for ln in lines)
     assert any("images[2].name: 'other.sqsh' collides with store entries" in ln for ln in lines)

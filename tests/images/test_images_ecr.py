@@ -16,6 +16,7 @@ What moto (5.2.5) does NOT do, so these tests cannot prove it of real ECR:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import boto3
@@ -91,11 +92,11 @@ def test_single_manifest_by_tag(ecr_env, fake_registry):
     lock = resolve_lock("demo", [ImageSpec("train", f"{HOST}/train:v1", {"cuda": "12.8"})], "linux/amd64",
                         ecr_client_factory=factory, registry_client=http)
 
-    assert lock == {"cluster": "demo", "lock_version": 1, "images": [{
+    assert dataclasses.asdict(lock) == {"cluster": "demo", "lock_version": 1, "images": ({
         "name": "train", "source": f"{HOST}/train:v1", "registry": HOST, "repository": "train",
         "digest": digest, "enroot_uri": f"docker://{HOST}#train@{digest}", "platform": "linux/amd64",
         "compressed_size": len(config) + 300, "expect": {"cuda": "12.8"},
-    }]}
+    },)}
     calls = made[0].calls
     assert calls[0] == ("batch_get_image", {"registryId": ACCOUNT, "repositoryName": "train",
                                             "imageIds": [{"imageTag": "v1"}],
@@ -121,8 +122,8 @@ def test_manifest_list_picks_platform_and_fetches_it_by_digest(ecr_env, fake_reg
     for platform, arch in (("linux/amd64", "amd64"), ("linux/arm64", "arm64")):
         lock = resolve_lock("demo", [ImageSpec("train", f"{HOST}/train:multi", {})], platform,
                             ecr_client_factory=factory, registry_client=http)
-        entry = lock["images"][0]
-        assert (entry["digest"], entry["compressed_size"]) == children[arch]
+        entry = lock.images[0]
+        assert (entry.digest, entry.compressed_size) == children[arch]
         calls = made[-1].calls
         assert [c[1]["imageIds"] for c in calls] == [[{"imageTag": "multi"}], [{"imageDigest": children[arch][0]}]]
 
@@ -130,7 +131,7 @@ def test_manifest_list_picks_platform_and_fetches_it_by_digest(ecr_env, fake_reg
     pinned = f"{HOST}/train@{index_digest}"
     lock = resolve_lock("demo", [ImageSpec("train", pinned, {})], "linux/amd64",
                         ecr_client_factory=factory, registry_client=http)
-    assert (lock["images"][0]["digest"], lock["images"][0]["source"]) == (children["amd64"][0], pinned)
+    assert (lock.images[0].digest, lock.images[0].source) == (children["amd64"][0], pinned)
 
 
 def test_motos_invented_digest_is_refused(ecr_env, fake_registry):

@@ -6,7 +6,6 @@ image lock, under a throwaway root (CK_ROOT). The real pyxis calling it is tests
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from pathlib import Path
@@ -14,20 +13,26 @@ from pathlib import Path
 import pytest
 
 from clusterkit.bundle import PYXIS_IMPORTER, ZIPAPP_SHEBANG, build_zipapp
+from clusterkit.lock_file import ImageLock, LockedImage, lock_text
 
 HEX_A = "a" * 64
 HEX_B = "b" * 64
 HEX_C = "c" * 64
-LOCK = {"cluster": "demo", "lock_version": 1, "images": [
-    {"name": "pytorch", "digest": f"sha256:{HEX_A}", "compressed_size": 1, "expect": {},
-     "enroot_uri": f"docker://nvcr.io#nvidia/pytorch@sha256:{HEX_A}",
-     "source": f"nvcr.io/nvidia/pytorch:25.01-py3@sha256:{HEX_A}"},
-    {"name": "ubuntu", "digest": f"sha256:{HEX_B}", "compressed_size": 1, "expect": {},
-     "enroot_uri": f"docker://library/ubuntu@sha256:{HEX_B}", "source": "ubuntu:24.04"},
-    {"name": "pinned", "digest": f"sha256:{HEX_C}", "compressed_size": 1, "expect": {},
-     "enroot_uri": f"docker://localhost:5000#team/app@sha256:{HEX_C}",
-     "source": f"localhost:5000/team/app@sha256:{HEX_C}"},
-]}
+
+
+def _image(name: str, source: str, registry: str, repository: str, hexdigest: str) -> LockedImage:
+    digest = f"sha256:{hexdigest}"
+    enroot_registry = "" if registry == "registry-1.docker.io" else f"{registry}#"
+    return LockedImage(name=name, source=source, registry=registry, repository=repository, digest=digest,
+                       enroot_uri=f"docker://{enroot_registry}{repository}@{digest}", platform="linux/amd64",
+                       compressed_size=1, expect={})
+
+
+LOCK = ImageLock(cluster="demo", lock_version=1, images=(
+    _image("pytorch", f"nvcr.io/nvidia/pytorch:25.01-py3@sha256:{HEX_A}", "nvcr.io", "nvidia/pytorch", HEX_A),
+    _image("ubuntu", "ubuntu:24.04", "registry-1.docker.io", "library/ubuntu", HEX_B),
+    _image("pinned", f"localhost:5000/team/app@sha256:{HEX_C}", "localhost:5000", "team/app", HEX_C),
+))
 STORE = "/fsx/containers"
 
 
@@ -38,7 +43,7 @@ class Node:
         self.bundle.mkdir(parents=True)
         (self.bundle / PYXIS_IMPORTER).write_bytes(build_zipapp())
         (self.bundle / PYXIS_IMPORTER).chmod(0o755)  # head_node.sh makes it executable
-        (self.bundle / "images.lock").write_text(json.dumps(LOCK))
+        (self.bundle / "images.lock").write_text(lock_text(LOCK))
         (root / "etc/clusterkit").mkdir(parents=True)
         self.settings(f"CK_CLUSTER='demo'\nCK_STORE='{STORE}'\nCK_UNLOCKED_IMAGES='{policy}'\n")
         self.runtime = root / "run/pyxis"

@@ -28,6 +28,7 @@ from clusterkit import images
 from clusterkit.bundle import node_artifacts
 from clusterkit.effective import expand
 from clusterkit.loader import image_specs, load, platform
+from clusterkit.lock_file import ImageLock, write_lock
 from clusterkit.registry import RegistryClient
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,7 +77,7 @@ class Cluster:
     node: NodeRoot
     registry: FakeRegistry
     digest: str
-    lock: dict
+    lock: ImageLock
     spec_path: Path
     bootstrap_log: str
     compute_args: list[str]
@@ -112,7 +113,7 @@ class Prepared:
     """What exists before any node boots: the served image, the spec, its lock and the bundle in "S3"."""
 
     digest: str
-    lock: dict
+    lock: ImageLock
     spec_path: Path
     compute_args: list[str]
 
@@ -132,7 +133,7 @@ def prepare(node: NodeRoot, registry: FakeRegistry, workdir: Path, *, with_image
     loaded = load(str(spec_path), check_lock=False)
     lock = images.resolve_lock(loaded.spec.name, image_specs(loaded.spec), platform(loaded.spec),
                                registry_client=RegistryClient(allow_loopback_http=True))
-    loaded.lock_path.write_text(images.dump_lock(lock))
+    write_lock(loaded.lock_path, lock)
     registry.log.clear()  # from here on the registry sees only the nodes' traffic
     loaded = load(str(spec_path))
     put_file(node, "/var/lib/ck-test/s3/ck-test/bundle.zip", node_artifacts(loaded).bundle.data)

@@ -35,10 +35,10 @@ PRETTY = "ClusterKit test image (busybox)"
 # ------------------------------------------------------------------------------------ head node side
 
 def test_lock_pins_the_digest_the_registry_serves(cluster: Cluster) -> None:
-    (entry,) = cluster.lock["images"]
-    assert entry["digest"] == cluster.digest
-    assert entry["enroot_uri"] == f"docker://{cluster.registry.host}#ck/pytorch@{cluster.digest}"
-    assert entry["compressed_size"] > 0
+    (entry,) = cluster.lock.images
+    assert entry.digest == cluster.digest
+    assert entry.enroot_uri == f"docker://{cluster.registry.host}#ck/pytorch@{cluster.digest}"
+    assert entry.compressed_size is not None and entry.compressed_size > 0
 
 
 def test_sync_imported_with_the_real_enroot_in_the_uri_form_it_parses(cluster: Cluster, generation) -> None:

@@ -75,7 +75,8 @@ class SquashOption:
 OPTIONS = (
     SquashOption("lzo", "-comp lzo -noD", "enroot default"),
     SquashOption("uncompressed", "-noI -noD -noF -noX -no-duplicates", "no compression (pyxis wiki / PC sample)"),
-    SquashOption("zstd", "-comp zstd -Xcompression-level 3 -b 1M", "1 MiB blocks (ClusterKit default until 2026-12-01)"),
+    SquashOption("zstd", "-comp zstd -Xcompression-level 3 -b 1M",
+                 "1 MiB blocks (ClusterKit default until 2026-12-01)"),
     SquashOption("zstd-128k-nf", "-comp zstd -Xcompression-level 3 -b 128K -no-fragments", "ClusterKit default"),
 )
 OURS = "zstd-128k-nf"

@@ -161,7 +161,8 @@ def _assumed(sizes: list[ImageSize]) -> str:
     n = sum(s.assumed for s in sizes)
     if not n:
         return ""
-    return f"{n} of {len(sizes)} image sizes assumed {DEFAULT_IMAGE_GIB} GiB, none in the lock: `make lock` records them"
+    return (f"{n} of {len(sizes)} image sizes assumed {DEFAULT_IMAGE_GIB} GiB, none in the lock: "
+            "`make lock` records them")
 
 
 def _fan_out(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[Problem]:
@@ -183,7 +184,8 @@ def _fan_out(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[
     if spec.containers.pyxis.use_squashfuse:
         share = squashfuse_share(spec.containers.enroot.squash_options)
         message += (f" where pyxis extracts (pyxis < 0.24); squashfuse starts (pyxis >= 0.24) read about "
-                    f"{share:.0%} of it for jobs reading {JOB_READS:.0%} of their image: {share * fan.seconds / 60:.1f} min")
+                    f"{share:.0%} of it for jobs reading {JOB_READS:.0%} of their image: "
+                    f"{share * fan.seconds / 60:.1f} min")
     yield m.problem(path, message, "; ".join(h for h in hints if h), level="warning")
 
 
@@ -196,7 +198,8 @@ def _faster(new: EffectiveNewFsx, total_bytes: int) -> str:
         if rate >= needed:
             return f"throughput_mb_per_tib: {tier} takes {total_bytes / MB / rate / 60:.1f} min"
     unit = max(tiers) if tiers else SCRATCH_2_MB_PER_TIB
-    capacity = max(FSX_CAPACITY_STEP_GIB, math.ceil(needed / unit * 1024 / FSX_CAPACITY_STEP_GIB) * FSX_CAPACITY_STEP_GIB)
+    capacity = max(FSX_CAPACITY_STEP_GIB,
+                   math.ceil(needed / unit * 1024 / FSX_CAPACITY_STEP_GIB) * FSX_CAPACITY_STEP_GIB)
     rate = fsx_throughput_mb_s(new, per_unit=unit, capacity_gib=capacity)
     where = f" at {unit} MB/s/TiB" if tiers else ""
     return f"capacity_gib: {capacity}{where} takes {total_bytes / MB / rate / 60:.1f} min"

@@ -41,8 +41,9 @@ ZIPAPP_SHEBANG = b"#!/usr/bin/python3 -I\n"  # pyxis removes PATH; -I ignores th
 # name it through /opt/parallelcluster/shared/clusterkit, a link head_node.sh switches to a new bundle with one
 # rename; zipimport re-opens the archive by path for each module, so the package is imported from the real path:
 # a command keeps reading the bundle it started from.
-ZIPAPP_MAIN = b"""# ClusterKit node tools: the zipapp's entry point (written by clusterkit/bundle.py; the code is clusterkit_node/).
-import os
+ZIPAPP_MAIN = (b"# ClusterKit node tools: the zipapp's entry point "
+               b"(written by clusterkit/bundle.py; the code is clusterkit_node/).\n"
+               b"""import os
 import sys
 
 if sys.path and os.path.isfile(sys.path[0]):
@@ -51,7 +52,7 @@ if sys.path and os.path.isfile(sys.path[0]):
 from clusterkit_node.__main__ import main  # noqa: E402
 
 sys.exit(main())
-"""
+""")
 BUNDLE_FILES = ("enroot.sh", LAUNCHER, "head_node.sh", COMPUTE_START, COMPUTE_CONFIGURED)
 # The previous bundles' entry points, as shims to the zipapp: while a cluster update rolls out, compute nodes
 # launched from the previous launch template run their compute_node_configured.sh, which runs image_sync.py

@@ -126,7 +126,8 @@ class Estimate:
 def instance_types(spec: EffectiveSpec) -> list[str]:
     """Every instance type the estimate needs a price for, sorted."""
     types = {spec.head_node.instance_type}
-    types |= {cr.instance_type for q in spec.queues for cr in q.compute_resources if q.capacity_type != "capacity_block"}
+    types |= {cr.instance_type for q in spec.queues for cr in q.compute_resources
+              if q.capacity_type != "capacity_block"}
     return sorted(types)
 
 
@@ -168,7 +169,8 @@ def _compute(queue: EffectiveQueue, cr: EffectiveComputeResource, region: str, b
 
 def fsx_price_key(deployment_type: str, throughput: int | None) -> str:
     """``PERSISTENT_2/250`` (per-unit throughput tiers) or ``SCRATCH_2`` (no tier)."""
-    return deployment_type if deployment_type == "SCRATCH_2" or throughput is None else f"{deployment_type}/{throughput}"
+    return (deployment_type if deployment_type == "SCRATCH_2" or throughput is None
+            else f"{deployment_type}/{throughput}")
 
 
 def _fsx(spec: EffectiveSpec, book: PriceBook) -> Line:
@@ -263,7 +265,8 @@ def refresh_ec2(book: PriceBook, region: str, types: list[str], client: Any = No
                     break
                 kwargs["NextToken"] = page["NextToken"]
         except (BotoCoreError, ClientError) as exc:
-            raise PriceError(f"Price List API ({PRICING_REGION}): {exc} (check AWS credentials, or drop --refresh)") from None
+            raise PriceError(f"Price List API ({PRICING_REGION}): {exc} "
+                             "(check AWS credentials, or drop --refresh)") from None
         price = on_demand_hourly(price_list)
         if price is None:
             unknown.append(itype)

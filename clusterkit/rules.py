@@ -188,10 +188,12 @@ def _network(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
         for key, kind in (("vpc_id", "vpc"), ("head_node_subnet_id", "subnet"), ("compute_subnet_id", "subnet")):
             value = getattr(ex, key)
             if not IDS[kind].fullmatch(value):
-                yield m.problem(f"network.existing.{key}", f"'{value}' is not a {kind} id", f"like {kind}-0123456789abcdef0")
+                yield m.problem(f"network.existing.{key}", f"'{value}' is not a {kind} id",
+                                f"like {kind}-0123456789abcdef0")
         if ex.compute_subnet_cidr is not None:
             if _bad_cidr(ex.compute_subnet_cidr):
-                yield m.problem("network.existing.compute_subnet_cidr", f"'{ex.compute_subnet_cidr}' is not an IPv4 CIDR")
+                yield m.problem("network.existing.compute_subnet_cidr",
+                                f"'{ex.compute_subnet_cidr}' is not an IPv4 CIDR")
             else:
                 yield from _subnet_room(spec, m, "network.existing.compute_subnet_cidr", ex.compute_subnet_cidr)
         return
@@ -218,7 +220,8 @@ def _network(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
             compute = f"{vpc_net.network_address}/{vpc.compute_subnet_mask}"
             yield from _subnet_room(spec, m, f"{base}.compute_subnet_mask", compute)
     if vpc.flow_logs_retention_days not in LOG_RETENTION_DAYS:
-        yield m.problem(f"{base}.flow_logs_retention_days", f"{vpc.flow_logs_retention_days} is not a CloudWatch retention",
+        yield m.problem(f"{base}.flow_logs_retention_days",
+                        f"{vpc.flow_logs_retention_days} is not a CloudWatch retention",
                         _nearest(vpc.flow_logs_retention_days, LOG_RETENTION_DAYS))
 
 
@@ -241,7 +244,8 @@ def _instance(m: Marks, path: str, name: str) -> Iterator[Problem]:
 def _head_node(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
     yield from _instance(m, "head_node.instance_type", spec.head_node.instance_type)
     if spec.head_node.root_volume_gib < MIN_HEAD_ROOT_GIB:
-        yield m.problem("head_node.root_volume_gib", f"{spec.head_node.root_volume_gib} GiB is below the AMI's root size",
+        yield m.problem("head_node.root_volume_gib",
+                        f"{spec.head_node.root_volume_gib} GiB is below the AMI's root size",
                         f"at least {MIN_HEAD_ROOT_GIB}")
 
 
@@ -273,8 +277,10 @@ def _storage(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
         elif new.kms_key_arn is not None and not new.deployment_type.startswith("PERSISTENT"):
             yield m.problem(f"{nb}.kms_key_arn", f"{new.deployment_type} cannot use a customer-managed KMS key",
                             "scratch file systems are encrypted with an AWS-managed key; use PERSISTENT_2")
-    if not re.fullmatch(r"/[A-Za-z0-9._/-]*", fsx.mount_dir) or fsx.mount_dir.rstrip("/") in ("", "/home", "/opt/slurm"):
-        yield m.problem(f"{base}.mount_dir", f"'{fsx.mount_dir}' is not a usable mount point", "an absolute path like /fsx")
+    if (not re.fullmatch(r"/[A-Za-z0-9._/-]*", fsx.mount_dir)
+            or fsx.mount_dir.rstrip("/") in ("", "/home", "/opt/slurm")):
+        yield m.problem(f"{base}.mount_dir", f"'{fsx.mount_dir}' is not a usable mount point",
+                        "an absolute path like /fsx")
     elif not image_store(fsx).startswith(fsx.mount_dir.rstrip("/") + "/"):
         yield m.problem(f"{base}.image_store", f"'{image_store(fsx)}' is not inside mount_dir {fsx.mount_dir}",
                         f"e.g. {fsx.mount_dir.rstrip('/')}/containers")
@@ -287,7 +293,8 @@ def _queues(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
         yield m.problem("queues", f"{len(spec.queues)} queues; ParallelCluster allows {MAX_QUEUES}")
     total = sum(len(q.compute_resources) for q in spec.queues)
     if total > MAX_COMPUTE_RESOURCES:
-        yield m.problem("queues", f"{total} compute resources; ParallelCluster allows {MAX_COMPUTE_RESOURCES} per cluster")
+        yield m.problem("queues",
+                        f"{total} compute resources; ParallelCluster allows {MAX_COMPUTE_RESOURCES} per cluster")
     yield from _duplicates(m, [(f"queues[{i}].name", q.name) for i, q in enumerate(spec.queues)], "queue")
     arches: dict[str, str] = {}
     for i, queue in enumerate(spec.queues):
@@ -328,7 +335,8 @@ def _queue(spec: ClusterSpec, m: Marks, qp: str, queue: Queue, arches: dict[str,
         if facts is not None:
             arches[f"{cp}.instance_type"] = facts.arch
             if cr.efa and not facts.efa_supported:
-                yield m.problem(f"{cp}.efa", f"{cr.instance_type} does not support EFA", "set efa: false or pick an EFA type")
+                yield m.problem(f"{cp}.efa", f"{cr.instance_type} does not support EFA",
+                                "set efa: false or pick an EFA type")
             az_known = spec.availability_zone in (catalog.region_azs(spec.region) or [])
             offered = catalog.offered_azs(spec.region, cr.instance_type) if az_known else None
             if offered is not None and spec.availability_zone not in offered:
@@ -346,7 +354,8 @@ def _queue(spec: ClusterSpec, m: Marks, qp: str, queue: Queue, arches: dict[str,
                             "cr- followed by 17 lowercase hex characters")
         if block:
             if cr.capacity_reservation_id is None:
-                yield m.problem(cp, "capacity_block needs capacity_reservation_id", "the cr-... id of the capacity block")
+                yield m.problem(cp, "capacity_block needs capacity_reservation_id",
+                                "the cr-... id of the capacity block")
             if cr.min != cr.max or cr.max < 1:
                 yield m.problem(f"{cp}.min", f"capacity_block needs min == max > 0 (min {cr.min}, max {cr.max})",
                                 "set both to the block's instance count")

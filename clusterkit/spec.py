@@ -1,8 +1,8 @@
 """The cluster spec: what a human writes in ``cluster_configs/<name>.yaml``, as typed frozen dataclasses.
 
 These classes are the single description of the spec: the loader reads YAML by their type hints, the
-``doc`` strings become hints in error messages and the README's spec reference (``python -m clusterkit
-reference``). Everything downstream reads these objects, never the raw YAML: the rules validate them,
+``doc`` strings become hints in error messages and the spec reference (docs/spec-reference.md, ``python -m
+clusterkit reference``). Everything downstream reads these objects, never the raw YAML: the rules validate them,
 ``clusterkit.effective`` expands them (every default and derived value), and render, the stacks, cost,
 advice and the node settings read that expansion.
 """
@@ -59,7 +59,8 @@ class HeadNode:
 @dataclass(frozen=True)
 class NewFsx:
     capacity_gib: int = doc("storage capacity: 1200, or a multiple of 2400", 1200)
-    deployment_type: FsxDeploymentType = doc("PERSISTENT_2 (default) or SCRATCH_2 for cheap ephemeral use", "PERSISTENT_2")
+    deployment_type: FsxDeploymentType = doc(
+        "PERSISTENT_2 (default) or SCRATCH_2 for cheap ephemeral use", "PERSISTENT_2")
     throughput_mb_per_tib: int | None = doc(
         "per-unit storage throughput: PERSISTENT_2 125, 250, 500, 1000 (default 250); PERSISTENT_1 50, 100, 200 "
         "(default 200); none for SCRATCH_2", None)
@@ -79,7 +80,8 @@ class FsxLustre:
     new: NewFsx | None = doc("create a file system (the default when neither new nor existing is given)", None)
     existing: ExistingFsx | None = doc("mount an existing file system", None)
     mount_dir: str = doc("where every node mounts the file system", "/fsx")
-    image_store: str | None = doc("directory of the .sqsh image store, inside mount_dir (default <mount_dir>/containers)", None)
+    image_store: str | None = doc(
+        "directory of the .sqsh image store, inside mount_dir (default <mount_dir>/containers)", None)
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,8 @@ class Queue:
     name: str = doc("Slurm partition name (lowercase letters, digits, hyphens)")
     compute_resources: tuple[ComputeResource, ...] = doc("instance groups of this queue")
     capacity_type: CapacityType = doc("ondemand, spot or capacity_block", "ondemand")
-    placement_group: bool | None = doc("cluster placement group; default: on for ondemand EFA queues, never for capacity blocks", None)
+    placement_group: bool | None = doc(
+        "cluster placement group; default: on for ondemand EFA queues, never for capacity blocks", None)
     job_exclusive: bool | None = doc("one job per node; default: on for GPU queues", None)
     root_volume_gib: int | None = doc(
         "compute root volume in GiB; default: the AMI's size. Without instance-store NVMe, containers "
@@ -119,7 +122,8 @@ class Scheduling:
 
 @dataclass(frozen=True)
 class Enroot:
-    squash_options: str = doc("mksquashfs options for imported images (see benchmarks/squash_options.py)", DEFAULT_SQUASH_OPTIONS)
+    squash_options: str = doc(
+        "mksquashfs options for imported images (see benchmarks/squash_options.py)", DEFAULT_SQUASH_OPTIONS)
     mount_home: bool = doc("mount $HOME into containers", True)
     rootfs_writable: bool = doc("make the container root file system writable", True)
     transfer_retries: int = doc("registry transfer retries (enroot's default is 0)",
@@ -177,7 +181,8 @@ class Monitoring:
 
 @dataclass(frozen=True)
 class Lifecycle:
-    ttl_hours: float | None = doc("delete the cluster stack this many hours after deploy (network and storage stay)", None)
+    ttl_hours: float | None = doc(
+        "delete the cluster stack this many hours after deploy (network and storage stay)", None)
     notify_email: str | None = doc(
         "email address subscribed to the cluster's alert topic: failed or overdue TTL teardowns (SNS asks it to "
         "confirm once)", None)

@@ -21,9 +21,12 @@ def summarize(cdk_out: Path, name: str) -> list[str]:
             continue
         template = json.loads((cdk_out / artifact["properties"]["templateFile"]).read_text())
         kinds = Counter(r["Type"] for r in template.get("Resources", {}).values())
-        top = ", ".join(f"{n} {t.removeprefix('AWS::')}" for t, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))[:5])
+        top = ", ".join(f"{n} {t.removeprefix('AWS::')}"
+                        for t, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))[:5])
         lines.append(f"  {artifact_id:<28} {sum(kinds.values()):>3} resources  ({top})")
-    lines.append(f"  rendered ParallelCluster config: {rendered_path(loaded).relative_to(Path.cwd()) if rendered_path(loaded).is_relative_to(Path.cwd()) else rendered_path(loaded)}")
+    rendered = rendered_path(loaded)
+    shown = rendered.relative_to(Path.cwd()) if rendered.is_relative_to(Path.cwd()) else rendered
+    lines.append(f"  rendered ParallelCluster config: {shown}")
     lines.append(f"  templates: {cdk_out}/")
     lines.append(f"  {cost.one_line(cost.estimate(expand(loaded), lock_or_none(loaded.source.path)))}")
     return lines

@@ -198,7 +198,8 @@ class Reader:
     def _read_choice(self, node: yaml.Node, choices: tuple[Any, ...], path: str) -> Any:
         if not isinstance(node, yaml.ScalarNode) or node.tag != _TAG + "str" or node.value not in choices:
             shown = " | ".join(map(str, choices))
-            hint = did_you_mean(str(getattr(node, "value", "")), map(str, choices)) if isinstance(node, yaml.ScalarNode) else ""
+            hint = (did_you_mean(str(getattr(node, "value", "")), map(str, choices))
+                    if isinstance(node, yaml.ScalarNode) else "")
             self.problems.append(self.marks.problem(path, f"must be one of {shown}, got {self._kind(node)}", hint))
             return None
         return node.value

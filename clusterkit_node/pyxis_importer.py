@@ -14,10 +14,10 @@ pyxis runs it as the job's user with the job's environment (PATH removed, SLURM_
 PYXIS_RUNTIME_PATH), hence the zipapp's ``#!/usr/bin/python3 -I`` (no PYTHON* variables or user site from
 the job; pyxis runs ``clusterkit_node.pyz get URI``, and its ``__main__`` hands ``get`` and ``release``
 here) and a fixed PATH for enroot. Resolution: the URI is parsed as enroot 4.x parses it
-(enroot_uri.parse_request); the image lock next to the zipapp names the image when registry, repository and the locked tag or digest
-match; the answer is the digest-named store file ``<store>/<name>/<hex>.sqsh`` (immutable, unlike the
-stable ``<name>.sqsh`` link a sync may re-point mid-job), so a node never contacts a registry for a
-locked image and always runs the locked digest. Anything else follows CK_UNLOCKED_IMAGES from the
+(enroot_uri.parse_request); the image lock next to the zipapp names the image when registry, repository
+and the locked tag or digest match; the answer is the digest-named store file ``<store>/<name>/<hex>.sqsh``
+(immutable, unlike the stable ``<name>.sqsh`` link a sync may re-point mid-job), so a node never contacts a
+registry for a locked image and always runs the locked digest. Anything else follows CK_UNLOCKED_IMAGES from the
 node's settings: ``refuse`` (default, reproducible: one line naming `make lock`) or ``import``
 (``enroot import`` of that URI, or of the locked digest while the store does not have it yet, into a
 per-step file under PYXIS_RUNTIME_PATH, as pyxis' own import does; ``release`` removes it).
@@ -106,7 +106,8 @@ def enroot_import(uri: str) -> str:
 
 def locked_label(img: LockedImage) -> str:
     registry, repository = img.location
-    return f"{img.name}={registry}/{repository}:{img.tag}" if img.tag else f"{img.name}={registry}/{repository}@{img.digest}"
+    return (f"{img.name}={registry}/{repository}:{img.tag}" if img.tag
+            else f"{img.name}={registry}/{repository}@{img.digest}")
 
 
 def resolve(uri: str, settings: Dict[str, str], images: List[LockedImage]) -> str:
@@ -128,7 +129,8 @@ def resolve(uri: str, settings: Dict[str, str], images: List[LockedImage]) -> st
             return enroot_import(import_uri(img.enroot_uri, version))
         raise Refused(f"{uri} is locked as {img.name} ({img.digest[:19]}...) but {store}/{img.rel_file} is not "
                       f"in the store yet: the head node's image sync is importing it (check with "
-                      f"`python3 /opt/parallelcluster/shared/clusterkit/{ZIPAPP_NAME} status --store {store}` on the head node) - retry when it is there")
+                      f"`python3 /opt/parallelcluster/shared/clusterkit/{ZIPAPP_NAME} status --store {store}` "
+                      f"on the head node) - retry when it is there")
     if policy == "import":
         return enroot_import(uri)
     locked = ", ".join(locked_label(i) for i in images) or "none"

@@ -48,7 +48,8 @@ SETTINGS: Tuple[Setting, ...] = (
     Setting("CK_OS", "", r"(alinux2023|ubuntu2204|ubuntu2404|rhel9)",
             "one of alinux2023, ubuntu2204, ubuntu2404, rhel9 (rhel8's python3 is too old)"),
     Setting("CK_STORE", "/fsx/containers", STORE_PATTERN,
-            "an absolute path whose parts are letters, digits, . _ - and do not start with a dot, e.g. /fsx/containers"),
+            "an absolute path whose parts are letters, digits, . _ - and do not start with a dot, "
+            "e.g. /fsx/containers"),
     Setting("CK_BUNDLE", "", r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/([A-Za-z0-9._-]+/)*[A-Za-z0-9._-]+\.zip",
             "s3://<bucket>/<sha256>.zip", head_only=True),
     Setting("CK_REGION", "", r"[a-z]{2}(-[a-z]+)+-[0-9]+", "an AWS region such as us-east-1"),
@@ -155,7 +156,8 @@ def squash_options_problem(text: str) -> Optional[str]:
                 return f"-Xbcj {arg}: filters are {', '.join(XZ_FILTERS)}"
             comp_options.append((word, "xz"))
         elif word not in SQUASH_FLAGS:
-            return f"'{word}' is not a mksquashfs option ClusterKit passes (use -comp, -b, -X<compressor option> or a flag)"
+            return (f"'{word}' is not a mksquashfs option ClusterKit passes "
+                    "(use -comp, -b, -X<compressor option> or a flag)")
         i += 2 if takes else 1
     chosen = comp or DEFAULT_COMPRESSOR
     if level is not None:

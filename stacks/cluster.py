@@ -107,7 +107,8 @@ class ClusterStack(cdk.Stack):
                      "shell on the head node (no SSH is open)")
         self._output("ValidationMessages", cluster.get_att_string("validationMessages"),
                      "ParallelCluster validation warnings at the last create or update")
-        self._output("BootstrapBundleUrl", assets[artifacts.bundle.name].s3_object_url, "bootstrap bundle of this deploy")
+        self._output("BootstrapBundleUrl", assets[artifacts.bundle.name].s3_object_url,
+                     "bootstrap bundle of this deploy")
         if spec.lifecycle.ttl_hours is not None:
             ttl = TtlTeardown(self, "TtlTeardown", cluster_name=spec.name, lifecycle=spec.lifecycle,
                               alert_topic=alert_topic, synthesizer=synthesizer)
@@ -146,7 +147,8 @@ class ClusterStack(cdk.Stack):
                                                   resources=ecr_repositories))
         policy = iam.ManagedPolicy(self, construct_id, managed_policy_name=f"ClusterKit-{name}", path=NODE_POLICY_PATH,
                                    statements=statements,
-                                   description=f"ClusterKit {name}: read its bootstrap artifacts and pull its locked images")
+                                   description=f"ClusterKit {name}: read its bootstrap artifacts "
+                                               "and pull its locked images")
         nag.acknowledge(policy, "AwsSolutions-IAM5", "read-only on this cluster's own node-artifact prefix: keys are "
                         "content hashes, and nodes launched from the previous launch template while ParallelCluster "
                         "replaces the fleet must still read the previous deploy's scripts",

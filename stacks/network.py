@@ -96,7 +96,8 @@ class NetworkStack(cdk.Stack):
         self._compute_subnet = vpc.private_subnets[0]
         self.compute_subnet_id = self._compute_subnet.subnet_id
         public = vpc.public_subnets[0]
-        self.head_node_subnet_id = public.subnet_id if self.effective.network.head_node_public else self.compute_subnet_id
+        self.head_node_subnet_id = (public.subnet_id if self.effective.network.head_node_public
+                                    else self.compute_subnet_id)
         self._flow_logs(vpc, cfg.flow_logs_retention_days)
 
     def _flow_logs(self, vpc: ec2.Vpc, retention_days: int) -> None:

@@ -75,13 +75,15 @@ def test_fan_out_warns_with_the_tier_that_fixes_it(tmp_path):
     assert _texts(_spec(tmp_path, nodes=8, fsx=P2_125, images={"a": 10 * GIB})) == [(
         "storage.fsx_lustre.new.throughput_mb_per_tib",
         "image fan-out: 8 nodes x 1 images (12.9 GB of .sqsh per node) = 103.1 GB at 146 MB/s takes 11.7 min "
-        "(over 10 min) where pyxis extracts (pyxis < 0.24); squashfuse starts (pyxis >= 0.24) read about 35% of it for jobs reading 25% of their image: 4.1 min",
+        "(over 10 min) where pyxis extracts (pyxis < 0.24); squashfuse starts (pyxis >= 0.24) read about 35% of it "
+        "for jobs reading 25% of their image: 4.1 min",
         "throughput_mb_per_tib: 250 takes 5.9 min")]
 
 
 def test_fan_out_points_at_the_spec_line(tmp_path):
     (warning,) = _spec(tmp_path, nodes=8, fsx=P2_125, images={"a": 10 * GIB})
-    assert warning.render().startswith(f"{tmp_path}/t.yaml:14:30: warning: storage.fsx_lustre.new.throughput_mb_per_tib:")
+    assert warning.render().startswith(
+        f"{tmp_path}/t.yaml:14:30: warning: storage.fsx_lustre.new.throughput_mb_per_tib:")
 
 
 def test_fan_out_says_when_sizes_are_assumed(tmp_path):
@@ -90,7 +92,8 @@ def test_fan_out_says_when_sizes_are_assumed(tmp_path):
     assert _texts(_spec(tmp_path, nodes=8, fsx=P2_125, images={"a": None})) == [(
         "storage.fsx_lustre.new.throughput_mb_per_tib",
         "image fan-out: 8 nodes x 1 images (25.8 GB of .sqsh per node) = 206.2 GB at 146 MB/s takes 23.5 min "
-        "(over 10 min) where pyxis extracts (pyxis < 0.24); squashfuse starts (pyxis >= 0.24) read about 35% of it for jobs reading 25% of their image: 8.2 min",
+        "(over 10 min) where pyxis extracts (pyxis < 0.24); squashfuse starts (pyxis >= 0.24) read about 35% of it "
+        "for jobs reading 25% of their image: 8.2 min",
         "throughput_mb_per_tib: 500 takes 5.9 min; 1 of 1 image sizes assumed 20 GiB, none in the lock: "
         "`make lock` records them")]
 
@@ -103,7 +106,8 @@ def test_scratch_fan_out_suggests_capacity(tmp_path):
     assert _texts(_spec(tmp_path, nodes=16, fsx=scratch, images={"a": 10 * GIB})) == [(
         "storage.fsx_lustre.new.capacity_gib",
         "image fan-out: 16 nodes x 1 images (12.9 GB of .sqsh per node) = 206.2 GB at 234 MB/s takes 14.7 min "
-        "(over 10 min) where pyxis extracts (pyxis < 0.24); squashfuse starts (pyxis >= 0.24) read about 35% of it for jobs reading 25% of their image: 5.1 min",
+        "(over 10 min) where pyxis extracts (pyxis < 0.24); squashfuse starts (pyxis >= 0.24) read about 35% of it "
+        "for jobs reading 25% of their image: 5.1 min",
         "capacity_gib: 2400 takes 7.3 min")]
 
 
@@ -114,7 +118,8 @@ def test_uncompressed_squash_options_are_named(tmp_path):
     assert _texts(warnings) == [(
         "storage.fsx_lustre.new.throughput_mb_per_tib",
         "image fan-out: 4 nodes x 1 images (32.2 GB of .sqsh per node) = 128.8 GB at 146 MB/s takes 14.7 min "
-        "(over 10 min) where pyxis extracts (pyxis < 0.24); squashfuse starts (pyxis >= 0.24) read about 35% of it for jobs reading 25% of their image: 5.2 min",
+        "(over 10 min) where pyxis extracts (pyxis < 0.24); squashfuse starts (pyxis >= 0.24) read about 35% of it "
+        "for jobs reading 25% of their image: 5.2 min",
         "throughput_mb_per_tib: 250 takes 7.3 min; squash options store data uncompressed (3x the layers); "
         "compressed ones (-comp zstd) read about 1.2x")]
 
@@ -150,7 +155,8 @@ def test_root_volume_big_enough_is_quiet(tmp_path):
 
 def test_root_volume_too_small_warns(tmp_path):
     # 40 + 3 x 20 (largest, a) + 1 x (20 + 10) cached = 130 GiB > 100
-    warnings = _spec(tmp_path, nodes=1, head="head_node:\n  root_volume_gib: 100\n", images={"a": 20 * GIB, "b": 10 * GIB})
+    warnings = _spec(tmp_path, nodes=1, head="head_node:\n  root_volume_gib: 100\n",
+                     images={"a": 20 * GIB, "b": 10 * GIB})
     assert _texts(warnings) == [(
         "head_node.root_volume_gib",
         "importing the images needs 130 GiB on the root volume but it has 100 GiB",
@@ -203,7 +209,8 @@ def test_queue_bigger_than_the_block_warns(tmp_path):
     (warning,) = _block_spec(tmp_path, 2)
     assert warning.level == "warning" and warning.line == 13
     assert (warning.message, warning.hint) == (
-        "min/max 4 exceed the capacity block's 2 instances", "nodes beyond the block never launch; set min and max to 2")
+        "min/max 4 exceed the capacity block's 2 instances",
+        "nodes beyond the block never launch; set min and max to 2")
 
 
 # -- where advice runs ---------------------------------------------------------------------------------
@@ -243,7 +250,8 @@ def test_disk_factors_are_the_nodes():
     (clusterkit_node/sizing.py, which both import): one set of numbers."""
     assert {name: getattr(advice, name) for name in FACTORS} == {name: getattr(sizing, name) for name in FACTORS}
     from clusterkit_node import disk_preflight
-    assert {name: getattr(disk_preflight, name) for name in FACTORS} == {name: getattr(sizing, name) for name in FACTORS}
+    assert ({name: getattr(disk_preflight, name) for name in FACTORS}
+            == {name: getattr(sizing, name) for name in FACTORS})
 
 
 @pytest.mark.parametrize("options", ["-comp zstd -Xcompression-level 3 -b 1M", "-comp lzo -noD", "-noI -noData",

@@ -65,7 +65,8 @@ def _compare(committed, deployed, path="") -> list[str]:
         return [] if isinstance(deployed, dict) else [f"{path}: placeholder {committed!r} met literal {deployed!r}"]
     if isinstance(committed, dict):
         if not isinstance(deployed, dict) or set(committed) != set(deployed):
-            return [f"{path}: keys {sorted(committed)} != {sorted(deployed) if isinstance(deployed, dict) else deployed!r}"]
+            return [f"{path}: keys {sorted(committed)} != "
+                    f"{sorted(deployed) if isinstance(deployed, dict) else deployed!r}"]
         return [d for k in committed for d in _compare(committed[k], deployed[k], f"{path}.{k}")]
     if isinstance(committed, list):
         if not isinstance(deployed, list) or len(committed) != len(deployed):
@@ -127,7 +128,8 @@ def test_cdk_cli_synth_without_credentials(tmp_path):
                             cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert sorted(p.name for p in (tmp_path / "out").glob("*.template.json")) == [
-        "P4d-Existing-Cluster.template.json", "P4d-Existing-Network.template.json", "P4d-Existing-Storage.template.json"]
+        "P4d-Existing-Cluster.template.json", "P4d-Existing-Network.template.json",
+        "P4d-Existing-Storage.template.json"]
 
 
 def test_bad_spec_fails_synth_with_one_line_errors(tmp_path):

@@ -31,22 +31,27 @@ def _run(capsys, *argv: str) -> tuple[int, str, str]:
 def test_demo_matches_the_golden_copy(capsys):
     code, out, err = _run(capsys, "demo")
     assert code == 0 and err == ""
-    assert out == GOLDEN.read_text(encoding="utf-8"), f"the effective demo spec changed: if intended, run `{REGENERATE}`"
+    assert out == GOLDEN.read_text(encoding="utf-8"), (
+        f"the effective demo spec changed: if intended, run `{REGENERATE}`")
 
 
 def test_shape_of_the_demo(capsys):
     data = yaml.safe_load(_run(capsys, "demo")[1])
     assert list(data) == TOP_LEVEL
-    assert list(data["storage"]) == ["mount_dir", "image_store", "image_store_fs_path", "new", "existing_file_system_id"]
+    assert list(data["storage"]) == [
+        "mount_dir", "image_store", "image_store_fs_path", "new", "existing_file_system_id"]
     gpu, cpu = data["queues"]
     assert list(gpu) == ["name", "capacity_type", "pc_capacity_type", "allocation_strategy", "efa", "placement_group",
                          "has_gpu", "has_nvme", "job_exclusive", "root_volume_gib", "compute_resources"]
     assert {k: gpu[k] for k in ("efa", "placement_group", "has_gpu", "has_nvme", "job_exclusive")} == dict.fromkeys(
         ("efa", "placement_group", "has_gpu", "has_nvme", "job_exclusive"), True)
-    assert (cpu["efa"], cpu["placement_group"], cpu["job_exclusive"], cpu["root_volume_gib"]) == (False, False, False, 100)
-    assert data["storage"]["new"]["throughput_mb_per_tib"] == 250 and data["storage"]["image_store"] == "/fsx/containers"
+    assert (cpu["efa"], cpu["placement_group"], cpu["job_exclusive"], cpu["root_volume_gib"]) == (
+        False, False, False, 100)
+    assert (data["storage"]["new"]["throughput_mb_per_tib"] == 250
+            and data["storage"]["image_store"] == "/fsx/containers")
     assert data["lifecycle"] == {"ttl_hours": 72.0, "notify_email": None, "deploy_time": None, "expires_at": None}
-    assert data["tags"] == [{"key": "clusterkit:cluster", "value": "demo"}, {"key": "project", "value": "clusterkit-demo"}]
+    assert data["tags"] == [{"key": "clusterkit:cluster", "value": "demo"},
+                            {"key": "project", "value": "clusterkit-demo"}]
     assert data["node"]["head"][-1] == "CK_ECR_REGISTRIES=" and data["node"]["compute"] == data["node"]["head"][:-1]
 
 

@@ -27,8 +27,9 @@ def test_the_cdk_app_and_the_tests_are_not_shipped() -> None:
 
 
 def test_every_data_file_is_package_data() -> None:
-    patterns = SETUPTOOLS["package-data"]["clusterkit"]
-    covered = {p for pattern in patterns for p in PACKAGE_DIR.glob(pattern)}
+    patterns = SETUPTOOLS["package-data"]["clusterkit.data"]  # data/ is a namespace package (no __init__.py)
+    assert SETUPTOOLS["packages"]["find"]["namespaces"] is True
+    covered = {p for pattern in patterns for p in DATA_DIR.glob(pattern)}
     assert sorted(p for p in DATA_DIR.iterdir() if p.is_file()) == sorted(covered)
 
 

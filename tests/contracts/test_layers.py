@@ -26,9 +26,9 @@ STACK_MODULES = sorted((REPO / "stacks").glob("*.py"))
 STACKS_MAY_IMPORT = {"clusterkit.effective", "clusterkit.naming", "clusterkit.render", "clusterkit.spec"}
 STACKS_MAY_IMPORT_FOR_TYPES = STACKS_MAY_IMPORT | {"clusterkit.stack_inputs"}
 NO_FILE_MODULES = {"os", "io", "pathlib", "shutil", "tempfile", "glob", "subprocess", "fileinput", "zipfile", "tarfile"}
-FILE_IO_METHODS = {"open", "read_text", "read_bytes", "write_text", "write_bytes", "mkdir", "makedirs", "touch", "unlink",
-                   "rmdir", "rename", "iterdir", "glob", "rglob", "exists", "is_file", "is_dir", "stat", "symlink_to",
-                   "chmod", "copy", "copyfile", "copytree", "rmtree"}
+FILE_IO_METHODS = {"open", "read_text", "read_bytes", "write_text", "write_bytes", "mkdir", "makedirs", "touch",
+                   "unlink", "rmdir", "rename", "iterdir", "glob", "rglob", "exists", "is_file", "is_dir", "stat",
+                   "symlink_to", "chmod", "copy", "copyfile", "copytree", "rmtree"}
 
 
 def _module_name(path: Path) -> str:

@@ -1,7 +1,7 @@
 """ruff, with the project's configuration (pyproject.toml [tool.ruff]), over every Python file we own.
 
-Runs the real ruff from .venv (requirements-dev.txt pins it). What is selected and what is not yet
-enforced (E501) is said in pyproject.toml.
+Runs the real ruff from .venv (requirements-dev.txt pins it). What is selected (line length 120
+included) is said in pyproject.toml.
 """
 from __future__ import annotations
 

@@ -141,7 +141,8 @@ def test_the_readers_agree_on_every_mutation():
         node, node_said = node_accepts(text)
         refused += not node
         if cli != node:
-            disagreements.append(f"{name}: cli {'accepts' if cli else cli_said}, node {'accepts' if node else node_said}")
+            disagreements.append(f"{name}: cli {'accepts' if cli else cli_said}, "
+                                 f"node {'accepts' if node else node_said}")
     assert not disagreements, "\n".join(disagreements)
     # the corpus is not vacuous: most mutations break the lock, and a few (a valid other value) do not
     assert len(cases) > 500 and len(cases) * 0.6 < refused < len(cases)

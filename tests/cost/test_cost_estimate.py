@@ -54,11 +54,13 @@ def test_p5_capacity_block_by_hand():
     assert est.idle_hourly == pytest.approx(0.68 + 0.045, rel=1e-12)
     assert est.busy_hourly == pytest.approx(0.68 + 0.045 + 4 * 0.34, rel=1e-12)
     block = next(line for line in est.lines if line.item == "queue block/p5")
-    assert (block.idle, block.busy, block.note) == (None, None, "capacity block: billed at reservation purchase, not included")
+    assert (block.idle, block.busy, block.note) == (
+        None, None, "capacity block: billed at reservation purchase, not included")
     spot = next(line for line in est.lines if line.item == "queue debug/c6i")
     assert spot.note == "spot: on-demand price shown as the upper bound"
     assert est.missing == [
-        "no price for FSx PERSISTENT_2 500 MB/s/TiB in us-east-2 (add it to clusterkit/data/prices.json with its source)",
+        "no price for FSx PERSISTENT_2 500 MB/s/TiB in us-east-2 "
+        "(add it to clusterkit/data/prices.json with its source)",
         "no price for S3 Standard in us-east-2 (add it to clusterkit/data/prices.json with its source)"]
 
 
@@ -93,7 +95,8 @@ def test_cli_report(capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "demo (us-east-1): list prices in USD; idle = min nodes, busy = max nodes"
     assert out[1].split() == ["head", "node", "c6i.2xlarge", "$0.3400/h"]
-    assert out[2].split() == ["queue", "gpu/p5", "p5.48xlarge", "x", "0..4", "(ondemand)", "$0.0000/h", "..", "$220.1600/h"]
+    assert out[2].split() == [
+        "queue", "gpu/p5", "p5.48xlarge", "x", "0..4", "(ondemand)", "$0.0000/h", "..", "$220.1600/h"]
     assert ("  total              idle $0.3865/h = $278.29 per 30 days; busy $223.2665/h = $160,751.89 per 30 days"
             in out)
     assert "  from prices.json (instance prices c6i.2xlarge, p5.48xlarge and every other price):" in out

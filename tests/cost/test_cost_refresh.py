@@ -101,7 +101,8 @@ def test_cli_refresh_uses_the_pricing_endpoint(monkeypatch, capsys):
     for itype, usd in (("m6i.2xlarge", "0.3840000000"), ("p4d.24xlarge", "21.9576400000")):
         _expect(stubber, itype, [_product(itype, usd, region="us-west-2")], region="us-west-2")
     asked = []
-    monkeypatch.setattr(boto3, "client", lambda service, region_name=None: asked.append((service, region_name)) or client)
+    monkeypatch.setattr(boto3, "client",
+                        lambda service, region_name=None: asked.append((service, region_name)) or client)
     with stubber:
         assert main(["cost", "p4d-existing", "--refresh"]) == 0
     assert asked == [("pricing", "us-east-1")]

@@ -34,7 +34,8 @@ def deployed():
     with mock_aws():
         session = boto3.session.Session(region_name="us-east-1")
         cfn = session.client("cloudformation")
-        _stack(cfn, "Demo-Network", {k: IDS[k] for k in ("HeadNodeSubnetId", "ComputeSubnetId", "ClusterSecurityGroupId")})
+        _stack(cfn, "Demo-Network",
+               {k: IDS[k] for k in ("HeadNodeSubnetId", "ComputeSubnetId", "ClusterSecurityGroupId")})
         _stack(cfn, "Demo-Storage", {"FileSystemId": IDS["FileSystemId"]})
         session.client("s3").create_bucket(Bucket="team-artifacts")
         yield session
@@ -45,7 +46,8 @@ def test_export_resolves_ids_and_uploads(deployed):
     result = export(loaded, bucket="team-artifacts", do_upload=True, session=deployed)
     config = yaml.safe_load(result.text)
     head = config["HeadNode"]
-    assert head["Networking"] == {"SubnetId": IDS["HeadNodeSubnetId"], "SecurityGroups": [IDS["ClusterSecurityGroupId"]]}
+    assert head["Networking"] == {"SubnetId": IDS["HeadNodeSubnetId"],
+                                  "SecurityGroups": [IDS["ClusterSecurityGroupId"]]}
     assert config["SharedStorage"][0]["FsxLustreSettings"] == {"FileSystemId": IDS["FileSystemId"]}
     assert "${" not in result.text.split("\n", 2)[2], "no placeholder may survive an export"
     assert head["CustomActions"]["OnNodeConfigured"]["Args"] == [
@@ -81,7 +83,8 @@ def test_no_credentials_is_a_one_line_error(monkeypatch):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
-    with pytest.raises(ClusterKitError, match=r"^stack Demo-Network: Unable to locate credentials.*\(check AWS credentials"):
+    with pytest.raises(ClusterKitError,
+                       match=r"^stack Demo-Network: Unable to locate credentials.*\(check AWS credentials"):
         export(load("demo"), bucket="b", do_upload=False)
 
 

@@ -3,8 +3,9 @@
 What is real: the bash scripts themselves (bootstrap_scripts/*.sh, run by /bin/bash), coreutils, python3
 (for `python3 -m zipfile`), the zip file, the file system effects. What is a stand-in: every command
 that would act on the machine or the network — scontrol, systemctl, sysctl, enroot, aws, nvidia-smi,
-mountpoint, srun, and the node zipapp clusterkit_node.pyz (the real one belongs to its own tests) — plus the files the PC AMI
-would provide (pyxis .so, enroot hooks, example configs), which are placeholders with known content.
+mountpoint, srun, and the node zipapp clusterkit_node.pyz (the real one belongs to its own tests) — plus the
+files the PC AMI would provide (pyxis .so, enroot hooks, example configs), which are placeholders with known
+content.
 
 How commands are recorded: the scripts run with PATH set to ONE directory holding
   - wrappers for the real tools they may use (append argv to the command log, then exec the tool),

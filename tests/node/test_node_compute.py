@@ -3,8 +3,8 @@
 
 Real: the scripts and the bundle's enroot.sh (bash), coreutils, the files written. Stand-ins
 (node_sandbox.py): enroot, systemctl, sysctl, mountpoint, srun (prints help with or without pyxis's
---container-image), the node zipapp clusterkit_node.pyz (records argv, exit code chosen by the test), the AMI's pyxis .so and
-hooks (placeholders). "Zero compiles and zero downloads" is checked against every command the
+--container-image), the node zipapp clusterkit_node.pyz (records argv, exit code chosen by the test), the AMI's
+pyxis .so and hooks (placeholders). "Zero compiles and zero downloads" is checked against every command the
 scripts ran: PATH wrappers plus bash xtrace.
 """
 from __future__ import annotations

@@ -102,7 +102,8 @@ def test_fresh_run_content_essentials(sandbox: Sandbox) -> None:
     assert "RequiresMountsFor=/fsx/containers /opt/parallelcluster/shared" in unit
     dropin = sandbox.read("etc/systemd/system/slurmctld.service.d/clusterkit-path.conf")
     assert 'Environment="PATH=/opt/slurm/bin:' in dropin
-    assert sandbox.read("etc/enroot/hooks.d/50-slurm-pmi.sh") == sandbox.read("usr/share/enroot/hooks.d/50-slurm-pmi.sh")
+    assert (sandbox.read("etc/enroot/hooks.d/50-slurm-pmi.sh")
+            == sandbox.read("usr/share/enroot/hooks.d/50-slurm-pmi.sh"))
     # The bundle's enroot.sh is the repo's.
     from node_sandbox import SCRIPTS
     assert sandbox.read("opt/parallelcluster/shared/clusterkit/enroot.sh") == (SCRIPTS / "enroot.sh").read_text()
@@ -232,7 +233,8 @@ def test_missing_enroot_fails_naming_it(tmp_path) -> None:
     ("ck_store=/fsx/x", 2, "did you mean CK_STORE?"),
     ("PYXIS_CONTAINER_SCOPE=node", 2, "PYXIS_CONTAINER_SCOPE=node: invalid value (expected job or global)"),
     ("ENROOT_SQUASH_OPTIONS=$(reboot)", 2, "ENROOT_SQUASH_OPTIONS=$(reboot): invalid value"),
-    ("CK_STORE=/fsx/../etc", 2, "CK_STORE=/fsx/../etc: invalid value (expected an absolute path whose parts are letters, digits, . _ - and do not start with a dot"),
+    ("CK_STORE=/fsx/../etc", 2, "CK_STORE=/fsx/../etc: invalid value (expected an absolute path whose parts are "
+                                "letters, digits, . _ - and do not start with a dot"),
     ("CK_CLUSTER=other", 2, "CK_CLUSTER: given twice"),
     ("novalue", 2, "not KEY=VALUE"),
 ])
@@ -272,7 +274,8 @@ def test_head_checks_for_every_file_the_bundle_ships() -> None:
 
     m = re.search(r"^readonly BUNDLE_FILES=\(([^)]*)\)", (SCRIPTS / "head_node.sh").read_text(), re.M)
     assert m, "readonly BUNDLE_FILES=(...) not found in head_node.sh"
-    assert sorted(m.group(1).split()) == sorted({*BUNDLE_FILES, ZIPAPP, *BUNDLE_DATA, "images.lock"} - {"head_node.sh", LAUNCHER})
+    assert sorted(m.group(1).split()) == sorted(
+        {*BUNDLE_FILES, ZIPAPP, *BUNDLE_DATA, "images.lock"} - {"head_node.sh", LAUNCHER})
 
 
 def test_download_failure_names_the_bundle(sandbox: Sandbox) -> None:

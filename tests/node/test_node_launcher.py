@@ -53,7 +53,8 @@ def _run(env, *args):
 def test_runs_bundle_head_script_with_settings(world):
     tmp, env = world
     sha = hashlib.sha256((tmp / "s3/bucket/b.zip").read_bytes()).hexdigest()
-    result = _run(env, "CK_REGION=us-east-1", "CK_BUNDLE_PARAMETER=/clusterkit/demo/bootstrap-bundle", f"CK_BUNDLE_SHA256={sha}")
+    result = _run(env, "CK_REGION=us-east-1", "CK_BUNDLE_PARAMETER=/clusterkit/demo/bootstrap-bundle",
+                  f"CK_BUNDLE_SHA256={sha}")
     assert result.returncode == 0, result.stderr
     assert (tmp / "record").read_text().splitlines() == ["CK_BUNDLE=s3://bucket/b.zip", *NODE_ARGS.splitlines()]
     calls = (tmp / "aws.log").read_text().splitlines()

@@ -76,7 +76,8 @@ def node(tmp_path: Path) -> Node:
 
 def test_importer_is_executable_by_its_shebang_and_isolated_from_the_job_environment(node: Node) -> None:
     first = (node.bundle / PYXIS_IMPORTER).read_bytes().splitlines()[0]
-    assert first + b"\n" == ZIPAPP_SHEBANG == b"#!/usr/bin/python3 -I\n"  # pyxis removes PATH; -I ignores the job's PYTHON*
+    # pyxis removes PATH; -I ignores the job's PYTHON*
+    assert first + b"\n" == ZIPAPP_SHEBANG == b"#!/usr/bin/python3 -I\n"
     node.publish("pytorch", HEX_A)
     r = node.run("get", "docker://nvcr.io#nvidia/pytorch:25.01-py3")
     assert r.returncode == 0, r.stderr
@@ -125,14 +126,16 @@ def test_unlocked_images_are_refused_with_one_line_naming_make_lock(node: Node, 
     (line,) = r.stderr.splitlines()
     assert line.startswith(f"clusterkit importer: error: {uri} is not in the image lock of cluster demo")
     assert "`make lock CLUSTER=demo`" in line and f"--container-image={STORE}/<name>.sqsh" in line
-    assert "pytorch=nvcr.io/nvidia/pytorch:25.01-py3" in line and "ubuntu=registry-1.docker.io/library/ubuntu:24.04" in line
+    assert ("pytorch=nvcr.io/nvidia/pytorch:25.01-py3" in line
+            and "ubuntu=registry-1.docker.io/library/ubuntu:24.04" in line)
 
 
 def test_a_locked_image_not_synced_yet_says_so(node: Node) -> None:
     r = node.run("get", "docker://nvcr.io#nvidia/pytorch:25.01-py3")
     assert r.returncode == 1 and r.stdout == ""
     (line,) = r.stderr.splitlines()
-    assert f"is locked as pytorch (sha256:{HEX_A[:12]}...) but {STORE}/pytorch/{HEX_A}.sqsh is not in the store yet" in line
+    assert (f"is locked as pytorch (sha256:{HEX_A[:12]}...) but {STORE}/pytorch/{HEX_A}.sqsh "
+            "is not in the store yet") in line
 
 
 def test_a_store_file_the_user_cannot_read_is_not_handed_out() -> None:
@@ -160,7 +163,8 @@ def test_malformed_requests_are_one_line(node: Node, uri: str, says: str) -> Non
 @pytest.mark.parametrize("settings, says", [
     ("CK_STORE='/fsx/../etc'\n", "is not an absolute store path"),
     ("CK_STORE='relative'\n", "is not an absolute store path"),
-    ("CK_STORE='/fsx/containers'\nCK_UNLOCKED_IMAGES='pull'\n", "CK_UNLOCKED_IMAGES='pull' is not one of refuse, import"),
+    ("CK_STORE='/fsx/containers'\nCK_UNLOCKED_IMAGES='pull'\n",
+     "CK_UNLOCKED_IMAGES='pull' is not one of refuse, import"),
 ])
 def test_bad_node_settings_are_one_line(node: Node, settings: str, says: str) -> None:
     node.settings(settings)

@@ -49,8 +49,8 @@ def test_enroot_sh_states_the_same_table() -> None:
 
 VALUES = {
     "CK_STORE": ["/fsx/containers", "/fsx/a.b/c_d-e", "/fsx/../etc", "/fsx/.hidden", "/fsx/con tainers",
-                 "/fsx/containers\n", "/fsx/containers\nCK_OS=rhel8", "fsx/containers", "/fsx//containers", "/fsx/$(id)",
-                 "/fsx/c;rm", "/"],
+                 "/fsx/containers\n", "/fsx/containers\nCK_OS=rhel8", "fsx/containers", "/fsx//containers",
+                 "/fsx/$(id)", "/fsx/c;rm", "/"],
     "CK_CLUSTER": ["demo", "Demo-1", "demo\n", "1demo", "de mo", "a" * 60, "a" * 61],
     "ENROOT_SQUASH_OPTIONS": [settings.DEFAULT_SQUASH_OPTIONS, "-comp zstd\n", "-comp zstd;id", "-comp $(id)",
                               "comp zstd", "-b 1M -no-fragments"],
@@ -65,7 +65,8 @@ VALUES = {
 
 
 def _bash_accepts(key: str, values: list[str]) -> list[bool]:
-    script = f'source {ENROOT_SH}\nfor v in "$@"; do if [[ "$v" =~ ${{CK_PATTERNS[{key}]}} ]]; then echo 1; else echo 0; fi; done'
+    script = (f'source {ENROOT_SH}\nfor v in "$@"; do '
+              f'if [[ "$v" =~ ${{CK_PATTERNS[{key}]}} ]]; then echo 1; else echo 0; fi; done')
     out = subprocess.run(["bash", "-c", script, "bash", *values], capture_output=True, text=True, check=True,
                          timeout=30).stdout
     return [line == "1" for line in out.splitlines()]
@@ -93,8 +94,9 @@ def test_max_digits() -> None:
         settings.max_digits("CK_STORE")
 
 
-ACCEPTED = [settings.DEFAULT_SQUASH_OPTIONS, "-comp zstd -Xcompression-level 22 -b 1M", "-comp gzip -Xcompression-level 9",
-            "-comp lzo -noD", "-comp lz4 -Xhc", "-comp xz -Xbcj x86,arm", "-b 64k", "-b 131072",
+ACCEPTED = [settings.DEFAULT_SQUASH_OPTIONS, "-comp zstd -Xcompression-level 22 -b 1M",
+            "-comp gzip -Xcompression-level 9", "-comp lzo -noD", "-comp lz4 -Xhc", "-comp xz -Xbcj x86,arm",
+            "-b 64k", "-b 131072",
             "-noI -noX -noF -no-duplicates -no-xattrs -always-use-fragments -no-exports -all-root",
             "-Xcompression-level 5", "-b 1M -b 128K"]
 # (options, what ClusterKit says): each of these the real mksquashfs rejects too.
@@ -110,7 +112,8 @@ REFUSED_BY_BOTH = [
     ("-foo", "'-foo' is not a mksquashfs option ClusterKit passes (use -comp, -b, -X<compressor option> or a flag)"),
 ]
 # Valid for mksquashfs but not what an image store should get (ClusterKit is stricter on purpose).
-REFUSED_BY_CLUSTERKIT = ["-e foo", "-comp xz -Xdict-size 64K", "-processors 2", "-comp zstd -Xhc", "-comp zstd\n-b 1M", "-comp zstd ; id"]
+REFUSED_BY_CLUSTERKIT = ["-e foo", "-comp xz -Xdict-size 64K", "-processors 2", "-comp zstd -Xhc", "-comp zstd\n-b 1M",
+                         "-comp zstd ; id"]
 
 
 def _mksquashfs(tmp_path: Path, options: str) -> subprocess.CompletedProcess[str]:

@@ -21,7 +21,8 @@ def configs():
     for path in all_spec_paths():
         loaded = load(path.stem)
         rendered = rendered_path(loaded)
-        out.append((loaded.spec.name, f"cluster_configs/rendered/{rendered.name}", rendered.read_text(), loaded.spec.region))
+        out.append((loaded.spec.name, f"cluster_configs/rendered/{rendered.name}", rendered.read_text(),
+                    loaded.spec.region))
     return out
 
 

@@ -6,8 +6,8 @@ host: one ``unshare --mount --propagation private`` process builds a node root o
 into it; every daemon and command then runs inside it through ``nsenter --mount --root --wd``.
 
 The node root (everything else is the host's own directory, bind-mounted read-write):
-  /usr        read-only overlay: the aws/systemctl stand-ins in /usr/local/bin, the real enroot (NVIDIA package layout: /usr/bin/enroot,
-              /usr/lib/enroot, /usr/share/enroot/hooks.d) and pyxis at ParallelCluster's path
+  /usr        read-only overlay: the aws/systemctl stand-ins in /usr/local/bin, the real enroot (NVIDIA package
+              layout: /usr/bin/enroot, /usr/lib/enroot, /usr/share/enroot/hooks.d) and pyxis at ParallelCluster's path
               /usr/local/lib/slurm/spank_pyxis.so, both from tests/real_runtime/runtime_build.py,
               over the host's /usr (Debian's Slurm 22.05, munge, squashfs-tools, curl, jq, ...)
   /etc        writable overlay (the enroot package's /etc/enroot, test users in passwd/group, a

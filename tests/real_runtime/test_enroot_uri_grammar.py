@@ -116,8 +116,8 @@ PARSE_CASES = [
 def real_parse(lib: Path, uris: list[str]) -> list[tuple[str, ...] | None]:
     """(registry, image, tag) as the real docker::_parse_uri prints them, None where it errors."""
     # enroot's own variables, pointed at nothing (no credentials file: the user is not inferred from one)
-    script = ('cd "$1"; export ENROOT_LIBRARY_PATH="$1" ENROOT_CACHE_PATH=/nonexistent ENROOT_CONFIG_PATH=/nonexistent; '
-              'source ./common.sh; source ./docker.sh; shift; '
+    script = ('cd "$1"; export ENROOT_LIBRARY_PATH="$1" ENROOT_CACHE_PATH=/nonexistent '
+              'ENROOT_CONFIG_PATH=/nonexistent; source ./common.sh; source ./docker.sh; shift; '
               'for u in "$@"; do ( docker::_parse_uri "$u" | tr "\\n" "\\t"; exit "${PIPESTATUS[0]}" ) 2>/dev/null'
               ' && echo || echo ERR; done')
     out = subprocess.run(["bash", "-c", script, "parse", str(lib), *uris], capture_output=True, text=True,

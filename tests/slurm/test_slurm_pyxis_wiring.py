@@ -25,7 +25,8 @@ ENROOT_SH = REPO / "bootstrap_scripts/enroot.sh"
 PYXIS_ARGS = ("PYXIS_CONTAINER_SCOPE=global", "PYXIS_SBATCH_SUPPORT=1", "PYXIS_EXECUTE_ENTRYPOINT=1",
               "PYXIS_USE_ENROOT_LOAD=1")
 EXPECTED_ARGV = ("runtime_path=/run/pyxis container_scope=global sbatch_support=1 execute_entrypoint=1 "
-                 "use_enroot_load=1 importer=/opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz use_squashfuse=1")
+                 "use_enroot_load=1 importer=/opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz "
+                 "use_squashfuse=1")
 
 
 def generate_plugstack(etc: Path, so: Path, *args: str, log: Path) -> subprocess.CompletedProcess:

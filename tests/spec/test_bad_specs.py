@@ -46,13 +46,16 @@ CASES = [
     ("missing required", _with("        instance_type: p5.48xlarge\n", ""),
      ["7:9: queues[0].compute_resources[0]: missing required key 'instance_type' (EC2 instance type)"]),
     ("bad enum", _extra("os: alinux2\n"),
-     ["10:5: os: must be one of alinux2023 | ubuntu2204 | ubuntu2404 | rhel8 | rhel9, got string 'alinux2' (did you mean 'alinux2023'?)"]),
+     ["10:5: os: must be one of alinux2023 | ubuntu2204 | ubuntu2404 | rhel8 | rhel9, got string 'alinux2' "
+      "(did you mean 'alinux2023'?)"]),
     ("bad cluster name", _with("name: t\n", "name: 1cluster\n"),
-     ["1:7: name: '1cluster' is not a valid ParallelCluster cluster name (start with a letter; letters, digits and hyphens; at most 60 characters)"]),
+     ["1:7: name: '1cluster' is not a valid ParallelCluster cluster name "
+      "(start with a letter; letters, digits and hyphens; at most 60 characters)"]),
     ("unknown region", _with("region: us-east-1", "region: us-eats-1"),
      ["2:9: region: unknown region 'us-eats-1' (did you mean 'us-east-1'?)"]),
     ("az outside region", _with("us-east-1a", "us-west-2a"),
-     ["3:20: availability_zone: 'us-west-2a' is not in us-east-1 (one of us-east-1a, us-east-1b, us-east-1c, us-east-1d, us-east-1e, us-east-1f)"]),
+     ["3:20: availability_zone: 'us-west-2a' is not in us-east-1 "
+      "(one of us-east-1a, us-east-1b, us-east-1c, us-east-1d, us-east-1e, us-east-1f)"]),
     ("use_enroot_load on a release whose pyxis lacks it",
      _extra("containers:\n  pyxis:\n    use_enroot_load: true\n"),
      ["12:22: containers.pyxis.use_enroot_load: needs pyxis >= 0.21.0, and ParallelCluster 3.16.1 AMIs are only "
@@ -61,40 +64,62 @@ CASES = [
     ("rhel8: python 3.6 on the nodes", _extra("os: rhel8\n"),
      ["10:5: os: rhel8 is not supported: its python3 is 3.6 and ClusterKit's node tools need Python 3.9 or "
       "later (use rhel9, alinux2023, ubuntu2204 or ubuntu2404)"]),
-    ("compute root volume below the AMI", _with("    compute_resources:\n", "    root_volume_gib: 10\n    compute_resources:\n"),
-     ["6:22: queues[0].root_volume_gib: 10 GiB is not a usable root volume (40 (the AMI's root snapshot) to 16384 (the EBS gp3 limit))"]),
+    ("compute root volume below the AMI",
+     _with("    compute_resources:\n", "    root_volume_gib: 10\n    compute_resources:\n"),
+     ["6:22: queues[0].root_volume_gib: 10 GiB is not a usable root volume "
+      "(40 (the AMI's root snapshot) to 16384 (the EBS gp3 limit))"]),
     ("old pc version", _extra("parallelcluster_version: 3.10.1\n"),
-     ["10:26: parallelcluster_version: 3.10.1 is too old (ParallelCluster 3.11.1 or later ships Enroot and Pyxis on its official AMIs)"]),
+     ["10:26: parallelcluster_version: 3.10.1 is too old "
+      "(ParallelCluster 3.11.1 or later ships Enroot and Pyxis on its official AMIs)"]),
     ("unknown instance type", _with("p5.48xlarge", "p5.48xlargee"),
-     ["8:24: queues[0].compute_resources[0].instance_type: unknown instance type 'p5.48xlargee' (did you mean 'p5.48xlarge'?)"]),
-    ("efa on non-efa type", _with("        instance_type: p5.48xlarge\n", "        instance_type: c5.large\n        efa: true\n"),
-     ["9:14: queues[0].compute_resources[0].efa: c5.large does not support EFA (set efa: false or pick an EFA type)"]),
+     ["8:24: queues[0].compute_resources[0].instance_type: unknown instance type 'p5.48xlargee' "
+      "(did you mean 'p5.48xlarge'?)"]),
+    ("efa on non-efa type",
+     _with("        instance_type: p5.48xlarge\n", "        instance_type: c5.large\n        efa: true\n"),
+     ["9:14: queues[0].compute_resources[0].efa: c5.large does not support EFA "
+      "(set efa: false or pick an EFA type)"]),
     ("min greater than max", _with("        max: 2\n", "        max: 3\n        min: 4\n"),
      ["9:14: queues[0].compute_resources[0].max: must be >= min (3 < 4)"]),
-    ("capacity block without reservation", _with("  - name: gpu\n", "  - name: gpu\n    capacity_type: capacity_block\n"),
-     ["8:9: queues[0].compute_resources[0]: capacity_block needs capacity_reservation_id (the cr-... id of the capacity block)",
-      "8:9: queues[0].compute_resources[0].min: capacity_block needs min == max > 0 (min 0, max 2) (set both to the block's instance count)"]),
+    ("capacity block without reservation",
+     _with("  - name: gpu\n", "  - name: gpu\n    capacity_type: capacity_block\n"),
+     ["8:9: queues[0].compute_resources[0]: capacity_block needs capacity_reservation_id "
+      "(the cr-... id of the capacity block)",
+      "8:9: queues[0].compute_resources[0].min: capacity_block needs min == max > 0 (min 0, max 2) "
+      "(set both to the block's instance count)"]),
     ("capacity block with placement group",
      _with("  - name: gpu\n", "  - name: gpu\n    capacity_type: capacity_block\n    placement_group: true\n")
-     .replace("        max: 2\n", "        max: 2\n        min: 2\n        capacity_reservation_id: cr-0123456789abcdef0\n"),
-     ["7:22: queues[0].placement_group: capacity blocks cannot use a placement group (the reservation already fixes placement; remove placement_group)"]),
+     .replace("        max: 2\n", "        max: 2\n        min: 2\n"
+                                  "        capacity_reservation_id: cr-0123456789abcdef0\n"),
+     ["7:22: queues[0].placement_group: capacity blocks cannot use a placement group "
+      "(the reservation already fixes placement; remove placement_group)"]),
     ("fsx capacity", _extra("storage:\n  fsx_lustre:\n    new:\n      capacity_gib: 2000\n"),
-     ["13:21: storage.fsx_lustre.new.capacity_gib: 2000 GiB is not a valid Lustre capacity (1200 or a multiple of 2400, e.g. 2400)"]),
+     ["13:21: storage.fsx_lustre.new.capacity_gib: 2000 GiB is not a valid Lustre capacity "
+      "(1200 or a multiple of 2400, e.g. 2400)"]),
     ("fsx throughput", _extra("storage:\n  fsx_lustre:\n    new:\n      throughput_mb_per_tib: 200\n"),
-     ["13:30: storage.fsx_lustre.new.throughput_mb_per_tib: 200 is not allowed for PERSISTENT_2 (one of 125, 250, 500, 1000)"]),
-    ("scratch with throughput", _extra("storage:\n  fsx_lustre:\n    new:\n      deployment_type: SCRATCH_2\n      throughput_mb_per_tib: 200\n"),
-     ["14:30: storage.fsx_lustre.new.throughput_mb_per_tib: SCRATCH_2 has no per-unit throughput setting (set it to null)"]),
+     ["13:30: storage.fsx_lustre.new.throughput_mb_per_tib: 200 is not allowed for PERSISTENT_2 "
+      "(one of 125, 250, 500, 1000)"]),
+    ("scratch with throughput",
+     _extra("storage:\n  fsx_lustre:\n    new:\n      deployment_type: SCRATCH_2\n      throughput_mb_per_tib: 200\n"),
+     ["14:30: storage.fsx_lustre.new.throughput_mb_per_tib: SCRATCH_2 has no per-unit throughput setting "
+      "(set it to null)"]),
     ("bad fsx id", _extra("storage:\n  fsx_lustre:\n    existing:\n      file_system_id: fs-123\n"),
-     ["13:23: storage.fsx_lustre.existing.file_system_id: 'fs-123' is not an FSx id (fs- followed by 17 lowercase hex characters)"]),
-    ("duplicate queue", BASE + "  - name: gpu\n    compute_resources:\n      - name: c\n        instance_type: c6i.xlarge\n        max: 1\n",
+     ["13:23: storage.fsx_lustre.existing.file_system_id: 'fs-123' is not an FSx id "
+      "(fs- followed by 17 lowercase hex characters)"]),
+    ("duplicate queue",
+     BASE + "  - name: gpu\n    compute_resources:\n"
+            "      - name: c\n        instance_type: c6i.xlarge\n        max: 1\n",
      ["10:11: queues[1].name: duplicate queue name 'gpu' (names must be unique)"]),
-    ("duplicate compute resource", _with("        max: 2\n", "        max: 2\n      - name: p5\n        instance_type: p5.48xlarge\n        max: 1\n"),
+    ("duplicate compute resource",
+     _with("        max: 2\n",
+           "        max: 2\n      - name: p5\n        instance_type: p5.48xlarge\n        max: 1\n"),
      ["10:15: queues[0].compute_resources[1].name: duplicate compute resource name 'p5' (names must be unique)"]),
     ("duplicate image", _extra(IMAGE.format(name="a", uri="ubuntu:22.04") + "    - name: a\n      uri: ubuntu:24.04\n"),
      ["14:13: containers.images[1].name: duplicate image name 'a' (names must be unique)"]),
     ("too many queues", BASE.replace("queues:\n", "queues:\n" + "".join(
-        f"  - name: q{i}\n    compute_resources:\n      - name: c\n        instance_type: c6i.xlarge\n        max: 1\n" for i in range(50))),
-     ["5:3: queues: 51 compute resources; ParallelCluster allows 50 per cluster", "5:3: queues: 51 queues; ParallelCluster allows 50"]),
+        f"  - name: q{i}\n    compute_resources:\n      - name: c\n        instance_type: c6i.xlarge\n        max: 1\n"
+        for i in range(50))),
+     ["5:3: queues: 51 compute resources; ParallelCluster allows 50 per cluster",
+      "5:3: queues: 51 queues; ParallelCluster allows 50"]),
     ("unsupported os", _extra("os: centos7\n"),
      ["10:5: os: must be one of alinux2023 | ubuntu2204 | ubuntu2404 | rhel8 | rhel9, got string 'centos7'"]),
     ("newer pc version", _extra("parallelcluster_version: 3.17.0\n"),
@@ -104,29 +129,43 @@ CASES = [
     ("uppercase image repository", _extra(IMAGE.format(name="a", uri="nvcr.io/NVIDIA/pytorch:25.01-py3")),
      None),
     ("bad image name", _extra(IMAGE.format(name="My Image", uri="ubuntu:22.04")),
-     ["12:13: containers.images[0].name: 'My Image' is not a valid image name (lowercase letters, digits, '.', '_', '-'; it becomes <store>/<name>.sqsh)"]),
+     ["12:13: containers.images[0].name: 'My Image' is not a valid image name "
+      "(lowercase letters, digits, '.', '_', '-'; it becomes <store>/<name>.sqsh)"]),
     ("image name collides with store files", _extra(IMAGE.format(name="manifest.json", uri="ubuntu:22.04")),
-     ["12:13: containers.images[0].name: 'manifest.json' collides with the image store's own files (drop the .sqsh/.json/.lock ending)"]),
+     ["12:13: containers.images[0].name: 'manifest.json' collides with the image store's own files "
+      "(drop the .sqsh/.json/.lock ending)"]),
     ("uppercase compute resource", _with("      - name: p5\n", "      - name: P5\n"),
-     ["7:15: queues[0].compute_resources[0].name: 'P5' is not a valid compute resource name (lowercase letter first; lowercase letters, digits, hyphens; at most 25; not 'default')"]),
+     ["7:15: queues[0].compute_resources[0].name: 'P5' is not a valid compute resource name "
+      "(lowercase letter first; lowercase letters, digits, hyphens; at most 25; not 'default')"]),
     ("reserved queue name", _with("  - name: gpu\n", "  - name: default\n"),
-     ["5:11: queues[0].name: 'default' is not a valid queue name (lowercase letter first; lowercase letters, digits, hyphens; at most 25; not 'default')"]),
+     ["5:11: queues[0].name: 'default' is not a valid queue name "
+      "(lowercase letter first; lowercase letters, digits, hyphens; at most 25; not 'default')"]),
     ("head node architecture", _extra("head_node:\n  instance_type: c7g.2xlarge\n"),
-     ["11:18: head_node.instance_type: c7g.2xlarge is arm64, the compute nodes are x86_64 (ParallelCluster needs one architecture for head and compute nodes)"]),
-    ("kms on scratch", _extra("storage:\n  fsx_lustre:\n    new:\n      deployment_type: SCRATCH_2\n"
-                              "      kms_key_arn: arn:aws:kms:us-east-1:123456789012:key/12345678-1234-1234-1234-123456789012\n"),
-     ["14:20: storage.fsx_lustre.new.kms_key_arn: SCRATCH_2 cannot use a customer-managed KMS key (scratch file systems are encrypted with an AWS-managed key; use PERSISTENT_2)"]),
+     ["11:18: head_node.instance_type: c7g.2xlarge is arm64, the compute nodes are x86_64 "
+      "(ParallelCluster needs one architecture for head and compute nodes)"]),
+    ("kms on scratch",
+     _extra("storage:\n  fsx_lustre:\n    new:\n      deployment_type: SCRATCH_2\n"
+            "      kms_key_arn: arn:aws:kms:us-east-1:123456789012:key/12345678-1234-1234-1234-123456789012\n"),
+     ["14:20: storage.fsx_lustre.new.kms_key_arn: SCRATCH_2 cannot use a customer-managed KMS key "
+      "(scratch file systems are encrypted with an AWS-managed key; use PERSISTENT_2)"]),
     ("subnet too small", _extra("network:\n  new:\n    compute_subnet_mask: 26\n").replace("max: 2", "max: 4"),
-     ["12:26: network.new.compute_subnet_mask: compute subnet has 59 usable addresses but max nodes need 129 (EFA takes one address per interface; use a /24 or fewer max nodes)"]),
-    ("new and existing network", _extra("network:\n  new: {}\n  existing:\n    vpc_id: vpc-12345678\n    head_node_subnet_id: subnet-12345678\n    compute_subnet_id: subnet-12345678\n"),
+     ["12:26: network.new.compute_subnet_mask: compute subnet has 59 usable addresses but max nodes need 129 "
+      "(EFA takes one address per interface; use a /24 or fewer max nodes)"]),
+    ("new and existing network",
+     _extra("network:\n  new: {}\n  existing:\n    vpc_id: vpc-12345678\n    head_node_subnet_id: subnet-12345678\n"
+            "    compute_subnet_id: subnet-12345678\n"),
      ["13:5: network.existing: give either network.new or network.existing, not both"]),
-    ("spot with reservation", _with("  - name: gpu\n", "  - name: gpu\n    capacity_type: spot\n").replace("        max: 2\n", "        max: 2\n        capacity_reservation_id: cr-0123456789abcdef0\n"),
-     ["11:34: queues[0].compute_resources[0].capacity_reservation_id: spot capacity cannot use a capacity reservation (use capacity_type: ondemand or capacity_block)"]),
+    ("spot with reservation",
+     _with("  - name: gpu\n", "  - name: gpu\n    capacity_type: spot\n")
+     .replace("        max: 2\n", "        max: 2\n        capacity_reservation_id: cr-0123456789abcdef0\n"),
+     ["11:34: queues[0].compute_resources[0].capacity_reservation_id: spot capacity cannot use a capacity reservation "
+      "(use capacity_type: ondemand or capacity_block)"]),
     ("duplicate key", _extra("region: us-west-2\n"),
      ["10:1: region: key given twice (remove one)"]),
     ("log retention", _extra("monitoring:\n  log_retention_days: 10\n"),
      ["11:23: monitoring.log_retention_days: 10 is not a retention ParallelCluster accepts (nearest allowed: 7)"]),
-    ("invalid yaml", "name: t\nqueues: [\n", ["3:1: not valid YAML: expected the node content, but found '<stream end>'"]),
+    ("invalid yaml", "name: t\nqueues: [\n",
+     ["3:1: not valid YAML: expected the node content, but found '<stream end>'"]),
     ("image store outside mount", _extra("storage:\n  fsx_lustre:\n    image_store: /data/containers\n"),
      ["12:18: storage.fsx_lustre.image_store: '/data/containers' is not inside mount_dir /fsx (e.g. /fsx/containers)"]),
     ("notify_email not an address", _extra("lifecycle:\n  notify_email: ops-at-example.com\n"),
@@ -143,32 +182,51 @@ CASES = [
      ["11:17: lifecycle.notify_email: '" + "a" * 65 + "@example.com' is longer than an email address may be "
       "(64 before the @, 254 in all) (" + EMAIL_HINT + ")"]),
     # Values reach files, shells and AWS APIs: the nodes' own contract (clusterkit_node/settings.py) decides.
-    ('image_store with .. (node contract)', _extra("storage:\n  fsx_lustre:\n    image_store: /fsx/../etc/containers\n"),
-     ["12:18: storage.fsx_lustre.image_store: '/fsx/../etc/containers' is refused by the nodes' check of CK_STORE (an absolute path whose parts are letters, digits, . _ - and do not start with a dot, e.g. /fsx/containers)"]),
+    ('image_store with .. (node contract)',
+     _extra("storage:\n  fsx_lustre:\n    image_store: /fsx/../etc/containers\n"),
+     ["12:18: storage.fsx_lustre.image_store: '/fsx/../etc/containers' is refused by the nodes' check of CK_STORE "
+      "(an absolute path whose parts are letters, digits, . _ - and do not start with a dot, e.g. /fsx/containers)"]),
     ('image_store with a space', _extra('storage:\n  fsx_lustre:\n    image_store: "/fsx/my containers"\n'),
-     ["12:18: storage.fsx_lustre.image_store: '/fsx/my containers' is refused by the nodes' check of CK_STORE (an absolute path whose parts are letters, digits, . _ - and do not start with a dot, e.g. /fsx/containers)"]),
+     ["12:18: storage.fsx_lustre.image_store: '/fsx/my containers' is refused by the nodes' check of CK_STORE "
+      "(an absolute path whose parts are letters, digits, . _ - and do not start with a dot, e.g. /fsx/containers)"]),
     ('image_store with shell metacharacters', _extra('storage:\n  fsx_lustre:\n    image_store: "/fsx/c$(id)"\n'),
-     ["12:18: storage.fsx_lustre.image_store: '/fsx/c$(id)' is refused by the nodes' check of CK_STORE (an absolute path whose parts are letters, digits, . _ - and do not start with a dot, e.g. /fsx/containers)"]),
-    ('image_store with an embedded newline (settings injection)', _extra('storage:\n  fsx_lustre:\n    image_store: "/fsx/containers\\nCK_OS=rhel8"\n'),
-     ["12:18: storage.fsx_lustre.image_store: '/fsx/containers\\nCK_OS=rhel8' is refused by the nodes' check of CK_STORE (an absolute path whose parts are letters, digits, . _ - and do not start with a dot, e.g. /fsx/containers)"]),
+     ["12:18: storage.fsx_lustre.image_store: '/fsx/c$(id)' is refused by the nodes' check of CK_STORE "
+      "(an absolute path whose parts are letters, digits, . _ - and do not start with a dot, e.g. /fsx/containers)"]),
+    ('image_store with an embedded newline (settings injection)',
+     _extra('storage:\n  fsx_lustre:\n    image_store: "/fsx/containers\\nCK_OS=rhel8"\n'),
+     ["12:18: storage.fsx_lustre.image_store: '/fsx/containers\\nCK_OS=rhel8' is refused by the nodes' check of "
+      "CK_STORE (an absolute path whose parts are letters, digits, . _ - and do not start with a dot, "
+      "e.g. /fsx/containers)"]),
     ('mount_dir with ..', _extra('storage:\n  fsx_lustre:\n    mount_dir: /fsx/..\n'),
-     ["12:16: storage.fsx_lustre.mount_dir: '/fsx/../containers' is refused by the nodes' check of CK_STORE (an absolute path whose parts are letters, digits, . _ - and do not start with a dot, e.g. /fsx/containers)"]),
-    ('squash_options as a YAML block scalar', _extra("containers:\n  enroot:\n    squash_options: |\n      -comp zstd -b 128K\n"),
-     ["12:21: containers.enroot.squash_options: '-comp zstd -b 128K\\n' is not a list of mksquashfs options on one line (letters, digits, . _ = , - and spaces) (e.g. -comp zstd -Xcompression-level 3 -b 128K -no-fragments)"]),
+     ["12:16: storage.fsx_lustre.mount_dir: '/fsx/../containers' is refused by the nodes' check of CK_STORE "
+      "(an absolute path whose parts are letters, digits, . _ - and do not start with a dot, e.g. /fsx/containers)"]),
+    ('squash_options as a YAML block scalar',
+     _extra("containers:\n  enroot:\n    squash_options: |\n      -comp zstd -b 128K\n"),
+     ["12:21: containers.enroot.squash_options: '-comp zstd -b 128K\\n' is not a list of mksquashfs options on one "
+      "line (letters, digits, . _ = , - and spaces) (e.g. -comp zstd -Xcompression-level 3 -b 128K -no-fragments)"]),
     ('squash_options unknown compressor', _extra("containers:\n  enroot:\n    squash_options: -comp zstdd\n"),
-     ["12:21: containers.enroot.squash_options: unknown compressor 'zstdd' (one of gzip, lzo, lz4, xz, zstd) (e.g. -comp zstd -Xcompression-level 3 -b 128K -no-fragments)"]),
-    ('squash_options level out of range', _extra("containers:\n  enroot:\n    squash_options: -comp zstd -Xcompression-level 99\n"),
-     ['12:21: containers.enroot.squash_options: -Xcompression-level 99 is outside 1..22 for zstd (e.g. -comp zstd -Xcompression-level 3 -b 128K -no-fragments)']),
+     ["12:21: containers.enroot.squash_options: unknown compressor 'zstdd' (one of gzip, lzo, lz4, xz, zstd) "
+      "(e.g. -comp zstd -Xcompression-level 3 -b 128K -no-fragments)"]),
+    ('squash_options level out of range',
+     _extra("containers:\n  enroot:\n    squash_options: -comp zstd -Xcompression-level 99\n"),
+     ['12:21: containers.enroot.squash_options: -Xcompression-level 99 is outside 1..22 for zstd '
+      '(e.g. -comp zstd -Xcompression-level 3 -b 128K -no-fragments)']),
     ('transfer_retries beyond what nodes accept', _extra("containers:\n  enroot:\n    transfer_retries: 1000\n"),
-     ['12:23: containers.enroot.transfer_retries: 1000 is outside 0..999 (the nodes accept a whole number of retries, e.g. 5, up to 999)']),
+     ['12:23: containers.enroot.transfer_retries: 1000 is outside 0..999 '
+      '(the nodes accept a whole number of retries, e.g. 5, up to 999)']),
     ('connect_timeout_s beyond what nodes accept', _extra("containers:\n  enroot:\n    connect_timeout_s: 100000\n"),
-     ['12:24: containers.enroot.connect_timeout_s: 100000 is outside 0..99999 (the nodes accept seconds, e.g. 30, up to 99999)']),
+     ['12:24: containers.enroot.connect_timeout_s: 100000 is outside 0..99999 '
+      '(the nodes accept seconds, e.g. 30, up to 99999)']),
     ('transfer_timeout_s negative', _extra("containers:\n  enroot:\n    transfer_timeout_s: -1\n"),
-     ['12:25: containers.enroot.transfer_timeout_s: -1 is outside 0..999999 (the nodes accept seconds, e.g. 600 (0 = no limit), up to 999999)']),
-    ('image name with a trailing newline', _extra('containers:\n  images:\n    - name: "pytorch\\n"\n      uri: nvcr.io/nvidia/pytorch:25.01-py3\n'),
-     ["12:13: containers.images[0].name: 'pytorch\\n' is not a valid image name (lowercase letters, digits, '.', '_', '-'; it becomes <store>/<name>.sqsh)"]),
+     ['12:25: containers.enroot.transfer_timeout_s: -1 is outside 0..999999 '
+      '(the nodes accept seconds, e.g. 600 (0 = no limit), up to 999999)']),
+    ('image name with a trailing newline',
+     _extra('containers:\n  images:\n    - name: "pytorch\\n"\n      uri: nvcr.io/nvidia/pytorch:25.01-py3\n'),
+     ["12:13: containers.images[0].name: 'pytorch\\n' is not a valid image name "
+      "(lowercase letters, digits, '.', '_', '-'; it becomes <store>/<name>.sqsh)"]),
     ('tag value with a newline', _extra('tags:\n  team: "ml\\nops"\n'),
-     ["11:9: tags.team: 'ml\\nops' contains a control character (newline, tab, ...) (write it on one line; a YAML block scalar (| or >) keeps its final newline)"]),
+     ["11:9: tags.team: 'ml\\nops' contains a control character (newline, tab, ...) "
+      "(write it on one line; a YAML block scalar (| or >) keeps its final newline)"]),
 ]
 
 
@@ -196,12 +254,14 @@ def test_base_spec_is_valid(tmp_path):
     assert load(str(path), check_lock=False).spec.queues[0].compute_resources[0].max == 2
 
 
-@pytest.mark.parametrize("text,expected", [c[1:] for c in CASES if c[2] is not None], ids=[c[0] for c in CASES if c[2] is not None])
+@pytest.mark.parametrize("text,expected", [c[1:] for c in CASES if c[2] is not None],
+                         ids=[c[0] for c in CASES if c[2] is not None])
 def test_bad_spec_reports_exact_line(tmp_path, text, expected):
     assert _errors(tmp_path, text) == expected
 
 
-@pytest.mark.parametrize("uri,needle", [("nvcr.io/nvidia/pytorch", "tag"), ("nvcr.io/NVIDIA/pytorch:25.01-py3", "uppercase")])
+@pytest.mark.parametrize("uri,needle", [("nvcr.io/nvidia/pytorch", "tag"),
+                                        ("nvcr.io/NVIDIA/pytorch:25.01-py3", "uppercase")])
 def test_malformed_image_uri(tmp_path, uri, needle):
     (line,) = _errors(tmp_path, _extra(IMAGE.format(name="a", uri=uri)))
     assert line.startswith(f"13:12: containers.images[0].uri: malformed image reference '{uri}': ")
@@ -210,7 +270,8 @@ def test_malformed_image_uri(tmp_path, uri, needle):
 
 def test_all_problems_reported_at_once(tmp_path):
     """Rule problems in different parts of one file come out together, in file order."""
-    text = _with("max: 2", "max: 0").replace("region: us-east-1", "region: mars-1") + "head_node:\n  root_volume_gib: 8\n"
+    text = (_with("max: 2", "max: 0").replace("region: us-east-1", "region: mars-1")
+            + "head_node:\n  root_volume_gib: 8\n")
     paths = [line.split(": ")[1] for line in _errors(tmp_path, text)]
     assert paths == ["region", "queues[0].compute_resources[0].max", "head_node.root_volume_gib"]
 
@@ -218,7 +279,8 @@ def test_all_problems_reported_at_once(tmp_path):
 def test_defaults_follow_their_neighbours(tmp_path):
     """SCRATCH_2 alone needs no throughput; a new mount_dir moves the default image store with it."""
     path = tmp_path / "t.yaml"
-    path.write_text(_extra("storage:\n  fsx_lustre:\n    mount_dir: /lustre\n    new:\n      deployment_type: SCRATCH_2\n"))
+    path.write_text(_extra("storage:\n  fsx_lustre:\n    mount_dir: /lustre\n"
+                           "    new:\n      deployment_type: SCRATCH_2\n"))
     storage = expand(load(str(path), check_lock=False)).storage
     assert storage.image_store == "/lustre/containers" and storage.image_store_fs_path == "/containers"
     assert storage.new.deployment_type == "SCRATCH_2" and storage.new.throughput_mb_per_tib is None
@@ -229,7 +291,8 @@ def test_defaults_follow_their_neighbours(tmp_path):
     (b"name: \xff\n", "t.yaml: not UTF-8 text (byte 6: invalid start byte) (a spec is plain UTF-8 YAML)"),
     (b"\x00\x01", "t.yaml:1:1: not valid YAML: unacceptable character \\x00 (a spec is plain UTF-8 text)"),
     (b"name: !foo x\nregion: us-east-1\navailability_zone: us-east-1a\nqueues: []\n",
-     "t.yaml:1:7: name: cannot read value: could not determine a constructor for the tag '!foo' (write a plain value without a YAML tag)"),
+     "t.yaml:1:7: name: cannot read value: could not determine a constructor for the tag '!foo' "
+     "(write a plain value without a YAML tag)"),
 ])
 def test_unreadable_files_are_one_line_errors(tmp_path, capsys, data, expected):
     from clusterkit.cli import main

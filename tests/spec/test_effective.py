@@ -18,7 +18,8 @@ from clusterkit.loader import load
 from clusterkit.spec import ComputeResource, NewVpc, parse_spec
 
 MINIMAL = ("name: t\nregion: us-east-1\navailability_zone: us-east-1a\nqueues:\n"
-           "  - name: gpu\n    compute_resources:\n      - name: p5\n        instance_type: p5.48xlarge\n        max: 2\n"
+           "  - name: gpu\n    compute_resources:\n"
+           "      - name: p5\n        instance_type: p5.48xlarge\n        max: 2\n"
            "  - name: cpu\n    capacity_type: spot\n    compute_resources:\n"
            "      - name: c\n        instance_type: c6i.2xlarge\n        max: 4\n")
 

@@ -123,7 +123,8 @@ def test_new_vpc_has_one_az_a_public_and_a_compute_subnet(synths, name):
     assert compute_net.prefixlen == vpc_cfg.compute_subnet_mask and public_net.prefixlen == vpc_cfg.public_subnet_mask
     assert compute_net.network_address == vpc_net.network_address  # where clusterkit.rules sized it
     assert compute_net.subnet_of(vpc_net) and public_net.subnet_of(vpc_net) and not compute_net.overlaps(public_net)
-    assert compute["Properties"]["MapPublicIpOnLaunch"] is False and public["Properties"]["MapPublicIpOnLaunch"] is False
+    assert (compute["Properties"]["MapPublicIpOnLaunch"] is False
+            and public["Properties"]["MapPublicIpOnLaunch"] is False)
     template.resource_count_is("AWS::EC2::NatGateway", 1)
     template.has_resource_properties("AWS::EC2::Route", {
         "DestinationCidrBlock": "0.0.0.0/0", "NatGatewayId": Match.any_value(),
@@ -257,7 +258,8 @@ def _with_network(spec, **changes):
 
 
 def _subnet_problems(spec) -> list[str]:
-    return [f"{p.path}: {p.message}" for p in rules.check(spec, Marks(file="t.yaml")) if "usable addresses" in p.message]
+    return [f"{p.path}: {p.message}" for p in rules.check(spec, Marks(file="t.yaml"))
+            if "usable addresses" in p.message]
 
 
 def test_too_small_compute_subnet_is_refused_with_the_numbers():

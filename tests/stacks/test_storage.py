@@ -356,7 +356,8 @@ def test_storage_outputs(synths, name):
     prefix = synth.storage.stack_name
     assert {k: v["Export"]["Name"] for k, v in outputs.items()} == {
         key: f"{prefix}-{key}" for key in ("FileSystemId", "MountName", "ImageStoreBucketName", "AlertTopicArn")}
-    assert outputs["FileSystemId"]["Value"] == {"Ref": "FileSystem"} == synth.ref("storage", synth.storage.file_system_id)
+    assert (outputs["FileSystemId"]["Value"] == {"Ref": "FileSystem"}
+            == synth.ref("storage", synth.storage.file_system_id))
     assert outputs["MountName"]["Value"] == {"Fn::GetAtt": ["FileSystem", "LustreMountName"]}
     assert outputs["ImageStoreBucketName"]["Value"] == {"Ref": image_bucket_id(synth)}
 
@@ -417,7 +418,8 @@ def test_cdk_nag_has_no_unacknowledged_finding(synths, name):
 
 def _lint(synth, kind: str) -> list[str]:
     template = json.dumps(synth.templates[kind])
-    return [f"{m.rule.id} {m.path}: {m.message}" for m in lint(template, config=ManualArgs(regions=[synth.effective.region]))]
+    return [f"{m.rule.id} {m.path}: {m.message}"
+            for m in lint(template, config=ManualArgs(regions=[synth.effective.region]))]
 
 
 @pytest.mark.parametrize("name", [*SHIPPED, "demo-endpoints", "demo-scratch", "demo-no-bucket",
@@ -449,7 +451,8 @@ def test_nag_checks_are_live_and_acknowledgements_need_reasons(tmp_path):
     s3.Bucket(cdk.Stack(app, "Bare"), "Bucket")
     with pytest.raises(RuntimeError, match="ValidationFailed"):
         app.synth()
-    assert {f.rule for f in nag_report.findings(tmp_path / "bare") if f.reason is None} >= {"AwsSolutions-S1", "AwsSolutions-S10"}
+    assert ({f.rule for f in nag_report.findings(tmp_path / "bare") if f.reason is None}
+            >= {"AwsSolutions-S1", "AwsSolutions-S10"})
 
     app = cdk.App(outdir=str(tmp_path / "acked"))
     nag.add_checks(app)
@@ -458,7 +461,8 @@ def test_nag_checks_are_live_and_acknowledgements_need_reasons(tmp_path):
         nag.acknowledge(bucket, "AwsSolutions-S1", "not needed")
     nag.acknowledge(bucket, "AwsSolutions-S1", "test fixture bucket that never holds data worth auditing")
     app.synth()
-    assert [(f.rule, f.reason) for f in nag_report.findings(tmp_path / "acked") if f.rule.startswith("AwsSolutions")] == [
+    assert [(f.rule, f.reason) for f in nag_report.findings(tmp_path / "acked")
+            if f.rule.startswith("AwsSolutions")] == [
         ("AwsSolutions-S1", "test fixture bucket that never holds data worth auditing")]
 
 

@@ -16,20 +16,21 @@ DEB_PACKAGES := slurmctld slurmd slurm-client munge libslurm-dev gcc libc6-dev m
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(shell node -p "process.versions.node.split('.')[0]" 2>/dev/null)
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 
-.PHONY: help python-venv python39 synth test real-runtime render render-check lock validate deploy diff destroy-cluster destroy-all pcluster-venv system-packages clean
+.PHONY: help python-venv python39 synth test real-runtime render render-check lock validate deploy diff cdk-diff destroy-cluster destroy-all pcluster-venv system-packages clean
 
 help:
 	@echo "make synth                 synthesize the default cluster (demo) offline and summarize it"
 	@echo "make test                  install test dependencies, then run the whole test suite"
 	@echo "make real-runtime          build the real enroot + pyxis the tests run (both generations)"
 	@echo "make python39              provide the Python 3.9 the node package is tested under"
-	@echo "make render                rewrite cluster_configs/rendered/*.yaml (and the README spec reference)"
+	@echo "make render                rewrite cluster_configs/rendered/*.yaml (and docs/spec-reference.md)"
 	@echo "make render-check          exit 1 when a rendered file is stale"
 	@echo "make lock CLUSTER=x        resolve image digests into cluster_configs/x.images.lock"
 	@echo "make validate [PCLUSTER=1] check every spec (PCLUSTER=1 adds ParallelCluster's own validators)"
 	@echo "make deploy CLUSTER=x      cdk deploy all three stacks (needs AWS credentials)"
 	@echo "       [TTL=hours|none]    override lifecycle.ttl_hours; the TTL counts from this deploy"
-	@echo "make diff CLUSTER=x        cdk diff against the deployed stacks"
+	@echo "make diff [BASE=ref]       clusterkit diff: review specs, rendered configs and locks against git"
+	@echo "make cdk-diff CLUSTER=x    cdk diff against the deployed stacks"
 	@echo "make destroy-cluster CLUSTER=x   delete only the cluster stack (network + storage stay)"
 	@echo "make destroy-all CLUSTER=x       delete all three stacks (FSx and buckets are retained by default)"
 
@@ -113,7 +114,11 @@ deploy: $(VENV)/.stamp-runtime node_modules/.stamp
 	$(CDK) deploy --all -c cluster=$(CLUSTER) -c deploy_time=$$(date -u +%Y-%m-%dT%H:%M:00Z) \
 	  $(if $(TTL),-c ttl_hours=$(TTL)) --require-approval broadening
 
-diff: $(VENV)/.stamp-runtime node_modules/.stamp
+# The review tool the docs name `diff`; the CloudFormation-level diff against a deployed cluster is cdk-diff.
+diff: $(VENV)/.stamp-runtime $(PCVENV)/.stamp
+	$(VENV)/bin/python -m clusterkit diff $(if $(BASE),--base $(BASE))
+
+cdk-diff: $(VENV)/.stamp-runtime node_modules/.stamp
 	$(CDK) diff --all -c cluster=$(CLUSTER)
 
 destroy-cluster: $(VENV)/.stamp-runtime node_modules/.stamp

@@ -5,7 +5,7 @@ Times, in one run and alternating so machine noise hits both alike:
   * `cdk synth` of the demo app (all three stacks, cdk-nag on) — what `make synth` does;
   * `cdk synth` of a bare CDK app holding one VPC, with the same pins (aws-cdk-lib, CDK CLI);
   * `python -m clusterkit validate` of every shipped spec (never imports aws_cdk).
-Prints a markdown table with medians, the ratio the README quotes, the machine and the date.
+Prints a markdown table with medians, the ratio docs/benchmarks.md quotes, the machine and the date.
 Run from the repo root after `make synth`: `.venv/bin/python benchmarks/synth_overhead.py --rounds 5`.
 """
 from __future__ import annotations

@@ -1,39 +1,62 @@
-"""Command line: ``python -m clusterkit <command>``. User errors print one line each and exit 2."""
+"""ClusterKit: containerized GPU training clusters on AWS ParallelCluster, from one reviewed spec.
+
+User errors print one line each (file:line:col: path: problem (hint)) and exit 2; see docs/cli-output.md
+for JSON output and exit codes."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Callable
+from typing import Any
 
-from .errors import EXIT_USER_ERROR, ClusterKitError
+from .errors import EXIT_USER_ERROR, ClusterKitError, Problem
 
 Command = Callable[[argparse.Namespace], int]
 
 
 def _validate(args: argparse.Namespace) -> int:
     from .loader import load_many
+    from .output import github_annotations, validate_json
 
     loaded, problems = load_many(args.names)
-    for problem in problems:
-        print(problem.render(), file=sys.stderr)
+    if args.strict:
+        problems = [dataclasses.replace(p, level="error") if p.level == "warning" else p for p in problems]
     errors = [p for p in problems if p.level == "error"]
     if not errors and args.pcluster:
-        from . import paths
-        from .pcluster_runner import format_problems, run_check
-        from .render_files import rendered_path, rendered_text
+        problems += _pcluster_problems(loaded)
+        errors = [p for p in problems if p.level == "error"]
+    if args.format == "json":
+        sys.stdout.write(validate_json([(i.spec.name, i.source.display_path) for i in loaded], problems))
+    elif args.format == "github":
+        sys.stdout.write(github_annotations(problems))
+    else:
+        for problem in problems:
+            print(problem.render(), file=sys.stderr)
+        if not errors:
+            for item in loaded:
+                print(f"{item.source.display_path}: ok ({item.spec.name})")
+    return EXIT_USER_ERROR if errors else 0
 
-        configs = [(i.spec.name, str(rendered_path(i).relative_to(paths.ROOT)), rendered_text(i),
-                    i.spec.region) for i in loaded]
-        results = run_check(configs, "validate")
-        for line in format_problems(results):
-            print(line, file=sys.stderr)
-        if not all(r["ok"] for r in results):
-            return EXIT_USER_ERROR
-    if errors:
-        return EXIT_USER_ERROR
-    for item in loaded:
-        print(f"{item.source.display_path}: ok ({item.spec.name})")
-    return 0
+
+def _pcluster_problems(loaded: list[Any]) -> list[Problem]:
+    """ParallelCluster's own schema and validators on every rendered config, as problems."""
+    from . import paths
+    from .pcluster_runner import run_check
+    from .render_files import rendered_path, rendered_text
+
+    configs = [(i.spec.name, str(rendered_path(i).relative_to(paths.ROOT)), rendered_text(i), i.spec.region)
+               for i in loaded]
+    problems = []
+    for result in run_check(configs, "validate"):
+        found = [Problem(result["path"], error.get("line") or 0, (error.get("col") or 1) if error.get("line") else 0,
+                         "", f"ParallelCluster {error['type']}: {error['message']}",
+                         level="error" if error["level"] == "ERROR" else "warning")
+                 for error in result["errors"]]
+        if not result["ok"] and not any(p.level == "error" for p in found):
+            found.append(Problem(result["path"], 0, 0, "", "ParallelCluster refused the config"))
+        problems += found
+    return problems
 
 
 def _render(args: argparse.Namespace) -> int:
@@ -51,9 +74,17 @@ def _render(args: argparse.Namespace) -> int:
 
 def _lock(args: argparse.Namespace) -> int:
     from .lock_command import lock_all
+    from .output import lock_json
 
-    for path in lock_all(args.names, offline=args.offline):
-        print(f"wrote {path}")
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    written = lock_all(args.names, offline=args.offline, progress=progress)
+    if args.format == "json":
+        sys.stdout.write(lock_json(written))
+    else:
+        for path, _ in written:
+            print(f"wrote {path}")
     return 0
 
 
@@ -119,7 +150,12 @@ def _cost(args: argparse.Namespace) -> int:
     if args.refresh:
         book, unknown = cost.refresh_ec2(book, effective.region, cost.instance_types(effective))
     estimate = cost.estimate(effective, lock_or_none(loaded.source.path), book)
-    print("\n".join(cost.report(estimate, book, unknown)))
+    if args.format == "json":
+        from .output import cost_json
+
+        sys.stdout.write(cost_json(estimate, book, unknown))
+    else:
+        print("\n".join(cost.report(estimate, book, unknown)))
     return 0
 
 
@@ -132,13 +168,49 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Version(argparse.Action):
+    """``--version``: computed only when asked (it reads package metadata and node_modules)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: Any):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        from .versions import version_lines
+
+        print("\n".join(version_lines()))
+        parser.exit()
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from .schema import schema_text
+
+    sys.stdout.write(schema_text())
+    return 0
+
+
+def _completion(args: argparse.Namespace) -> int:
+    from .completion import bash_script
+
+    sys.stdout.write(bash_script(build_parser()))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="clusterkit", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    from .diff_gate import FAIL_ON
+
+    parser = argparse.ArgumentParser(prog="clusterkit", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action=_Version,
+                        help="print the ClusterKit, ParallelCluster and CDK versions, then exit")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                title="commands (`clusterkit COMMAND --help` for each)")
 
     p = sub.add_parser("validate", help="check specs (all of cluster_configs/*.yaml by default)")
     p.add_argument("names", nargs="*", metavar="NAME|PATH")
     p.add_argument("--pcluster", action="store_true", help="also run ParallelCluster's own schema and validators")
+    p.add_argument("--strict", action="store_true", help="treat warnings as errors")
+    p.add_argument("--format", choices=("text", "json", "github"), default="text",
+                   help="json: one document on stdout (docs/cli-output.md); github: workflow annotations")
     p.set_defaults(run=_validate)
 
     p = sub.add_parser("render", help="write cluster_configs/rendered/<name>.yaml")
@@ -150,6 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("names", nargs="*", metavar="NAME|PATH")
     p.add_argument("--offline", action="store_true",
                    help="no registry calls: lock only images the spec pins by digest (sizes unknown)")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="json: what was locked, on stdout")
     p.set_defaults(run=_lock)
 
     p = sub.add_parser("export", help="concrete ParallelCluster YAML from the deployed stacks, for `pcluster`")
@@ -164,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("yaml", "json"), default="yaml", help="output format (default: yaml)")
     p.set_defaults(run=_expand)
 
-    p = sub.add_parser("summary", help="summarize a synthesized cluster (used by `make synth`)")
+    p = sub.add_parser("summary")  # internal: `make synth` prints it; not listed in the help
     p.add_argument("name", nargs="?", default="demo")
     p.add_argument("--cdk-out", default="cdk.out")
     p.set_defaults(run=_summary)
@@ -172,10 +245,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("reference", help="print the spec reference (markdown)")
     p.set_defaults(run=_reference)
 
+    p = sub.add_parser("schema", help="print the spec's JSON Schema (committed as cluster_configs/clusterkit-spec"
+                                      ".schema.json, for editors)")
+    p.set_defaults(run=_schema)
+
     p = sub.add_parser("cost", help="hourly and 30-day cost estimate from list prices (clusterkit/data/prices.json)")
     p.add_argument("name", metavar="NAME|PATH")
     p.add_argument("--refresh", action="store_true",
                    help="price the instance types with the AWS Price List API now (needs AWS credentials)")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="json: the estimate as data")
     p.set_defaults(run=_cost)
 
     p = sub.add_parser("status", help="deployed stacks, TTL expiry, head node and SSM command (needs AWS credentials)")
@@ -187,18 +265,29 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Compare every cluster's spec, committed rendered ParallelCluster config and image lock at\n"
                     "GIT_REF with the working tree: changed values by path, ParallelCluster's update impact\n"
-                    "(most disruptive first), image digest changes and the cost delta. Always exits 0 when\n"
-                    "the diff could be made (it is a report); 2 on a bad ref or outside a git work tree.")
+                    "(most disruptive first), image digest changes and the cost delta.\n\n"
+                    "Exit codes: 0 the diff was made (and, with --fail-on/--exit-code, nothing reaches the\n"
+                    "level); 1 a change reaches the --fail-on level; 2 bad ref, unknown cluster or no git\n"
+                    "work tree. Levels, most disruptive first:\n"
+                    + "".join(f"  {name:<10} {text}\n" for name, text in FAIL_ON.items()))
     p.add_argument("names", nargs="*", metavar="NAME", help="clusters to compare (default: all)")
     p.add_argument("--base", metavar="GIT_REF",
                    help="what to compare against (default: the merge base of HEAD and origin/main, else of HEAD "
                         "and main, else HEAD, so a branch shows only its own changes)")
-    p.add_argument("--format", choices=("text", "markdown"), default="text",
-                   help="markdown: a pull-request comment (default: text)")
+    p.add_argument("--format", choices=("text", "markdown", "json"), default="text",
+                   help="markdown: a pull-request comment; json: the report as data (default: text)")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                    help="ANSI colour in text output (auto: on a TTY unless NO_COLOR is set)")
+    gate = p.add_mutually_exclusive_group()
+    gate.add_argument("--fail-on", choices=tuple(FAIL_ON), metavar="LEVEL",
+                      help="exit 1 when a change reaches LEVEL: " + ", ".join(FAIL_ON))
+    gate.add_argument("--exit-code", action="store_true", help="exit 1 when anything changed (--fail-on any)")
     p.add_argument("--repo", metavar="DIR", help="git work tree holding cluster_configs/ (default: this checkout)")
     p.set_defaults(run=_diff)
+
+    p = sub.add_parser("completion", help="print a bash completion script: source <(clusterkit completion bash)")
+    p.add_argument("shell", choices=("bash",), help="bash (zsh: run `autoload -U bashcompinit && bashcompinit` first)")
+    p.set_defaults(run=_completion)
     return parser
 
 
@@ -206,11 +295,22 @@ def _diff(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .diff import REPO, build_report
+    from .diff_gate import verdict
+    from .diff_json import render_json
     from .diff_render import render, use_color
 
     report = build_report(Path(args.repo) if args.repo else REPO, args.base, args.names)
-    sys.stdout.write(render(report, args.format, use_color(args.color, sys.stdout)))
-    return 0
+    if args.format == "json":
+        sys.stdout.write(render_json(report))
+    else:
+        sys.stdout.write(render(report, args.format, use_color(args.color, sys.stdout)))
+    fail_on = "any" if args.exit_code else args.fail_on
+    if fail_on is None:
+        return 0
+    code, line = verdict(report, fail_on)
+    sys.stdout.flush()
+    print(line, file=sys.stderr)
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:

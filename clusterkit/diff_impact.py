@@ -24,7 +24,7 @@ RECREATE, HEAD_NODE, FLEET, QUEUE, LIVE, UNKNOWN = range(6)
 RECREATE_LABEL = "cannot be updated: recreate the cluster"
 VERSION_LABEL = "cannot be updated (another ParallelCluster version): recreate the cluster"
 VERSION_REASON = ("ParallelCluster updates only clusters created by the same version; "
-                  "make destroy-cluster, then make deploy (README \"Upgrading ParallelCluster\")")
+                  "make destroy-cluster, then make deploy (docs/operations.md \"Upgrading ParallelCluster\")")
 VERSION_PATH = ("parallelcluster_version",)
 HEAD_NODE_LABEL = "stop the head node"
 FLEET_LABEL = "stop the compute fleet"

@@ -65,11 +65,12 @@ def resolve_lock(
     *,
     ecr_client_factory: Callable[[str], Any] | None = None,
     registry_client: RegistryClient | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> ImageLock:
     """Ask the registries for every image; raise LockResolveError listing every failure.
 
     `ecr_client_factory(region)` returns a boto3 ECR client (default: boto3.client("ecr", region_name=...)),
-    called once per region that private ECR images live in.
+    called once per region that private ECR images live in. `progress` gets one line per resolved image.
     """
     target = parse_platform(platform)
     problems: list[str] = []
@@ -105,6 +106,9 @@ def resolve_lock(
             problems.append(f"image '{spec.name}': resolved {resolved.digest}, not the pinned {ref.digest}")
             continue
         entries.append(locked_image(spec, ref, str(target), resolved.digest, resolved.compressed_size))
+        if progress is not None:
+            size = f"{resolved.compressed_size / 1e9:.2f} GB" if resolved.compressed_size else "size unknown"
+            progress(f"{cluster}: {spec.name} {spec.uri} -> {resolved.digest} ({size})")
     if problems:
         raise LockResolveError(problems)
     return ImageLock(cluster=cluster, images=tuple(entries), lock_version=LOCK_VERSION)

@@ -6,21 +6,28 @@ review machines): it records only images the spec already pins by digest and mar
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from . import images
 from .loader import all_spec_paths, image_specs, load, lock_path, platform, resolve
-from .lock_file import write_lock
+from .lock_file import ImageLock, write_lock
 
 
-def lock_all(names: list[str], *, offline: bool) -> list[Path]:
-    """Lock every named cluster (all specs when none is named); the paths written, in order."""
-    written: list[Path] = []
+def lock_all(names: list[str], *, offline: bool,
+             progress: Callable[[str], None] | None = None) -> list[tuple[Path, ImageLock]]:
+    """Lock every named cluster (all specs when none is named); what was written, in order.
+
+    ``progress`` gets one line per image as the registry answers (a lock of many images takes a while)."""
+    written: list[tuple[Path, ImageLock]] = []
     for name in names or [p.stem for p in all_spec_paths()]:
         spec = load(name, check_lock=False).spec
         specs, plat = image_specs(spec), platform(spec)
-        lock = images.offline_lock(spec.name, specs, plat) if offline else images.resolve_lock(spec.name, specs, plat)
+        if offline:
+            lock = images.offline_lock(spec.name, specs, plat)
+        else:
+            lock = images.resolve_lock(spec.name, specs, plat, progress=progress)
         path = lock_path(resolve(name))
         write_lock(path, lock)
-        written.append(path)
+        written.append((path, lock))
     return written

@@ -1,4 +1,4 @@
-"""The spec reference, generated from the spec dataclasses so the README cannot drift from the code."""
+"""The spec reference, generated from the spec dataclasses so docs/spec-reference.md cannot drift from the code."""
 from __future__ import annotations
 
 import dataclasses

@@ -10,8 +10,9 @@ from .bundle import node_artifacts
 from .effective import expand
 from .errors import SpecError
 from .loader import Loaded, load_many
-from .paths import README, RENDERED_DIR, ROOT
+from .paths import RENDERED_DIR, ROOT, SPEC_REFERENCE, SPEC_SCHEMA
 from .render import placeholder_refs, render_config
+from .schema import schema_text
 
 
 class NoAliasDumper(yaml.SafeDumper):
@@ -33,16 +34,17 @@ def rendered_path(loaded: Loaded) -> Path:
     return RENDERED_DIR / f"{loaded.spec.name}.yaml"
 
 
-_START, _END = "<!-- spec-reference:start -->\n", "<!-- spec-reference:end -->"
+_REFERENCE_HEAD = ("# Spec reference\n\n"
+                   "Generated from `clusterkit/spec.py` by `make render` (`python -m clusterkit reference` prints the\n"
+                   "same table); do not edit: a test fails when this file is stale. The rules `validate` applies\n"
+                   "beyond these types and defaults: [The cluster spec](spec.md).\n\n")
 
 
-def readme_with_reference(text: str) -> str:
-    """The README with its spec-reference section regenerated from the spec dataclasses."""
+def spec_reference_text() -> str:
+    """``docs/spec-reference.md``: the spec reference generated from the spec dataclasses (no README edit)."""
     from .reference import spec_reference
 
-    head, _, rest = text.partition(_START)
-    _, _, tail = rest.partition(_END)
-    return f"{head}{_START}{spec_reference()}{_END}{tail}"
+    return _REFERENCE_HEAD + spec_reference()
 
 
 def render_all(names: list[str], *, check: bool) -> list[str]:
@@ -59,10 +61,14 @@ def render_all(names: list[str], *, check: bool) -> list[str]:
             if not check:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text, encoding="utf-8")
-    if not names and README.exists():
-        current = README.read_text(encoding="utf-8")
-        if readme_with_reference(current) != current:
-            changed.append("README.md")
+    if not names and (not SPEC_SCHEMA.exists() or SPEC_SCHEMA.read_text(encoding="utf-8") != schema_text()):
+        changed.append(str(SPEC_SCHEMA.relative_to(ROOT)))
+        if not check:
+            SPEC_SCHEMA.write_text(schema_text(), encoding="utf-8")
+    if not names:
+        reference = spec_reference_text()
+        if not SPEC_REFERENCE.exists() or SPEC_REFERENCE.read_text(encoding="utf-8") != reference:
+            changed.append(str(SPEC_REFERENCE.relative_to(ROOT)))
             if not check:
-                README.write_text(readme_with_reference(current), encoding="utf-8")
+                SPEC_REFERENCE.write_text(reference, encoding="utf-8")
     return changed

@@ -35,7 +35,7 @@ def decide(event: dict) -> tuple[str, str, str]:
     return "FAILED", (
         f"ParallelCluster version change {had} -> {want} refused for cluster {name}: ParallelCluster updates "
         f"only clusters created by the same version. Upgrade: make destroy-cluster CLUSTER={name}, then make "
-        f"deploy CLUSTER={name} (network and FSx stay); README \"Upgrading ParallelCluster\""), pid
+        f"deploy CLUSTER={name} (network and FSx stay); docs/operations.md \"Upgrading ParallelCluster\""), pid
 
 
 def send(event: dict, status: str, reason: str, physical_id: str) -> bool:

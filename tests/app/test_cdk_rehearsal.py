@@ -3,7 +3,7 @@
 What runs for real: ``cdk synth`` of every shipped spec, and ``cdk diff --template`` comparing the Cluster
 stack of the working tree with the one synthesized from an earlier version of the spec (the template a
 deployed stack would have), which is what a reviewer runs before ``make deploy``. What only a real
-account adds is listed in the README ("What a real deploy still adds"): the provider's own template,
+account adds is listed in docs/operations.md ("what a real deploy still adds"): the provider's own template,
 ParallelCluster's AWS-side validators, the custom resource's create/update, and node bootstrap.
 """
 from __future__ import annotations

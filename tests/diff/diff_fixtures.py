@@ -43,7 +43,7 @@ SPEC_EDITS: dict[str, list[tuple[str, str]]] = {
     # Not in the rendered config at all (it picks the provider template): only the spec changes.
     "pc-version": [("parallelcluster_version: 3.16.1\n", "parallelcluster_version: 3.14.0\n")],
 }
-# A pull request doing several of the above at once (the README's sample).
+# A pull request doing several of the above at once (the sample in docs/review.md).
 SPEC_EDITS["mixed"] = [*SPEC_EDITS["queue-max"], *SPEC_EDITS["instance-type"], *SPEC_EDITS["image-digest"],
                        *SPEC_EDITS["head-node"]]
 CASES = (*SPEC_EDITS, "cluster-added-removed")

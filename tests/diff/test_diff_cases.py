@@ -161,12 +161,11 @@ def test_cost_delta_prices_both_sides_with_the_cost_module(repo_for) -> None:
     assert fsx.cost.old.missing != fsx.cost.new.missing  # each side names its own unpriced FSx tier
 
 
-def test_readme_sample_is_the_mixed_golden() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Reviewing changes (`clusterkit diff`)", 1)[1].split("\n## ", 1)[0]
-    sample = section.split("```markdown\n", 1)[1].split("```\n", 1)[0]
+def test_docs_sample_is_the_mixed_golden() -> None:
+    review = (Path(__file__).resolve().parents[2] / "docs" / "review.md").read_text(encoding="utf-8")
+    sample = review.split("```markdown\n", 1)[1].split("```\n", 1)[0]
     golden = (Path(__file__).resolve().parent / "golden" / "mixed.md").read_text(encoding="utf-8")
-    assert sample == golden, "README sample differs from tests/diff/golden/mixed.md: copy the golden into it"
+    assert sample == golden, "docs/review.md sample differs from tests/diff/golden/mixed.md: copy the golden into it"
 
 
 def test_comment_only_edits_and_unparsable_files_are_reported_not_fatal(tmp_path: Path, capsys) -> None:

@@ -1,4 +1,4 @@
-"""The pull-request workflow (.github/workflows/pr.yml) is valid and does what the README says.
+"""The pull-request workflow (.github/workflows/pr.yml) is valid and does what docs/review.md says.
 
 Real: check-jsonschema (requirements-dev.txt) validates it against the GitHub workflow JSON schema it
 vendors from SchemaStore, offline, and rejects a broken copy (so the check can fail); shellcheck
@@ -95,3 +95,18 @@ def test_run_scripts_pass_shellcheck() -> None:
             done = subprocess.run([tool("shellcheck"), "-s", "bash", "-"], input=script, capture_output=True,
                                   text=True, timeout=60, check=False)
             assert done.returncode == 0, f"{name}: {step.get('name', step['run'])}\n{done.stdout}"
+
+
+def test_diff_job_annotates_spec_problems_and_gates_on_update_impact() -> None:
+    from clusterkit.diff_gate import FAIL_ON
+
+    steps = workflow()["jobs"]["config-diff"]["steps"]
+    runs = [s.get("run", "") for s in steps]
+    validate_at = next(i for i, r in enumerate(runs) if "-m clusterkit validate --format github" in r)
+    diff_at = next(i for i, r in enumerate(runs) if "--format markdown > diff.md" in r)
+    gate = steps[-1]
+    assert validate_at < diff_at and "--fail-on \"$FAIL_ON\"" in gate["run"]
+    assert gate["env"]["BASE_REF"] == "${{ github.base_ref }}"
+    default = re.fullmatch(r"\$\{\{ vars\.CLUSTERKIT_FAIL_ON \|\| '([a-z-]+)' \}\}", gate["env"]["FAIL_ON"])
+    assert default and default.group(1) in FAIL_ON  # a level the CLI accepts
+

@@ -255,9 +255,12 @@ def test_resolve_lock_end_to_end(fake_registry, tmp_path):
              ImageSpec("a", f"docker://{fake_registry.host}#team/a:v1", {"cuda": "12.8"})]
     client = RegistryClient(allow_loopback_http=True, timeout=5)
 
-    lock = resolve_lock("demo", specs, "linux/amd64", registry_client=client)
+    said: list[str] = []
+    lock = resolve_lock("demo", specs, "linux/amd64", registry_client=client, progress=said.append)
 
     a, b = lock.images
+    assert said == [f"demo: {i.name} {s.uri} -> {i.digest} ({i.compressed_size / 1e9:.2f} GB)"
+                    for i, s in ((a, specs[1]), (b, specs[0]))]  # one line per image, as each resolves
     assert (a.name, a.digest, a.compressed_size) == (
         "a", built_a.platform_digests["linux/amd64"], built_a.sizes["linux/amd64"])
     assert a.enroot_uri == f"docker://{fake_registry.host}#team/a@{a.digest}"

@@ -15,8 +15,9 @@ import yaml
 from clusterkit.bundle import node_artifacts
 from clusterkit.effective import expand
 from clusterkit.loader import all_spec_paths, load
+from clusterkit.paths import ROOT, SPEC_REFERENCE
 from clusterkit.render import placeholder_refs, render_config
-from clusterkit.render_files import render_all, rendered_path
+from clusterkit.render_files import render_all, rendered_path, spec_reference_text
 
 SPECS = [p.stem for p in all_spec_paths()]
 
@@ -31,16 +32,25 @@ def test_committed_rendered_files_are_current():
     assert not stale, f"stale rendered configs {stale}: run `make render`"
 
 
+def test_spec_reference_is_current_and_the_readme_is_not_generated():
+    """docs/spec-reference.md is the spec reference `make render` writes; the README is hand-written only."""
+    assert SPEC_REFERENCE.read_text(encoding="utf-8") == spec_reference_text(), (
+        "docs/spec-reference.md is stale: run `make render`")
+    assert "spec-reference:start" not in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
 def test_render_is_deterministic_across_processes():
-    """Separate interpreters with different hash seeds produce byte-identical configs and bundles
-    (set ordering, dict ordering or timestamps would show up here)."""
+    """Separate interpreters with different hash seeds produce byte-identical configs, bundles and spec
+    reference (set ordering, dict ordering or timestamps would show up here)."""
     import os
     import subprocess
     import sys
 
     code = ("import hashlib; from clusterkit.loader import load; from clusterkit.bundle import node_artifacts; "
             "from clusterkit.render_files import rendered_text; l = load('p5-capacity-block'); "
-            "print(hashlib.sha256(rendered_text(l).encode()).hexdigest(), node_artifacts(l).bundle.sha256)")
+            "from clusterkit.render_files import spec_reference_text; "
+            "print(hashlib.sha256(rendered_text(l).encode()).hexdigest(), node_artifacts(l).bundle.sha256, "
+            "hashlib.sha256(spec_reference_text().encode()).hexdigest())")
     outputs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                               env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2", "3")}
     assert len(outputs) == 1, outputs
@@ -127,7 +137,8 @@ def test_bundle_contents():
     assert names == ["clusterkit_node.pyz", "compat_rules.json", "compute_node_configured.sh", "compute_node_start.sh",
                      "enroot.sh", "head_node.sh", "head_node_launcher.sh", "image_sync.py", "images.lock", "node.args",
                      "pyxis_importer.py"]
-    assert "CK_CLUSTER=demo" in args and "ENROOT_SQUASH_OPTIONS=-comp zstd -Xcompression-level 3 -b 128K -no-fragments" in args
+    assert ("CK_CLUSTER=demo" in args
+            and "ENROOT_SQUASH_OPTIONS=-comp zstd -Xcompression-level 3 -b 128K -no-fragments" in args)
     assert lock == loaded.lock_path.read_bytes()
 
 

@@ -58,47 +58,47 @@ def _problems(path: Path) -> list[str]:
 CASES = [
     ("39 tags: ParallelCluster's 40 less the two added",
      "demo", TAG, TAG + "".join(f"  t{i}: x\n" for i in range(38)),
-     [("68:3: tags: 39 tags, at most 38 fit (ParallelCluster allows 40 cluster tags and clusterkit:cluster, "
+     [("69:3: tags: 39 tags, at most 38 fit (ParallelCluster allows 40 cluster tags and clusterkit:cluster, "
        "parallelcluster:custom_resource are added to yours)")]),
     ("aws: prefix in any case", "demo", TAG, TAG + "  AWS:owner: me\n",
-     [("69:3: tags.AWS:owner: tag key 'AWS:owner' starts with aws:, which AWS reserves for its own tags "
+     [("70:3: tags.AWS:owner: tag key 'AWS:owner' starts with aws:, which AWS reserves for its own tags "
        "(rename the key)")]),
     ("parallelcluster: prefix", "demo", TAG, TAG + "  parallelcluster:team: ml\n",
-     [("69:3: tags.parallelcluster:team: tag key 'parallelcluster:team' starts with parallelcluster:, which "
+     [("70:3: tags.parallelcluster:team: tag key 'parallelcluster:team' starts with parallelcluster:, which "
        "ParallelCluster reserves (rename the key; ParallelCluster refuses the cluster otherwise)")]),
     ("user tag replacing ClusterKit's own", "demo", TAG, TAG + "  clusterkit:cluster: other\n",
-     [("69:3: tags.clusterkit:cluster: tag key 'clusterkit:cluster' would replace ClusterKit's own tag "
+     [("70:3: tags.clusterkit:cluster: tag key 'clusterkit:cluster' would replace ClusterKit's own tag "
        "(ClusterKit sets it to the cluster name on every resource; use another key)")]),
     ("character AWS tags refuse, in a key", "demo", TAG, TAG + "  cost,center: x\n",
-     [f"69:3: tags.cost,center: tag key 'cost,center' contains ',', which AWS tags do not allow ({CHARS})"]),
+     [f"70:3: tags.cost,center: tag key 'cost,center' contains ',', which AWS tags do not allow ({CHARS})"]),
     ("character AWS tags refuse, in a value", "demo", TAG, '  project: "clusterkit demo; 2026"\n',
-     [(f"68:12: tags.project: tag value 'clusterkit demo; 2026' contains ';', which AWS tags do not allow "
+     [(f"69:12: tags.project: tag value 'clusterkit demo; 2026' contains ';', which AWS tags do not allow "
        f"({CHARS})")]),
     ("newline in a key, still one line", "demo", TAG, TAG + '  "cost\\ncenter": x\n',
-     [f"69:3: tags.cost\\ncenter: tag key 'cost\\ncenter' contains '\\n', which AWS tags do not allow ({CHARS})"]),
+     [f"70:3: tags.cost\\ncenter: tag key 'cost\\ncenter' contains '\\n', which AWS tags do not allow ({CHARS})"]),
     ("key too long", "demo", TAG, TAG + f"  {LONG_KEY}: x\n",
-     [f"69:3: tags.{LONG_KEY}: tag key is 129 characters long (AWS allows 1 to 128)"]),
+     [f"70:3: tags.{LONG_KEY}: tag key is 129 characters long (AWS allows 1 to 128)"]),
     ("value too long", "demo", TAG, "  project: " + "v" * 257 + "\n",
-     ["68:12: tags.project: tag value is 257 characters long (AWS allows at most 256)"]),
+     ["69:12: tags.project: tag value is 257 characters long (AWS allows at most 256)"]),
     ("KMS key in another region", "demo", FSX, FSX + f"      kms_key_arn: {KMS_KEY.format(region='us-west-2')}\n",
-     [("27:20: storage.fsx_lustre.new.kms_key_arn: the KMS key is in us-west-2, the cluster in us-east-1 (KMS keys "
+     [("28:20: storage.fsx_lustre.new.kms_key_arn: the KMS key is in us-west-2, the cluster in us-east-1 (KMS keys "
        "are regional: use a key (or a multi-Region replica) in us-east-1)")]),
     ("multi-Region key in another region", "demo", FSX,
      FSX + f"      kms_key_arn: {MRK_KEY.format(region='eu-west-1')}\n",
-     [("27:20: storage.fsx_lustre.new.kms_key_arn: the KMS key is in eu-west-1, the cluster in us-east-1 (KMS keys "
+     [("28:20: storage.fsx_lustre.new.kms_key_arn: the KMS key is in eu-west-1, the cluster in us-east-1 (KMS keys "
        "are regional: use a key (or a multi-Region replica) in us-east-1)")]),
     ("head node root volume over ParallelCluster's gp3 limit", "demo",
      "  root_volume_gib: 200\n", "  root_volume_gib: 20000\n",
-     [("18:20: head_node.root_volume_gib: 20000 GiB is larger than ParallelCluster allows for a gp3 root volume "
+     [("19:20: head_node.root_volume_gib: 20000 GiB is larger than ParallelCluster allows for a gp3 root volume "
        "(at most 16384 GiB: EBS allows more since 2025, ParallelCluster still checks the old limit)")]),
     ("capacity block on a family without Capacity Blocks", "p5-capacity-block",
      "instance_type: p5.48xlarge", "instance_type: g6e.48xlarge",
-     [("29:24: queues[0].compute_resources[0].instance_type: g6e.48xlarge has no Capacity Blocks: EC2 sells none "
+     [("30:24: queues[0].compute_resources[0].instance_type: g6e.48xlarge has no Capacity Blocks: EC2 sells none "
        "for the g6e family (Capacity Blocks exist for p4d, p4de, p5, p5e, p5en, p6-b200, p6-b300, p6e-gb200, trn1, "
        "trn2, trn2u; else use ondemand or spot)")]),
     ("capacity block on a size AWS does not list", "p5-capacity-block",
      "instance_type: p5.48xlarge", "instance_type: trn1.2xlarge",
-     [("29:24: warning: queues[0].compute_resources[0].instance_type: trn1.2xlarge is not among the Capacity Block "
+     [("30:24: warning: queues[0].compute_resources[0].instance_type: trn1.2xlarge is not among the Capacity Block "
        "sizes AWS lists (listed trn1 sizes: trn1.32xlarge)")]),
 ]
 

@@ -38,7 +38,7 @@ RESPONSE_FIELDS = {"Status", "Reason", "PhysicalResourceId", "StackId", "Request
                    "NoEcho", "Data"}
 REFUSAL = ('ParallelCluster version change 3.16.1 -> 3.17.0 refused for cluster demo: ParallelCluster updates '
            'only clusters created by the same version. Upgrade: make destroy-cluster CLUSTER=demo, then make '
-           'deploy CLUSTER=demo (network and FSx stay); README "Upgrading ParallelCluster"')
+           'deploy CLUSTER=demo (network and FSx stay); docs/operations.md "Upgrading ParallelCluster"')
 
 
 # --- the handler, run for real ------------------------------------------------------------------------------

@@ -164,7 +164,12 @@ def _status(args: argparse.Namespace) -> int:
     from .status import cloudformation_client, status_lines
 
     spec = load(args.name, check_lock=False).spec
-    print("\n".join(status_lines(spec, cloudformation_client(spec.region))))
+    if args.format == "json":
+        from .status import report_json, status_report
+
+        sys.stdout.write(report_json(status_report(spec, cloudformation_client(spec.region))))
+    else:
+        print("\n".join(status_lines(spec, cloudformation_client(spec.region))))
     return 0
 
 
@@ -258,6 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("status", help="deployed stacks, TTL expiry, head node and SSM command (needs AWS credentials)")
     p.add_argument("name", metavar="NAME|PATH")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="json: the report as data")
     p.set_defaults(run=_status)
 
     p = sub.add_parser(

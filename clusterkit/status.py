@@ -19,6 +19,7 @@ or alarms, which only add detail, becomes that line's value.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -142,84 +143,172 @@ def _line(label: str, value: str) -> str:
     return f"  {label:<{LABEL}} {value}"
 
 
-def status_lines(spec: ClusterSpec, cfn: Any, now: datetime | None = None, *, cloudwatch: Any = None) -> list[str]:
-    """The report for ``spec``'s stacks; ``now`` is injectable so tests need no clock. ``cloudwatch`` defaults
-    to a client for the spec's region, created only when the cluster stack exists."""
+@dataclass(frozen=True)
+class Teardown:
+    """What the TTL teardown is doing: one of these facts may be set, with the failure details."""
+
+    deleting: bool = False  # DELETE_IN_PROGRESS
+    overdue_minutes: int | None = None  # the expiry has passed and the stack exists (not being deleted)
+    refused_while: str | None = None  # overdue and *_IN_PROGRESS: CloudFormation refuses DeleteStack now
+    failed: DeleteFailure | None = None  # DELETE_FAILED: the first failed resource
+    failed_unread: str | None = None  # DELETE_FAILED, but events unreadable (or no failed resource): why
+    retry: str | None = None  # the command that retries a failed deletion
+
+
+@dataclass(frozen=True)
+class StatusReport:
+    """Everything `clusterkit status` knows about one cluster; text and JSON are views of it."""
+
+    cluster: str
+    region: str
+    stacks: tuple[StackState, ...]  # network, storage, cluster
+    deployed: bool  # the cluster stack exists
+    expires_at: str | None = None  # the ExpiresAt output as written; None: no TTL
+    expires: datetime | None = None  # parsed; None when absent or not a time
+    teardown: Teardown = Teardown()
+    alarms: tuple[tuple[str, AlarmState], ...] = ()  # (kind, state) of the TTL alarms
+    alarms_unread: str | None = None  # why the alarms could not be read
+    head_node: str | None = None
+    shell: str | None = None
+
+
+def status_report(spec: ClusterSpec, cfn: Any, now: datetime | None = None, *,
+                  cloudwatch: Any = None) -> StatusReport:
+    """Read ``spec``'s stacks, teardown and alarms; ``now`` is injectable so tests need no clock.
+    ``cloudwatch`` defaults to a client for the spec's region, created only when the cluster stack exists."""
     now = now or datetime.now(UTC)
-    names = stack_names(spec.name)
-    states = {kind: describe(cfn, stack) for kind, stack in names.items()}
-    lines = [f"{spec.name} ({spec.region})"]
-    lines += [_line(state.name, state.status or "not deployed") for state in states.values()]
+    states = {kind: describe(cfn, stack) for kind, stack in stack_names(spec.name).items()}
     cluster = states["cluster"]
+    base = StatusReport(spec.name, spec.region, tuple(states.values()), deployed=False)
     if cluster.status is None or cluster.status == "DELETE_COMPLETE":
-        lines.append(f"  no cluster: `make deploy CLUSTER={spec.name}` creates it (network and storage are reused)")
-        return lines
-    expires = parse_expiry(cluster.outputs.get("ExpiresAt", ""))
-    lines.append(_line("expires", _expiry_text(spec, cluster, now)))
-    lines += _teardown_lines(spec, cfn, cluster, expires, now)
-    lines += _alarm_lines(spec, cloudwatch, ttl="ExpiresAt" in cluster.outputs)
-    head = cluster.outputs.get("HeadNodeInstanceId")
-    if head:
-        lines.append(_line("head node", head))
-    shell = cluster.outputs.get("SsmSession")
-    if shell:
-        lines.append(_line("shell", shell))
-    return lines
-
-
-def _expiry_text(spec: ClusterSpec, cluster: StackState, now: datetime) -> str:
+        return base
     raw = cluster.outputs.get("ExpiresAt")
-    if raw is None:
-        return "never (no lifecycle.ttl_hours)"
-    expires = parse_expiry(raw)
-    if expires is None:
-        return f"{raw} (not a time)"
-    if expires <= now:
-        return f"{raw}, {time_left(expires, now)}"
-    return f"{raw}, {time_left(expires, now)}; extend: make deploy CLUSTER={spec.name} TTL=<hours from now>"
+    expires = parse_expiry(raw) if raw is not None else None
+    alarms, alarms_unread = _alarms(spec, cloudwatch, ttl=raw is not None)
+    return dataclasses.replace(
+        base, deployed=True, expires_at=raw, expires=expires, teardown=_teardown(spec, cfn, cluster, expires, now),
+        alarms=alarms, alarms_unread=alarms_unread, head_node=cluster.outputs.get("HeadNodeInstanceId"),
+        shell=cluster.outputs.get("SsmSession"))
 
 
-def _teardown_lines(spec: ClusterSpec, cfn: Any, cluster: StackState, expires: datetime | None,
-                    now: datetime) -> list[str]:
+def _teardown(spec: ClusterSpec, cfn: Any, cluster: StackState, expires: datetime | None, now: datetime) -> Teardown:
     from botocore.exceptions import BotoCoreError, ClientError
 
     status = cluster.status or ""
-    lines = []
+    found = Teardown()
     if status == "DELETE_IN_PROGRESS":
-        lines.append(_line("deletion", "under way (DELETE_IN_PROGRESS)"))
+        found = Teardown(deleting=True)
     elif expires is not None and expires <= now:
-        busy = f"; CloudFormation refuses it while {status}" if status.endswith("_IN_PROGRESS") else ""
-        lines.append(_line("overdue", f"yes, by {span(expires, now)}: the stack still exists; the TTL schedule "
-                                      f"retries DeleteStack every {TTL_RETRY_MINUTES} minutes{busy}"))
+        found = Teardown(overdue_minutes=int((now - expires).total_seconds()) // 60,
+                         refused_while=status if status.endswith("_IN_PROGRESS") else None)
     if status == "DELETE_FAILED":
+        failure, unread = None, None
         try:
             failure = first_delete_failure(cfn, cluster.name)
-            text = f"{failure.logical_id}: {failure.reason}" if failure else "no failed resource in the stack's events"
+            unread = None if failure else "no failed resource in the stack's events"
         except (ClientError, BotoCoreError) as exc:
-            text = f"cannot read the stack's events ({_aws_error(exc)})"
-        lines.append(_line("deletion failed", text))
-        lines.append(_line("retry", f"aws cloudformation delete-stack --region {spec.region} "
-                                    f"--stack-name {cluster.name}"))
-    return lines
+            unread = f"cannot read the stack's events ({_aws_error(exc)})"
+        found = dataclasses.replace(found, failed=failure, failed_unread=unread,
+                                    retry=f"aws cloudformation delete-stack --region {spec.region} "
+                                          f"--stack-name {cluster.name}")
+    return found
 
 
-def _alarm_lines(spec: ClusterSpec, cloudwatch: Any, *, ttl: bool) -> list[str]:
-    """One line per TTL alarm; none for a cluster without a TTL and without such alarms."""
+def _alarms(spec: ClusterSpec, cloudwatch: Any, *, ttl: bool) -> tuple[tuple[tuple[str, AlarmState], ...], str | None]:
+    """The TTL alarms; none for a cluster without a TTL and without such alarms."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     names = teardown_alarm_names(spec.name)
     try:
         states = alarm_states(cloudwatch or cloudwatch_client(spec.region), list(names.values()))
     except (ClientError, BotoCoreError) as exc:
-        return [_line("alarms", f"cannot read ({_aws_error(exc)})")] if ttl else []
+        return (), (f"cannot read ({_aws_error(exc)})" if ttl else None)
     if not ttl and all(a.state is None for a in states):
-        return []
-    lines = []
-    for kind, alarm in zip(names, states, strict=True):
+        return (), None
+    return tuple(zip(names, states, strict=True)), None
+
+
+# -- text ------------------------------------------------------------------------------------------------
+
+
+def status_lines(spec: ClusterSpec, cfn: Any, now: datetime | None = None, *, cloudwatch: Any = None) -> list[str]:
+    """The text report (``clusterkit status``)."""
+    now = now or datetime.now(UTC)
+    return report_lines(status_report(spec, cfn, now, cloudwatch=cloudwatch), now)
+
+
+def report_lines(report: StatusReport, now: datetime) -> list[str]:
+    lines = [f"{report.cluster} ({report.region})"]
+    lines += [_line(state.name, state.status or "not deployed") for state in report.stacks]
+    if not report.deployed:
+        lines.append(f"  no cluster: `make deploy CLUSTER={report.cluster}` creates it (network and storage are "
+                     "reused)")
+        return lines
+    lines.append(_line("expires", _expiry_text(report, now)))
+    lines += _teardown_lines(report.teardown, report.expires, now)
+    if report.alarms_unread:
+        lines.append(_line("alarms", report.alarms_unread))
+    for kind, alarm in report.alarms:
         value = (f"missing ({alarm.name}; a deploy with lifecycle.ttl_hours creates it)" if alarm.state is None
                  else f"{alarm.state} ({alarm.name})")
         lines.append(_line(f"alarm teardown-{kind}", value))
+    if report.head_node:
+        lines.append(_line("head node", report.head_node))
+    if report.shell:
+        lines.append(_line("shell", report.shell))
     return lines
+
+
+def _expiry_text(report: StatusReport, now: datetime) -> str:
+    raw = report.expires_at
+    if raw is None:
+        return "never (no lifecycle.ttl_hours)"
+    if report.expires is None:
+        return f"{raw} (not a time)"
+    if report.expires <= now:
+        return f"{raw}, {time_left(report.expires, now)}"
+    return f"{raw}, {time_left(report.expires, now)}; extend: make deploy CLUSTER={report.cluster} TTL=<hours from now>"
+
+
+def _teardown_lines(teardown: Teardown, expires: datetime | None, now: datetime) -> list[str]:
+    lines = []
+    if teardown.deleting:
+        lines.append(_line("deletion", "under way (DELETE_IN_PROGRESS)"))
+    elif teardown.overdue_minutes is not None and expires is not None:
+        busy = f"; CloudFormation refuses it while {teardown.refused_while}" if teardown.refused_while else ""
+        lines.append(_line("overdue", f"yes, by {span(expires, now)}: the stack still exists; the TTL schedule "
+                                      f"retries DeleteStack every {TTL_RETRY_MINUTES} minutes{busy}"))
+    if teardown.retry:
+        failed = teardown.failed
+        lines.append(_line("deletion failed", f"{failed.logical_id}: {failed.reason}" if failed
+                           else teardown.failed_unread or ""))
+        lines.append(_line("retry", teardown.retry))
+    return lines
+
+
+# -- JSON ------------------------------------------------------------------------------------------------
+
+
+def report_json(report: StatusReport) -> str:
+    """``clusterkit.status/v1`` (docs/cli-output.md): the report as data, times in UTC ISO 8601."""
+    import json
+
+    teardown = report.teardown
+    data = {
+        "schema": "clusterkit.status/v1", "cluster": report.cluster, "region": report.region,
+        "stacks": [{"name": s.name, "status": s.status} for s in report.stacks],
+        "deployed": report.deployed, "expires_at": report.expires_at,
+        "teardown": {
+            "deleting": teardown.deleting, "overdue_minutes": teardown.overdue_minutes,
+            "refused_while": teardown.refused_while,
+            "failed": ({"logical_id": teardown.failed.logical_id, "reason": teardown.failed.reason}
+                       if teardown.failed else None),
+            "failed_unread": teardown.failed_unread, "retry": teardown.retry,
+        },
+        "alarms": [{"kind": kind, "name": alarm.name, "state": alarm.state} for kind, alarm in report.alarms],
+        "alarms_unread": report.alarms_unread, "head_node": report.head_node, "shell": report.shell,
+    }
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 
 def cloudformation_client(region: str) -> Any:

@@ -120,6 +120,10 @@ class NetworkStack(cdk.Stack):
             self, "Vpc", vpc_id=ex.vpc_id, availability_zones=[self.effective.availability_zone],
             private_subnet_ids=[ex.compute_subnet_id])
         self._compute_subnet = self.vpc.private_subnets[0]
+        # The subnet is imported by id alone; nothing here reads its route table (no endpoints, no routes).
+        cdk.Annotations.of(self._compute_subnet).acknowledge_warning(
+            "@aws-cdk/aws-ec2:noSubnetRouteTableId",
+            "an existing VPC's subnet is imported by id only; ClusterKit adds no routes or endpoints to it")
         self.compute_subnet_id = ex.compute_subnet_id
         self.head_node_subnet_id = ex.head_node_subnet_id
 

@@ -263,6 +263,33 @@ def test_cli(aws, capsys):
     assert out[5].split()[:3] == ["alarm", "teardown-refused", "OK"]  # the CLI's own CloudWatch client
 
 
+def test_cli_json_shape(aws, capsys):
+    """clusterkit.status/v1 (docs/cli-output.md): a failed, overdue teardown as data."""
+    cfn, cloudwatch = aws
+    _deploy(cfn, CLUSTER_OUTPUTS)
+    _alarms(cloudwatch, refused="ALARM", overdue="OK")
+    _fail_deletion("Demo-Cluster")
+    assert main(["status", "--format", "json", "demo"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert set(data) == {"schema", "cluster", "region", "stacks", "deployed", "expires_at", "teardown", "alarms",
+                         "alarms_unread", "head_node", "shell"}
+    assert data["schema"] == "clusterkit.status/v1" and data["deployed"] is True
+    assert data["stacks"][2] == {"name": "Demo-Cluster", "status": "DELETE_FAILED"}
+    assert data["expires_at"] == "2026-12-04T08:00:00Z" and data["head_node"] == HEAD
+    teardown = data["teardown"]
+    assert teardown["failed"] == {"logical_id": "ParallelCluster", "reason": REASON}
+    assert teardown["retry"] == "aws cloudformation delete-stack --region us-east-1 --stack-name Demo-Cluster"
+    assert teardown["deleting"] is False and teardown["failed_unread"] is None
+    assert {a["kind"]: a["state"] for a in data["alarms"]} == {"refused": "ALARM", "overdue": "OK"}
+
+
+def test_cli_json_for_a_cluster_that_is_not_deployed(aws, capsys):
+    assert main(["status", "--format", "json", "demo"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["deployed"] is False and data["teardown"]["retry"] is None and data["alarms"] == []
+    assert [s["status"] for s in data["stacks"]] == [None, None, None]
+
+
 def test_no_credentials_is_one_line(monkeypatch, capsys):
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.delenv(key, raising=False)

@@ -42,12 +42,12 @@ def _cluster(cluster: ClusterDiff) -> dict[str, Any]:
 
 
 def _change(change: Change) -> dict[str, Any]:
-    out: dict[str, Any] = {"path": change.dotted, "kind": change.kind}
-    if change.old is not MISSING:
-        out["old"] = change.old
-    if change.new is not MISSING:
-        out["new"] = change.new
-    return out
+    return _sides({"path": change.dotted, "kind": change.kind}, change.old, change.new, MISSING)
+
+
+def _sides(out: dict[str, Any], old: Any, new: Any, absent: Any) -> dict[str, Any]:
+    """``out`` with ``old``/``new`` added, each only when that side has a value (is not ``absent``)."""
+    return {**out, **({"old": old} if old is not absent else {}), **({"new": new} if new is not absent else {})}
 
 
 def _assessed(item: Assessed) -> dict[str, Any]:
@@ -57,12 +57,7 @@ def _assessed(item: Assessed) -> dict[str, Any]:
 
 
 def _image(image: ImageChange) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": image.name, "kind": image.kind}
-    if image.old is not None:
-        out["old"] = image.old
-    if image.new is not None:
-        out["new"] = image.new
-    return out
+    return _sides({"name": image.name, "kind": image.kind}, image.old, image.new, None)
 
 
 def _side(side: CostSide | None) -> dict[str, Any] | None:

@@ -18,31 +18,13 @@ import pytest
 from diff_fixtures import CASES, NEW_PYTORCH, OLD_PYTORCH, PRICES
 from diff_repo import check_golden, make_repo
 
-from clusterkit import cost
 from clusterkit.cli import main
 from clusterkit.diff import CostDelta, build_report
 from clusterkit.diff_impact import FLEET, LIVE, RECREATE, VERSION_LABEL
 from clusterkit.pcluster_runner import pcluster_python
 
-pytestmark = pytest.mark.skipif(not pcluster_python().exists(), reason="run `make pcluster-venv`")
-
-
-@pytest.fixture(autouse=True)
-def snapshot_prices(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = cost.load_prices
-    monkeypatch.setattr(cost, "load_prices", lambda path=PRICES: real(path))
-
-
-@pytest.fixture(scope="module")
-def repo_for(tmp_path_factory: pytest.TempPathFactory):
-    made: dict[str, Path] = {}
-
-    def get(case: str) -> Path:
-        if case not in made:
-            made[case] = make_repo(tmp_path_factory.mktemp(case) / "repo", case)
-        return made[case]
-
-    return get
+pytestmark = [pytest.mark.skipif(not pcluster_python().exists(), reason="run `make pcluster-venv`"),
+              pytest.mark.usefixtures("snapshot_prices")]
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -11,15 +11,15 @@ import json
 from pathlib import Path
 
 import pytest
-from diff_fixtures import CASES, PRICES
+from diff_fixtures import CASES
 from diff_repo import git, make_repo
 
-from clusterkit import cost
 from clusterkit.cli import main
 from clusterkit.diff_gate import FAIL_ON, ORDER
 from clusterkit.pcluster_runner import pcluster_python
 
-pytestmark = pytest.mark.skipif(not pcluster_python().exists(), reason="run `make pcluster-venv`")
+pytestmark = [pytest.mark.skipif(not pcluster_python().exists(), reason="run `make pcluster-venv`"),
+              pytest.mark.usefixtures("snapshot_prices")]
 
 # case -> {cluster: level}: what ParallelCluster's update policies say each pull request does.
 LEVELS = {
@@ -32,24 +32,6 @@ LEVELS = {
     "mixed": {"demo": "recreate"},
     "cluster-added-removed": {"p4d-existing": "recreate", "p5-capacity-block": "live"},  # removed / added
 }
-
-
-@pytest.fixture(autouse=True)
-def snapshot_prices(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = cost.load_prices
-    monkeypatch.setattr(cost, "load_prices", lambda path=PRICES: real(path))
-
-
-@pytest.fixture(scope="module")
-def repo_for(tmp_path_factory: pytest.TempPathFactory):
-    made: dict[str, Path] = {}
-
-    def get(case: str) -> Path:
-        if case not in made:
-            made[case] = make_repo(tmp_path_factory.mktemp(case) / "repo", case)
-        return made[case]
-
-    return get
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

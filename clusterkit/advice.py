@@ -2,7 +2,7 @@
 
 ``advise`` runs after the rules on a spec without errors (``loader.load``), on its effective spec
 (``clusterkit.effective``: resolved FSx throughput, local NVMe from the catalog); everything it says is
-a warning, so ``validate`` still passes. Three checks:
+a warning (with its id from ``clusterkit.warning_ids``), so ``validate`` still passes. The checks:
 
 - FSx fan-out: every compute node turns each locked image into a container, and where pyxis extracts
   (``enroot create``: pyxis < 0.24, or ``use_squashfuse: false``) it reads the whole ``.sqsh`` from FSx
@@ -186,7 +186,7 @@ def _fan_out(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[
         message += (f" where pyxis extracts (pyxis < 0.24); squashfuse starts (pyxis >= 0.24) read about "
                     f"{share:.0%} of it for jobs reading {JOB_READS:.0%} of their image: "
                     f"{share * fan.seconds / 60:.1f} min")
-    yield m.problem(path, message, "; ".join(h for h in hints if h), level="warning")
+    yield m.problem(path, message, "; ".join(h for h in hints if h), level="warning", id="image-fanout-slow")
 
 
 def _faster(new: EffectiveNewFsx, total_bytes: int) -> str:
@@ -229,7 +229,7 @@ def _head_root(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> Iterato
     assumed = _assumed(sizes)
     yield m.problem("head_node.root_volume_gib",
                     f"importing the images needs {need:.0f} GiB on the root volume but it has {have} GiB",
-                    f"{hint}; {assumed}" if assumed else hint, level="warning")
+                    f"{hint}; {assumed}" if assumed else hint, level="warning", id="head-root-volume-small")
 
 
 def compute_root_need_gib(sizes: list[ImageSize]) -> float:
@@ -257,7 +257,7 @@ def _compute_root(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> Iter
         yield m.problem(f"queues[{i}].root_volume_gib" if queue.root_volume_gib is not None else f"queues[{i}].name",
                         f"queue {queue.name} has no instance-store NVMe: containers unpack onto a root volume of "
                         f"{said}, and the largest image needs {need:.0f} GiB",
-                        f"{hint}; {assumed}" if assumed else hint, level="warning")
+                        f"{hint}; {assumed}" if assumed else hint, level="warning", id="compute-root-volume-small")
 
 
 def _capacity_blocks(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[Problem]:
@@ -271,7 +271,9 @@ def _capacity_blocks(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> I
             path = f"queues[{i}].compute_resources[{j}].reservation_instance_count"
             if cr.max > count:
                 yield m.problem(path, f"min/max {cr.max} exceed the capacity block's {count} instances",
-                                f"nodes beyond the block never launch; set min and max to {count}", level="warning")
+                                f"nodes beyond the block never launch; set min and max to {count}",
+                                level="warning", id="capacity-block-exceeded")
             else:
                 yield m.problem(path, f"min/max {cr.max} use {cr.max} of the capacity block's {count} instances",
-                                f"the whole block is paid for; set min and max to {count}", level="warning")
+                                f"the whole block is paid for; set min and max to {count}",
+                                level="warning", id="capacity-block-partial")

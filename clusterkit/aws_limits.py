@@ -167,7 +167,8 @@ def _capacity_blocks(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
                                 f"Capacity Blocks exist for {', '.join(families)}; else use ondemand or spot")
             else:
                 yield m.problem(path, f"{name} is not among the Capacity Block sizes AWS lists",
-                                f"listed {family(name)} sizes: {', '.join(sizes)}", level="warning")
+                                f"listed {family(name)} sizes: {', '.join(sizes)}", level="warning",
+                                id="capacity-block-size-unlisted")
 
 
 def _tags(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:

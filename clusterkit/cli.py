@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .errors import EXIT_USER_ERROR, ClusterKitError, Problem
+from .errors import EXIT_USER_ERROR, Acknowledged, ClusterKitError, Problem
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -19,6 +19,9 @@ def _validate(args: argparse.Namespace) -> int:
     from .loader import load_many
     from .output import github_annotations, validate_json
 
+    # The problems hold no acknowledged warning (each Loaded keeps those): --strict fails on the rest, an
+    # unused acknowledgement included. ParallelCluster's own warnings, which a spec cannot acknowledge
+    # (warning_ids.NOT_ACKNOWLEDGEABLE), are added after and stay warnings.
     loaded, problems = load_many(args.names)
     if args.strict:
         problems = [dataclasses.replace(p, level="error") if p.level == "warning" else p for p in problems]
@@ -26,8 +29,10 @@ def _validate(args: argparse.Namespace) -> int:
     if not errors and args.pcluster:
         problems += _pcluster_problems(loaded)
         errors = [p for p in problems if p.level == "error"]
+    acknowledged = [a for i in loaded for a in i.acknowledged]
     if args.format == "json":
-        sys.stdout.write(validate_json([(i.spec.name, i.source.display_path) for i in loaded], problems))
+        sys.stdout.write(validate_json([(i.spec.name, i.source.display_path) for i in loaded], problems,
+                                       acknowledged))
     elif args.format == "github":
         sys.stdout.write(github_annotations(problems))
     else:
@@ -35,8 +40,16 @@ def _validate(args: argparse.Namespace) -> int:
             print(problem.render(), file=sys.stderr)
         if not errors:
             for item in loaded:
-                print(f"{item.source.display_path}: ok ({item.spec.name})")
+                print(f"{item.source.display_path}: ok ({item.spec.name}{_acknowledged_note(item.acknowledged)})")
     return EXIT_USER_ERROR if errors else 0
+
+
+def _acknowledged_note(acknowledged: list[Acknowledged]) -> str:
+    """``; 2 acknowledged warnings: image-fanout-slow`` for the ok line ("" when none): never silently quiet."""
+    if not acknowledged:
+        return ""
+    ids = ", ".join(sorted({a.problem.id for a in acknowledged}))
+    return f"; {len(acknowledged)} acknowledged warning{'s' if len(acknowledged) > 1 else ''}: {ids}"
 
 
 def _pcluster_problems(loaded: list[Any]) -> list[Problem]:
@@ -51,7 +64,8 @@ def _pcluster_problems(loaded: list[Any]) -> list[Problem]:
     for result in run_check(configs, "validate"):
         found = [Problem(result["path"], error.get("line") or 0, (error.get("col") or 1) if error.get("line") else 0,
                          "", f"ParallelCluster {error['type']}: {error['message']}",
-                         level="error" if error["level"] == "ERROR" else "warning")
+                         level="error" if error["level"] == "ERROR" else "warning",
+                         id="" if error["level"] == "ERROR" else "pcluster-validator")
                  for error in result["errors"]]
         if not result["ok"] and not any(p.level == "error" for p in found):
             found.append(Problem(result["path"], 0, 0, "", "ParallelCluster refused the config"))
@@ -213,7 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="check specs (all of cluster_configs/*.yaml by default)")
     p.add_argument("names", nargs="*", metavar="NAME|PATH")
     p.add_argument("--pcluster", action="store_true", help="also run ParallelCluster's own schema and validators")
-    p.add_argument("--strict", action="store_true", help="treat warnings as errors")
+    p.add_argument("--strict", action="store_true",
+                   help="treat the warnings a spec does not acknowledge (docs/spec.md) as errors")
     p.add_argument("--format", choices=("text", "json", "github"), default="text",
                    help="json: one document on stdout (docs/cli-output.md); github: workflow annotations")
     p.set_defaults(run=_validate)

@@ -60,5 +60,5 @@ def expect_problems(spec: ClusterSpec, marks: Marks) -> list[Problem]:
         for finding in node_compat.check(ruleset, image.name, expect):
             hint = f"{finding.why}; rule {finding.rule} in {RULES_PATH.relative_to(REPO)}"
             problems.append(marks.problem(f"containers.images[{i}].expect.{finding.component}",
-                                          finding.message, hint, level="warning"))
+                                          finding.message, hint, level="warning", id="image-expect-incompatible"))
     return problems

@@ -7,12 +7,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .warning_ids import WARNINGS
+
 EXIT_USER_ERROR = 2
 
 
 @dataclass(frozen=True)
 class Problem:
-    """One mistake (or, with ``level='warning'``, one piece of advice) at one place in one file."""
+    """One mistake (or, with ``level='warning'``, one piece of advice) at one place in one file.
+
+    A warning has an ``id`` from ``clusterkit.warning_ids`` (a spec acknowledges warnings by it); it stays when
+    ``validate --strict`` makes the warning an error, so that error still says which id to acknowledge.
+    """
 
     file: str
     line: int  # 1-based; 0 when the problem has no position (e.g. a missing file)
@@ -21,11 +27,20 @@ class Problem:
     message: str
     hint: str = ""
     level: str = "error"
+    id: str = ""  # a key of warning_ids.WARNINGS, or ""
+
+    def __post_init__(self) -> None:
+        if self.id and self.id not in WARNINGS:
+            raise ValueError(f"warning id {self.id!r} is not in clusterkit/warning_ids.py")
 
     def render(self) -> str:
+        """``file:line:col: [warning[id]: ]path: message (hint)``; a warning made an error shows ``error[id]: ``."""
         where = f"{self.file}:{self.line}:{self.col}" if self.line else self.file
         what = f"{self.path}: {self.message}" if self.path else self.message
-        prefix = "warning: " if self.level == "warning" else ""
+        if self.id:
+            prefix = f"{self.level}[{self.id}]: "
+        else:
+            prefix = "warning: " if self.level == "warning" else ""
         hint = f" ({self.hint})" if self.hint else ""
         return f"{where}: {prefix}{what}{hint}"
 
@@ -46,3 +61,11 @@ class SpecError(ClusterKitError):
 
     def lines(self) -> list[str]:
         return [p.render() for p in self.problems]
+
+
+@dataclass(frozen=True)
+class Acknowledged:
+    """A warning the spec accepted (its ``acknowledge`` entry names the id), with the reason it gives."""
+
+    problem: Problem
+    reason: str

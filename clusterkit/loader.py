@@ -10,21 +10,24 @@ from pathlib import Path
 
 from . import advice, images, rules
 from .effective import expand_spec, image_platform
-from .errors import ClusterKitError, Problem, SpecError
+from .errors import Acknowledged, ClusterKitError, Problem, SpecError
 from .lock_file import LOCK_SUFFIX, ImageLock, LockError, read_lock
 from .paths import CONFIG_DIR
 from .spec import ClusterSpec, LoadedSpec, parse_spec
+from .typed_yaml import Marks
 
 DEFAULT_CLUSTER = "demo"
 
 
 @dataclass(frozen=True)
 class Loaded:
-    """A spec that has no errors, with its warnings (sizing advice and the like)."""
+    """A spec that has no errors, with its warnings (sizing advice and the like): those the spec does not
+    acknowledge in ``warnings``, the ones it does in ``acknowledged``."""
 
     spec: ClusterSpec
     source: LoadedSpec
     warnings: list[Problem] = field(default_factory=list)
+    acknowledged: list[Acknowledged] = field(default_factory=list)
 
     @property
     def lock_path(self) -> Path:
@@ -83,8 +86,24 @@ def lock_or_none(spec_path: Path) -> ImageLock | None:
         return None
 
 
+def acknowledge(spec: ClusterSpec, marks: Marks, warnings: list[Problem]) -> tuple[list[Problem], list[Acknowledged]]:
+    """Split ``warnings`` by the spec's ``acknowledge`` entries (checked by rules.py): the rest, plus one
+    ``acknowledgement-unused`` warning per entry no warning matched, and the acknowledged ones with their reason."""
+    reasons = {ack.id: ack.reason for ack in spec.acknowledge}
+    rest = [w for w in warnings if w.id not in reasons]
+    accepted = [Acknowledged(w, reasons[w.id]) for w in warnings if w.id in reasons]
+    used = {a.problem.id for a in accepted}
+    for i, ack in enumerate(spec.acknowledge):
+        if ack.id not in used:
+            rest.append(marks.problem(f"acknowledge[{i}].id", f"{ack.id} is acknowledged, but this spec raises no "
+                                      "such warning", "remove the entry: what it accepted is gone", level="warning",
+                                      id="acknowledgement-unused"))
+    return rest, accepted
+
+
 def load(name_or_path: str, *, check_lock: bool = True) -> Loaded:
-    """Load one spec; raise ``SpecError`` with every error found (warnings ride along on success)."""
+    """Load one spec; raise ``SpecError`` with every error found (warnings ride along on success, less the
+    ones the spec acknowledges)."""
     path = resolve(name_or_path)
     shown = display(path)
     try:
@@ -108,15 +127,18 @@ def load(name_or_path: str, *, check_lock: bool = True) -> Loaded:
     if check_lock:
         problems += _lock_problems(spec, source)
     errors = [p for p in problems if p.level == "error"]
-    if errors:
-        raise SpecError(problems)
+    if errors:  # acknowledged warnings stay quiet; whether an entry is unused is judged once advice has run
+        acknowledged = {ack.id for ack in spec.acknowledge}
+        raise SpecError([p for p in problems if p.level == "error" or not p.id or p.id not in acknowledged])
     warnings = [p for p in problems if p.level == "warning"] + advice.advise(expand_spec(spec), marks,
                                                                            lock_or_none(path))
-    return Loaded(spec=spec, source=source, warnings=warnings)
+    warnings, accepted = acknowledge(spec, marks, warnings)
+    return Loaded(spec=spec, source=source, warnings=warnings, acknowledged=accepted)
 
 
 def load_many(names: list[str], *, check_lock: bool = True) -> tuple[list[Loaded], list[Problem]]:
-    """Load several specs, collecting every problem of every file instead of stopping at the first."""
+    """Load several specs, collecting every problem of every file instead of stopping at the first (the
+    warnings a spec acknowledges are not among them: they stay on its ``Loaded``)."""
     loaded: list[Loaded] = []
     problems: list[Problem] = []
     for name in names or [p.stem for p in all_spec_paths()]:

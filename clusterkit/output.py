@@ -4,7 +4,10 @@ Every JSON document names its shape and version in ``"schema"`` (``clusterkit.<c
 new key is not a new version, a renamed or removed one is. The shapes (also in docs/cli-output.md):
 
 - ``clusterkit.validate/v1``: ``{schema, ok, clusters: [{name, file}], problems: [{file, line, col,
-  path, message, hint, level}]}``; line and col are 0 when a problem has no position.
+  path, message, hint, level, id}], acknowledged: [{file, line, col, path, message, hint, level, id,
+  reason}]}``; line and col are 0 when a problem has no position; ``id`` is a warning's id
+  (clusterkit/warning_ids.py, kept when ``--strict`` makes it an error), "" for other errors;
+  ``acknowledged`` holds the warnings the loaded specs accept, with their ``reason``.
 - ``clusterkit.cost/v1``: ``{schema, cluster, region, currency, hours_30_days, idle_hourly,
   busy_hourly, idle_30_days, busy_30_days, lines: [{item, detail, idle_hourly, busy_hourly, note,
   missing}], not_in_totals: [...], refreshed: [...], price_sources: [...]}``; an unpriced line has
@@ -20,35 +23,44 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import Problem
+from .errors import Acknowledged, Problem
 
 
 def dumps(data: dict[str, Any]) -> str:
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 
-def validate_json(clusters: Sequence[tuple[str, str]], problems: Sequence[Problem]) -> str:
+def _problem(p: Problem) -> dict[str, Any]:
+    return {"file": p.file, "line": p.line, "col": p.col, "path": p.path, "message": p.message, "hint": p.hint,
+            "level": p.level, "id": p.id}
+
+
+def validate_json(clusters: Sequence[tuple[str, str]], problems: Sequence[Problem],
+                  acknowledged: Sequence[Acknowledged] = ()) -> str:
     return dumps({
         "schema": "clusterkit.validate/v1",
         "ok": not any(p.level == "error" for p in problems),
         "clusters": [{"name": name, "file": file} for name, file in clusters],
-        "problems": [{"file": p.file, "line": p.line, "col": p.col, "path": p.path, "message": p.message,
-                      "hint": p.hint, "level": p.level} for p in problems],
+        "problems": [_problem(p) for p in problems],
+        "acknowledged": [{**_problem(a.problem), "reason": a.reason} for a in acknowledged],
     })
 
 
 def github_annotations(problems: Sequence[Problem]) -> str:
     """One GitHub Actions workflow command per problem (``::error file=..,line=..::message``), which the
-    PR page shows on the line of the spec. Escaping follows the runner's rules (actions/toolkit
-    packages/core/src/command.ts: ``%``, CR and LF in the message; also ``:`` and ``,`` in properties)."""
+    PR page shows on the line of the spec; the title is the spec path, after the warning id when there is
+    one (``[image-fanout-slow] storage.fsx_lustre.new.capacity_gib``). Escaping follows the runner's rules
+    (actions/toolkit packages/core/src/command.ts: ``%``, CR and LF in the message; also ``:`` and ``,``
+    in properties)."""
     lines = []
     for p in problems:
         kind = "warning" if p.level == "warning" else "error"
         props = [f"file={_prop(p.file)}"]
         if p.line:
             props += [f"line={p.line}", f"col={p.col}"]
-        if p.path:
-            props.append(f"title={_prop(p.path)}")
+        title = " ".join(part for part in (f"[{p.id}]" if p.id else "", p.path) if part)
+        if title:
+            props.append(f"title={_prop(title)}")
         message = p.message + (f" ({p.hint})" if p.hint else "")
         lines.append(f"::{kind} {','.join(props)}::{_data(message)}")
     return "".join(line + "\n" for line in lines)

@@ -15,7 +15,7 @@ from typing import Any
 from clusterkit_node import settings as node
 from clusterkit_node.layout import image_name_problem
 
-from . import DEFAULT_PC_VERSION, aws_limits, catalog, compat
+from . import DEFAULT_PC_VERSION, aws_limits, catalog, compat, warning_ids
 from .effective import created_fsx, efa_enabled, expand_spec, fsx_throughput, image_store, new_vpc
 from .errors import Problem
 from .imageref import ImageRefError, parse_image_ref
@@ -51,6 +51,8 @@ NOTIFY_EMAIL = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+
                           r"@([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}")
 EMAIL_MAX = 254  # RFC 5321 path limit
 EMAIL_LOCAL_MAX = 64
+# acknowledge[].reason: some visible text (searched, not matched whole); control characters are the catch-all's
+ACK_REASON = re.compile(r"\S")
 IDS = {
     "vpc": re.compile(r"vpc-[0-9a-f]{8}([0-9a-f]{9})?"),
     "subnet": re.compile(r"subnet-[0-9a-f]{8}([0-9a-f]{9})?"),
@@ -63,7 +65,8 @@ IDS = {
 def check(spec: ClusterSpec, marks: Marks) -> list[Problem]:
     """Every rule, in spec order; errors and warnings together."""
     problems: list[Problem] = []
-    for rule in (_identity, _network, _head_node, _storage, _queues, _containers, _compat, _misc, aws_limits.check):
+    for rule in (_identity, _network, _head_node, _storage, _queues, _containers, _compat, _misc, aws_limits.check,
+                 _acknowledge):
         problems.extend(rule(spec, marks))
     # Catch-alls, after the specific rules (whose messages say more): each field once.
     reported = {p.path for p in problems if p.level == "error"}
@@ -342,7 +345,7 @@ def _queue(spec: ClusterSpec, m: Marks, qp: str, queue: Queue, arches: dict[str,
             if offered is not None and spec.availability_zone not in offered:
                 where = ", ".join(offered) if offered else "no AZ"
                 yield m.problem(f"{cp}.instance_type", f"{cr.instance_type} is not offered in {spec.availability_zone}",
-                                f"catalog lists {where}", level="warning")
+                                f"catalog lists {where}", level="warning", id="instance-type-not-in-az")
         if cr.min < 0:
             yield m.problem(f"{cp}.min", f"must be >= 0 (got {cr.min})")
         if cr.max < 1:
@@ -448,6 +451,26 @@ def _misc(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
         if problem:
             yield m.problem("lifecycle.notify_email", problem,
                             "one address like ops@example.com; SNS mails it a confirmation link")
+
+
+def _acknowledge(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
+    """Each entry names a warning id a spec may accept, once, with a reason (the loader applies them)."""
+    seen: set[str] = set()
+    allowed = warning_ids.acknowledgeable()
+    for i, ack in enumerate(spec.acknowledge):
+        path = f"acknowledge[{i}]"
+        shown = f"'{ack.id}'" if ack.id.isprintable() else repr(ack.id)
+        if ack.id in warning_ids.NOT_ACKNOWLEDGEABLE:
+            yield m.problem(f"{path}.id", f"{ack.id} cannot be acknowledged", warning_ids.NOT_ACKNOWLEDGEABLE[ack.id])
+        elif ack.id not in warning_ids.WARNINGS:
+            yield m.problem(f"{path}.id", f"unknown warning id {shown}",
+                            did_you_mean(ack.id, allowed) or f"one of {', '.join(allowed)}")
+        elif ack.id in seen:
+            yield m.problem(f"{path}.id", f"{ack.id} is acknowledged twice", "one entry per id: remove this one")
+        seen.add(ack.id)
+        if not ACK_REASON.search(ack.reason):
+            yield m.problem(f"{path}.reason", "the reason is empty",
+                            "say why the warning is accepted, e.g. who decided and until when")
 
 
 def _email_problem(value: str) -> str | None:

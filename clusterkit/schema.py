@@ -4,9 +4,10 @@
 reports it stale), and every shipped spec names it on its first line for yaml-language-server. It walks the
 dataclasses the way ``clusterkit.reference`` does and reads them the way ``clusterkit.typed_yaml`` does: the
 types, the required keys (no default), no unknown keys, the choices of each ``Literal``, the defaults and the
-``doc`` strings. Value limits come only from rules that are data: the constants of ``clusterkit.rules`` and
+``doc`` strings. Value limits come only from rules that are data: the constants of ``clusterkit.rules``,
 the nodes' settings contract (``clusterkit_node.settings``, via the spec fields of
-``clusterkit.node_settings.SETTING_FIELDS``). Limits written only as code stay with ``clusterkit validate``,
+``clusterkit.node_settings.SETTING_FIELDS``), and the warning ids a spec may acknowledge
+(``clusterkit.warning_ids``). Limits written only as code stay with ``clusterkit validate``,
 as do cross-field rules and the catalog (instance types, regions, zones): the schema may accept a spec that
 validate refuses, never the other way round.
 """
@@ -21,7 +22,7 @@ from typing import Any, Literal, Union
 
 from clusterkit_node import settings as node
 
-from . import rules
+from . import rules, warning_ids
 from .node_settings import SETTING_FIELDS
 from .spec import ClusterSpec
 
@@ -65,6 +66,8 @@ def _rule_limits() -> dict[str, dict[str, Any]]:
         "monitoring.log_retention_days": {"enum": sorted(rules.PC_LOG_RETENTION_DAYS)},
         "lifecycle.ttl_hours": {"minimum": rules.TTL_MIN_HOURS, "maximum": rules.TTL_MAX_HOURS},
         "lifecycle.notify_email": {"pattern": _pattern(rules.NOTIFY_EMAIL), "maxLength": rules.EMAIL_MAX},
+        "acknowledge[].id": {"enum": warning_ids.acknowledgeable()},
+        "acknowledge[].reason": {"pattern": rules.ACK_REASON.pattern},  # searched: some visible text
     }
 
 

@@ -189,6 +189,12 @@ class Lifecycle:
 
 
 @dataclass(frozen=True)
+class Acknowledgement:
+    id: str = doc("id of the warning to accept, as validate prints it: warning[image-fanout-slow] is image-fanout-slow")
+    reason: str = doc("why it is accepted, on one line (validate --format json shows it with the warning)")
+
+
+@dataclass(frozen=True)
 class ClusterSpec:
     name: str = doc("cluster name: a letter, then letters, digits, hyphens (at most 60)")
     region: str = doc("AWS region, e.g. us-east-1")
@@ -206,6 +212,9 @@ class ClusterSpec:
     monitoring: Monitoring = doc("logs and metrics", Monitoring())
     lifecycle: Lifecycle = doc("automatic teardown", Lifecycle())
     tags: dict[str, str] = doc("tags on every resource", default_factory=dict)
+    acknowledge: tuple[Acknowledgement, ...] = doc(
+        "warnings accepted for this cluster, each by id with a reason: validate stops reporting them, so --strict "
+        "does not fail on them; an entry that matches no warning is itself a warning (ids: docs/spec.md)", ())
 
 
 @dataclass(frozen=True)

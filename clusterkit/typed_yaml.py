@@ -49,10 +49,11 @@ class Marks:
     def key_at(self, path: str) -> tuple[int, int]:
         return self.keys.get(path) or self.at(path)
 
-    def problem(self, path: str, message: str, hint: str = "", *, level: str = "error",
+    def problem(self, path: str, message: str, hint: str = "", *, level: str = "error", id: str = "",
                 on_key: bool = False) -> Problem:
+        """A problem at ``path``; a warning names its id (``clusterkit.warning_ids``)."""
         line, col = self.key_at(path) if on_key else self.at(path)
-        return Problem(self.file, line, col, path, message, hint, level)
+        return Problem(self.file, line, col, path, message, hint, level, id)
 
 
 def _parent(path: str) -> str:

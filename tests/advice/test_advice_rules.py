@@ -83,7 +83,7 @@ def test_fan_out_warns_with_the_tier_that_fixes_it(tmp_path):
 def test_fan_out_points_at_the_spec_line(tmp_path):
     (warning,) = _spec(tmp_path, nodes=8, fsx=P2_125, images={"a": 10 * GIB})
     assert warning.render().startswith(
-        f"{tmp_path}/t.yaml:14:30: warning: storage.fsx_lustre.new.throughput_mb_per_tib:")
+        f"{tmp_path}/t.yaml:14:30: warning[image-fanout-slow]: storage.fsx_lustre.new.throughput_mb_per_tib:")
 
 
 def test_fan_out_says_when_sizes_are_assumed(tmp_path):

@@ -32,12 +32,15 @@ def test_validate_json_on_the_shipped_specs(capsys) -> None:
     code, out, err = run(capsys, "validate", "--format", "json")
     data = json.loads(out)
     assert (code, err) == (0, "")
-    assert set(data) == {"schema", "ok", "clusters", "problems"} and data["schema"] == "clusterkit.validate/v1"
+    assert set(data) == {"schema", "ok", "clusters", "problems", "acknowledged"}
+    assert data["schema"] == "clusterkit.validate/v1" and data["acknowledged"] == []
     assert data["ok"] is True
     assert [c["name"] for c in data["clusters"]] == sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
     warning = next(p for p in data["problems"] if p["path"] == "storage.fsx_lustre.new.throughput_mb_per_tib")
-    assert set(warning) == {"file", "line", "col", "path", "message", "hint", "level"}
+    assert set(warning) == {"file", "line", "col", "path", "message", "hint", "level", "id"}
     assert warning["level"] == "warning" and warning["file"] == "cluster_configs/demo.yaml" and warning["line"] > 0
+    assert warning["id"] == "image-fanout-slow"
+    assert all(p["id"] for p in data["problems"] if p["level"] == "warning")
 
 
 def test_validate_json_reports_errors_with_positions_and_exit_2(tmp_path: Path, capsys) -> None:
@@ -46,6 +49,7 @@ def test_validate_json_reports_errors_with_positions_and_exit_2(tmp_path: Path, 
     assert (code, err, data["ok"], data["clusters"]) == (2, "", False, [])
     (error,) = [p for p in data["problems"] if p["level"] == "error"]
     assert error["path"] == "region" and error["line"] > 0 and error["col"] > 0 and "us-east-9" in error["message"]
+    assert error["id"] == ""
 
 
 def test_validate_github_annotations(tmp_path: Path, capsys) -> None:
@@ -68,11 +72,21 @@ def test_github_annotations_escape_what_the_runner_would_cut() -> None:
     assert github_annotations([no_position]) == "::warning file=f.yaml::no file\n"
 
 
+def test_github_annotation_titles_carry_the_warning_id(capsys) -> None:
+    code, out, _ = run(capsys, "validate", "--format", "github", "demo")
+    assert code == 0 and out.startswith(
+        "::warning file=cluster_configs/demo.yaml,line=26,col=30,"
+        "title=[image-fanout-slow] storage.fsx_lustre.new.throughput_mb_per_tib::image fan-out: ")
+    unplaced = Problem("f.yaml", 0, 0, "", "m", level="warning", id="pcluster-validator")
+    assert github_annotations([unplaced]) == "::warning file=f.yaml,title=[pcluster-validator]::m\n"
+
+
 def test_validate_strict_turns_warnings_into_errors(capsys) -> None:
     assert run(capsys, "validate", "demo")[0] == 0
     code, out, err = run(capsys, "validate", "--strict", "demo")
     assert code == 2 and out == ""
-    assert "demo.yaml:" in err and "warning:" not in err and "throughput_mb_per_tib" in err
+    assert "demo.yaml:" in err and "warning" not in err and "throughput_mb_per_tib" in err
+    assert "error[image-fanout-slow]: storage.fsx_lustre.new.throughput_mb_per_tib: " in err
 
 
 def test_cost_json_shape_and_totals(capsys) -> None:

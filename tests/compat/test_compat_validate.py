@@ -62,11 +62,13 @@ def test_expected_versions_breaking_a_rule_warn_at_the_expect_key(tmp_path):
     loaded = load(str(path), check_lock=False)
     rel = "clusterkit/data/compat_rules.json"
     assert compat_warnings(loaded) == [
-        f"{path}:23:24: warning: containers.images[1].expect.efa_installer: image old-efa: NCCL 2.21.5 needs "
+        f"{path}:23:24: warning[image-expect-incompatible]: containers.images[1].expect.efa_installer: image "
+        f"old-efa: NCCL 2.21.5 needs "
         f"EFA installer >= 1.29 (it has 1.28.0) (libfabric from EFA installers before 1.29 fails NCCL "
         f"2.19+ GPU memory registration (NET/OFI Unable to register memory, RC: -22); workaround "
         f"FI_EFA_SET_CUDA_SYNC_MEMOPS=0; rule nccl-2.19-needs-efa-installer-1.29 in {rel})",
-        f"{path}:27:15: warning: containers.images[2].expect.cuda: image future: no rule gives the minimum "
+        f"{path}:27:15: warning[image-expect-incompatible]: containers.images[2].expect.cuda: image future: no "
+        f"rule gives the minimum "
         f"NVIDIA driver for CUDA 14.0, so nodes cannot check their driver against it (add the CUDA major "
         f"version to an error-level driver_for_cuda rule; rule compat-coverage in {rel})",
     ]
@@ -77,10 +79,11 @@ def test_warnings_do_not_fail_validation(tmp_path):
     path.write_text(SPEC)
     proc = subprocess.run([sys.executable, "-m", "clusterkit", "validate", str(path)], cwd=REPO,
                           capture_output=True, text=True, timeout=120, env=dict(os.environ))
-    assert "warning: containers.images[1].expect.efa_installer: image old-efa" in proc.stderr
+    assert ("warning[image-expect-incompatible]: containers.images[1].expect.efa_installer: image old-efa"
+            in proc.stderr)
     assert proc.returncode in (0, 2)
     # exit 2 may only come from the missing lock of this throwaway spec, never from a compat warning
-    errors = [ln for ln in proc.stderr.splitlines() if ": warning: " not in ln and ln.strip()]
+    errors = [ln for ln in proc.stderr.splitlines() if ": warning[" not in ln and ln.strip()]
     assert all("lock" in ln for ln in errors), errors
 
 

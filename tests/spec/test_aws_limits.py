@@ -98,8 +98,8 @@ CASES = [
        "trn2, trn2u; else use ondemand or spot)")]),
     ("capacity block on a size AWS does not list", "p5-capacity-block",
      "instance_type: p5.48xlarge", "instance_type: trn1.2xlarge",
-     [("30:24: warning: queues[0].compute_resources[0].instance_type: trn1.2xlarge is not among the Capacity Block "
-       "sizes AWS lists (listed trn1 sizes: trn1.32xlarge)")]),
+     [("30:24: warning[capacity-block-size-unlisted]: queues[0].compute_resources[0].instance_type: trn1.2xlarge is "
+       "not among the Capacity Block sizes AWS lists (listed trn1 sizes: trn1.32xlarge)")]),
 ]
 
 

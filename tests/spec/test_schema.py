@@ -135,6 +135,9 @@ VALID = {
         "    unlocked_images: import\n  images:\n    - name: pytorch\n"
         "      uri: nvcr.io/nvidia/pytorch:25.01-py3\n      expect:\n        cuda: '12.8'\n"
         "monitoring:\n  log_retention_days: 30\nscheduling:\n  queue_update_strategy: TERMINATE\n"),
+    "acknowledgements": _extra(  # unused here: a warning, not an error
+        "acknowledge:\n  - id: image-fanout-slow\n    reason: ' weighed by ml-infra '\n"
+        "  - id: capacity-block-size-unlisted\n    reason: x\n"),
 }
 
 
@@ -150,3 +153,11 @@ def test_schema_and_reader_accept_valid_variants(validator, tmp_path, text):
 def test_shipped_specs_pass_the_schema_and_the_reader(validator, path):
     load(path.stem)
     assert _schema_errors(validator, path.read_text(encoding="utf-8")) == []
+
+
+@pytest.mark.parametrize("entry", ["{id: image-fanout-slo, reason: x}", "{id: acknowledgement-unused, reason: x}",
+                                   "{id: image-fanout-slow, reason: ''}", "{id: image-fanout-slow, reason: '  '}",
+                                   "{id: image-fanout-slow}"])
+def test_schema_refuses_acknowledgements_validate_refuses(validator, entry):
+    """The ids a spec may acknowledge are an enum from clusterkit/warning_ids.py; a reason needs visible text."""
+    assert _schema_errors(validator, _extra(f"acknowledge:\n  - {entry}\n"))

@@ -5,7 +5,7 @@ Commands (stdlib only, Python 3.9+, run as root on the head node; compute nodes 
 ``fingerprint``), from the bundle's zipapp (``python3 clusterkit_node.pyz COMMAND``; ``python -m
 clusterkit_node COMMAND`` in a checkout):
 
-  sync        --lock LOCK --store DIR [--retries N] [--backoff S] [--verify-all]
+  sync        --lock LOCK --store DIR [--retries N] [--backoff S] [--verify-all] [--heartbeat S]
   status      --store DIR [--lock LOCK]
   verify      --store DIR --lock LOCK [--deep]
   fingerprint --store DIR --lock LOCK [--rules FILE] [--node-name NAME]
@@ -24,6 +24,7 @@ The work is done by the package's modules, one job each:
   squashfs.py         unsquashfs + superblock checks of a .sqsh
   versions.py         CUDA/NCCL/EFA/... versions read out of a .sqsh; ``expect`` matching
   image_import.py     enroot import with retries and backoff, adoption, publish and record
+  progress.py         enroot's output streamed to the log, heartbeat lines, the in-flight record `status` reads
   sync.py             ``sync``;  status.py ``status``;  verify.py ``verify``
   compat.py           the compatibility rules evaluator (the CLI's ``validate`` runs the same one)
   bundle_files.py     compat_rules.json and images.lock next to the zipapp
@@ -47,6 +48,7 @@ from .drift import cmd_drift
 from .fingerprint import cmd_fingerprint
 from .status import cmd_status
 from .sync import cmd_sync
+from .sync_config import DEFAULT_HEARTBEAT
 from .verify import cmd_verify
 
 # ------------------------------------------------------------------------------------------------- CLI
@@ -63,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds before the first retry, doubled each time (default 15)")
     s.add_argument("--verify-all", action="store_true",
                    help="also check every present image with unsquashfs -s (reads metadata)")
+    s.add_argument("--heartbeat", type=float, default=DEFAULT_HEARTBEAT, metavar="SECONDS",
+                   help="seconds between progress lines (time, bytes so far, throughput) while an image "
+                        f"imports (default {DEFAULT_HEARTBEAT:g}; 0: none)")
     st = sub.add_parser("status", help="present / missing / in progress per image")
     st.add_argument("--store", required=True)
     st.add_argument("--lock")

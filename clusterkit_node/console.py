@@ -66,6 +66,29 @@ def mb(n: int) -> float:
     return n / 1e6
 
 
+def format_bytes(n: float) -> str:
+    """Decimal units, as ``mb`` and the tables: ``512 B``, ``3.4 kB``, ``8.2 MB``, ``1.23 GB``."""
+    if n >= 1e9:
+        return f"{n / 1e9:.2f} GB"
+    if n >= 1e6:
+        return f"{n / 1e6:.1f} MB"
+    if n >= 1e3:
+        return f"{n / 1e3:.1f} kB"
+    return f"{int(n)} B"
+
+
+def format_duration(seconds: float) -> str:
+    """``45s``, ``2m30s``, ``1h05m`` (whole seconds; progress lines and ``status``)."""
+    total = max(0, int(seconds))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
 def format_versions(versions: Dict[str, str]) -> str:
     return " ".join(f"{k}={versions[k]}" for k in sorted(versions)) or "-"
 

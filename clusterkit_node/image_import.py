@@ -1,6 +1,9 @@
 """Bring one image into the store: ``enroot import`` with retries and backoff (or adopt a complete
 file an interrupted run left unrecorded), check it, read its versions, publish it, record it.
 
+While enroot runs, its own lines and a heartbeat (time, bytes so far, throughput) go to the log and
+a progress record into the work directory for ``status`` (progress.py).
+
 Why: the import writes to ``<staging>/partial/<name>.<hex>.sqsh.partial-<pid>/image.sqsh``, outside the store
 that FSx exports to S3, and only a file that passed the squashfs check is renamed to its final name
 (same file system: one atomic rename, exported once); ``<store>/<name>/`` is created only then, so a
@@ -19,6 +22,7 @@ from .console import format_versions, log, mb, now_utc, warn
 from .enroot_uri import import_uri
 from .layout import IMPORT_FILE
 from .lock import LockedImage
+from .progress import ImportProgress, drop_record, enroot_dirs
 from .squashfs import check_squashfs, content_sha256
 from .store import (
     drop_stable_name,
@@ -63,16 +67,21 @@ def manifest_entry(cfg: SyncConfig, img: LockedImage, size: int, compressor: str
     return entry
 
 
-def run_import(cfg: SyncConfig, img: LockedImage, tmp: str) -> Tuple[bool, str]:
-    """One ``enroot import`` attempt into tmp, with the URI form this enroot parses; (ok, output tail)."""
+def run_import(cfg: SyncConfig, img: LockedImage, tmp: str, attempt: str = "1/1") -> Tuple[bool, str]:
+    """One ``enroot import`` attempt into tmp, with the URI form this enroot parses; (ok, output tail).
+
+    enroot's output (stdout and stderr) goes to the log line by line as it comes, with a heartbeat line
+    every ``cfg.heartbeat`` seconds (progress.py); its last lines make the failure message."""
     cmd = ["enroot", "import", "-o", tmp, import_uri(img.enroot_uri, cfg.enroot_version)]
+    progress = ImportProgress(img.name, os.path.dirname(tmp), enroot_dirs(cfg.env), cfg.heartbeat, attempt)
     try:
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=cfg.env)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=cfg.env)
     except OSError as exc:
         return False, f"cannot run enroot: {exc}"
-    tail = " | ".join(proc.stdout.decode("utf-8", "replace").strip().splitlines()[-5:])
-    if proc.returncode != 0:
-        return False, f"enroot import exited {proc.returncode}: {tail}"
+    returncode = progress.follow(proc)
+    tail = " | ".join(progress.tail)
+    if returncode != 0:
+        return False, f"enroot import exited {returncode}: {tail}"
     if not os.path.isfile(tmp):
         return False, f"enroot import exited 0 but wrote no {tmp}: {tail}"
     return True, tail
@@ -103,7 +112,7 @@ def import_image(cfg: SyncConfig, manifest: Dict[str, Any], img: LockedImage, ad
             ensure_dir(work)
             log(f"{img.name}: importing {import_uri(img.enroot_uri, cfg.enroot_version)} "
                 f"(enroot {cfg.enroot_version}; attempt {attempt}/{attempts})")
-            ok, last = run_import(cfg, img, tmp)
+            ok, last = run_import(cfg, img, tmp, f"{attempt}/{attempts}")
             if ok:
                 ok, detail = check_squashfs(tmp)
                 if ok:
@@ -138,6 +147,7 @@ def import_image(cfg: SyncConfig, manifest: Dict[str, Any], img: LockedImage, ad
             quarantine(store, final, "not a regular file")
         os.replace(tmp, final)
         fsync_dir(os.path.dirname(final))
+        drop_record(work)
         os.rmdir(work)
         fsync_dir(os.path.dirname(work))
     else:

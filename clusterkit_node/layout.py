@@ -25,6 +25,7 @@ LEGACY_PARTIAL_RE = re.compile(r"^\.([0-9a-f]{64})\.sqsh\.partial-(\d+)$")
 LEGACY_TMP_RE = re.compile(r"^\.(.+\.sqsh\.link-\d+|manifest\.json\.tmp-\d+)$")
 LEGACY_FINGERPRINT_TMP_RE = re.compile(r"^\..+\.json\.tmp-\d+$")
 IMPORT_FILE = "image.sqsh"  # what enroot writes inside a partial work directory
+PROGRESS_FILE = "progress.json"  # the sync's heartbeat record next to it (progress.py; `status` reads it)
 # An image name: a directory and a stable name in the store, so no leading dot (staging and legacy entries).
 IMAGE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 

@@ -2,7 +2,9 @@
 
 Read-only and lock-free, so it can run while a sync imports: an import in progress is recognised by
 its partial entry (in the staging directory next to the store, present from the start of the attempt)
-and a live pid.
+and a live pid. Its SIZE_MB is the bytes the import has written so far (downloaded layers, unpacked
+layers and the squashfs, from the sync's last heartbeat record and the work directory itself) and its
+DETAIL says the pid, the attempt, how long it has run and its throughput (progress.describe_partial).
 """
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from typing import Any, Dict, Optional
 
 from .console import EXIT_FAILED, EXIT_OK, error, format_versions, mb, print_table
 from .lock import load_lock
-from .store import file_size, partial_file, partials, pid_alive, read_manifest
+from .progress import describe_partial
+from .store import file_size, partials, pid_alive, read_manifest
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -28,7 +31,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     live = {}
     for path, name, hx, pid in partials(store):
         if pid_alive(pid):
-            live[(name, hx)] = (pid, file_size(partial_file(path)) or 0)
+            sofar, how = describe_partial(path)
+            live[(name, hx)] = (pid, sofar, how)
     rows = []
 
     def row(name: str, digest: str, state: str, size: int, entry: Optional[Dict[str, Any]], detail: str) -> None:
@@ -43,8 +47,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             rej = manifest["rejected"].get(img.name)
             size = file_size(os.path.join(store, img.rel_file))
             if (img.name, img.hex) in live:
-                pid, sofar = live[(img.name, img.hex)]
-                row(img.name, img.digest, "in progress", sofar, None, f"pid {pid}")
+                pid, sofar, how = live[(img.name, img.hex)]
+                row(img.name, img.digest, "in progress", sofar, None, f"pid {pid}, {how}")
             elif entry and entry.get("digest") == img.digest and size == entry.get("size"):
                 row(img.name, img.digest, "present", size or 0, entry, "")
             elif entry and entry.get("digest") == img.digest:
@@ -60,9 +64,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         for name in names:
             entry = manifest["images"].get(name)
             rej = manifest["rejected"].get(name)
-            for (n, hx), (pid, sofar) in sorted(live.items()):
+            for (n, hx), (pid, sofar, how) in sorted(live.items()):
                 if n == name:
-                    row(name, hx, "in progress", sofar, None, f"pid {pid}")
+                    row(name, hx, "in progress", sofar, None, f"pid {pid}, {how}")
             if entry:
                 size = file_size(os.path.join(store, entry["file"]))
                 state = "present" if size == entry.get("size") else "corrupt"

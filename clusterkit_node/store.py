@@ -16,7 +16,8 @@ Staging and housekeeping live in a sibling directory on the same file system, ou
   <staging>/partial/<name>.<hex>.sqsh.partial-<pid>/  an import in progress (or debris of a crashed
                                                     run): created when the attempt starts, so `status`
                                                     sees it while enroot still downloads; enroot writes
-                                                    image.sqsh inside (older versions: a plain file)
+                                                    image.sqsh inside (older versions: a plain file), the
+                                                    sync progress.json (its last heartbeat, progress.py)
   <staging>/tmp/store.manifest.json.tmp-<pid>        manifest being written (renamed over manifest.json)
   <staging>/tmp/link.<name>.sqsh.tmp-<pid>           stable-name symlink being swapped in
   <staging>/tmp/node.<host>.json.tmp-<pid>           fingerprint being written (renamed into nodes/)
@@ -52,7 +53,6 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from .console import UsageError, error, log
 from .layout import (
-    IMPORT_FILE,
     LEGACY_FINGERPRINT_TMP_RE,
     LEGACY_LOCK_NAME,
     LEGACY_PARTIAL_RE,
@@ -83,11 +83,6 @@ LEGACY_TMP_STALE_SECONDS = 600
 def partial_path(store: str, img: LockedImage) -> str:
     """This process's work directory for img (see the layout above)."""
     return os.path.join(partial_dir(store), f"{img.name}.{img.hex}.sqsh.partial-{os.getpid()}")
-
-
-def partial_file(path: str) -> str:
-    """The .sqsh being written for a partial entry (a work directory, or an older version's file)."""
-    return os.path.join(path, IMPORT_FILE) if os.path.isdir(path) and not os.path.islink(path) else path
 
 
 def remove_partial(path: str) -> None:

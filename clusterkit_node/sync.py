@@ -94,7 +94,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     cfg = SyncConfig(store=store, retries=max(0, args.retries), backoff=max(0.0, args.backoff),
                      verify_all=args.verify_all, env=env,
-                     squash_options=enroot_setting("ENROOT_SQUASH_OPTIONS", env))
+                     squash_options=enroot_setting("ENROOT_SQUASH_OPTIONS", env),
+                     heartbeat=max(0.0, args.heartbeat))
     ensure_store(store)
     try:
         manifest = read_manifest(store)

@@ -17,6 +17,8 @@ ENROOT_CONF_DEFAULT = "/etc/enroot/enroot.conf"
 # enroot's built-in default (conf/enroot.conf.in; recent releases append -exit-on-error). Only recorded
 # in the manifest when neither the environment nor enroot.conf sets ENROOT_SQUASH_OPTIONS.
 DEFAULT_SQUASH_OPTIONS = "-comp lzo -noD"
+# Seconds between the progress lines of a running import (``sync --heartbeat``; progress.py).
+DEFAULT_HEARTBEAT = 30.0
 
 
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
@@ -74,6 +76,7 @@ class SyncConfig:
     env: Dict[str, str]
     squash_options: str = ""
     enroot_version: str = ""
+    heartbeat: float = DEFAULT_HEARTBEAT
 
 
 def enroot_version(env: Dict[str, str]) -> str:

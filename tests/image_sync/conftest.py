@@ -107,7 +107,7 @@ def write_lock(path: Path, images: list[dict]) -> Path:
 
 
 CONTENT_KEYS = ("versions", "layout", "big_mb")
-FAULT_KEYS = ("fail", "sleep")
+FAULT_KEYS = ("fail", "sleep", "hold", "rate")
 
 
 @dataclass
@@ -151,7 +151,8 @@ class Sandbox:
 
     def set_spec(self, spec: dict) -> None:
         """Per repository (or "*"): image content (versions, layout, big_mb; used by image() calls
-        made afterwards) and registry faults (fail: N | "always", sleep: seconds; effective at once)."""
+        made afterwards) and registry faults (fail: N | "always", sleep: seconds,
+        hold: True until changed, rate: bytes/s; effective at once)."""
         self.specs = spec
         self.registry.faults = {repo: {k: v for k, v in s.items() if k in FAULT_KEYS}
                                 for repo, s in spec.items()}

@@ -9,7 +9,8 @@ its working directories inside the test's tmp dir (ENROOT_*_PATH; it would creat
     enroot allows with ENROOT_ALLOW_HTTP); faults are injected THERE, not into enroot: ``fail`` answers
     503 to the first N manifest requests of a repository (each import attempt makes one before any
     other), ``sleep`` holds every blob of a repository for that long (an import stuck downloading),
-    ``hold`` holds them until the test removes the fault;
+    ``hold`` holds them until the test removes the fault, ``rate`` trickles every blob of a repository at
+    that many bytes per second (a slow registry: enroot's download grows on disk while it runs);
   - ``wrap/enroot``, a wrapper that logs each ``import`` URI and then execs the real enroot unchanged
     (the tests count imports with it);
   - the image content: ``rootfs`` builds the marker files of real CUDA/NCCL/EFA stacks (the layouts
@@ -85,6 +86,7 @@ class Registry:
         self._failed: dict[str, int] = {}
         self._stop = threading.Event()
         self.fake.hook = self._hook
+        self.fake.blob_rate = self._rate
 
     def reset_counts(self) -> None:
         self._failed.clear()
@@ -109,6 +111,11 @@ class Registry:
         while kind == "blobs" and self.faults.get(repo, {}).get("hold") and not self._stop.is_set():
             time.sleep(0.05)  # held until the test releases it (faults changed) or the registry closes
         return None
+
+    def _rate(self, repo: str) -> float | None:
+        """Bytes per second to serve the repository's blobs at (``rate`` fault), None for full speed."""
+        rate = self.faults.get(repo, self.faults.get("*", {})).get("rate")
+        return float(rate) if rate and not self._stop.is_set() else None
 
     def close(self) -> None:
         self._stop.set()

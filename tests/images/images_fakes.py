@@ -22,6 +22,7 @@ import re
 import secrets
 import tarfile
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -72,6 +73,8 @@ class FakeRegistry:
     basic_auth: tuple[str, str] | None = None  # (user, password): demand Basic auth like ECR does
     # hook(repo, "manifests"|"blobs") -> an HTTP status to answer instead, or None (fault injection)
     hook: Callable[[str, str], int | None] | None = None
+    # blob_rate(repo) -> bytes per second to trickle a blob's body at, or None (a slow registry)
+    blob_rate: Callable[[str], float | None] | None = None
     log: list[tuple[str, str, str | None]] = field(default_factory=list)   # (method, path, Authorization)
 
     @property
@@ -209,6 +212,21 @@ def _make_handler(registry: FakeRegistry) -> type[BaseHTTPRequestHandler]:
             if self.command != "HEAD":
                 self.wfile.write(body)
 
+        def _send_paced(self, body: bytes, rate: float, headers: dict[str, str]) -> None:
+            """200 with body written in chunks of ~50 ms each at ``rate`` bytes/s (a slow link)."""
+            self.send_response(200)
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command == "HEAD":
+                return
+            chunk = max(1, int(rate / 20))
+            for start in range(0, len(body), chunk):
+                self.wfile.write(body[start:start + chunk])
+                self.wfile.flush()
+                time.sleep(chunk / rate)
+
         def _error(self, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:
             body = json.dumps({"errors": [{"code": code, "message": message, "detail": None}]}).encode()
             self._send(status, body, {"Content-Type": "application/json", **(headers or {})})
@@ -260,8 +278,11 @@ def _make_handler(registry: FakeRegistry) -> type[BaseHTTPRequestHandler]:
                     return self._error(404, "BLOB_UNKNOWN", "blob unknown to registry")
                 if registry.redirect_blobs:
                     return self._send(307, b"", {"Location": f"{registry.url}/cdn/{ref}"})
-                return self._send(200, body, {"Content-Type": "application/octet-stream",
-                                              "Docker-Content-Digest": ref})
+                headers = {"Content-Type": "application/octet-stream", "Docker-Content-Digest": ref}
+                rate = registry.blob_rate(repo) if registry.blob_rate is not None else None
+                if rate:
+                    return self._send_paced(body, rate, headers)
+                return self._send(200, body, headers)
             stored = registry.manifests.get((repo, ref))
             accepted = [a.strip().split(";")[0] for a in self.headers.get("Accept", "").split(",")]
             # Registries answer 404 for a type the client does not accept; with no Accept header or

@@ -2,9 +2,10 @@
 
 ``estimate(effective, lock)`` prices the head node, every compute resource at min nodes (idle: static
 nodes only) and at max nodes (busy), the FSx for Lustre file system ClusterKit creates, the NAT
-gateway of a new VPC and the S3 twin of the image store, from ``clusterkit/data/prices.json`` (each
-section names its source and date). Prices are never guessed: a missing one is named in the report.
-``refresh_ec2`` replaces instance prices with the AWS Price List API's for one run (boto3).
+gateway of a new VPC and the S3 twin of the image store, from ``clusterkit/data/prices.json``, which
+``python -m clusterkit.price_build`` generates from the AWS Price List API (each section names the service
+code it came from and the offer's publication date). Prices are never guessed: a missing one is named in
+the report. ``refresh_ec2`` replaces instance prices with the Price List API's for one run (boto3).
 
 Spot queues are priced at on-demand (an upper bound). Capacity blocks are paid up front when the
 block is bought, so they are not in the hourly figures. Existing VPCs and file systems belong to
@@ -23,18 +24,16 @@ from clusterkit_node.lock import ImageLock
 
 from . import advice
 from .effective import EffectiveComputeResource, EffectiveQueue, EffectiveSpec
-from .errors import ClusterKitError
 from .paths import PRICES
+from .price_list import PRICING_REGION as PRICING_REGION
+from .price_list import PriceError as PriceError
+from .price_list import ec2_filters as ec2_filters
+from .price_list import ec2_query, fetch, on_demand_hourly
 
 PRICES_PATH = PRICES  # the name tests and callers use
 HOURS_30_DAYS = 720
 NAT_GB_ASSUMED = 0  # data through the NAT gateway is workload-dependent; its per-GB rate is printed instead
-PRICING_REGION = "us-east-1"  # the Price List API endpoint
-FILE_HINT = "add it to clusterkit/data/prices.json with its source"
-
-
-class PriceError(ClusterKitError):
-    """The price file or the Price List API could not be used."""
+FILE_HINT = "prices.json prices what the shipped specs use: python -m clusterkit.price_build --from-aws"
 
 
 @dataclass(frozen=True)
@@ -221,53 +220,18 @@ def _s3(spec: EffectiveSpec, lock: ImageLock | None, book: PriceBook) -> Line | 
 
 # -- the Price List API -------------------------------------------------------------------------------
 
-def ec2_filters(region: str, instance_type: str) -> list[dict[str, str]]:
-    """On-demand Linux, shared tenancy, no pre-installed software, ordinary (not reserved) capacity."""
-    terms = {"instanceType": instance_type, "regionCode": region, "operatingSystem": "Linux", "tenancy": "Shared",
-             "preInstalledSw": "NA", "capacitystatus": "Used", "licenseModel": "No License required"}
-    return [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in terms.items()]
-
-
-def on_demand_hourly(price_list: list[str]) -> float | None:
-    """The hourly USD price in a GetProducts ``PriceList`` (JSON strings), from its OnDemand terms only."""
-    prices = set()
-    for text in price_list:
-        product = json.loads(text)
-        for term in product.get("terms", {}).get("OnDemand", {}).values():
-            for dim in term.get("priceDimensions", {}).values():
-                usd = float(dim.get("pricePerUnit", {}).get("USD", "0"))
-                if dim.get("unit") == "Hrs" and usd > 0:
-                    prices.add(usd)
-    if len(prices) > 1:
-        raise PriceError(f"the Price List API gave several on-demand prices {sorted(prices)}; filters too wide")
-    return prices.pop() if prices else None
-
-
 def refresh_ec2(book: PriceBook, region: str, types: list[str], client: Any = None) -> tuple[PriceBook, list[str]]:
-    """``book`` with current on-demand prices for ``types`` in ``region``; also the types the API lacked."""
+    """``book`` with current on-demand prices for ``types`` in ``region``; also the types the API lacked.
+
+    The question is the price builder's (``price_list.ec2_query``, paged with NextToken)."""
     if client is None:
         import boto3
 
         client = boto3.client("pricing", region_name=PRICING_REGION)
-    from botocore.exceptions import BotoCoreError, ClientError
-
     refreshed = dict(book.refreshed)
     unknown = []
     for itype in types:
-        price_list: list[str] = []
-        kwargs: dict[str, Any] = {"ServiceCode": "AmazonEC2", "Filters": ec2_filters(region, itype),
-                                  "FormatVersion": "aws_v1", "MaxResults": 100}
-        try:
-            while True:
-                page = client.get_products(**kwargs)
-                price_list += page.get("PriceList", [])
-                if not page.get("NextToken"):
-                    break
-                kwargs["NextToken"] = page["NextToken"]
-        except (BotoCoreError, ClientError) as exc:
-            raise PriceError(f"Price List API ({PRICING_REGION}): {exc} "
-                             "(check AWS credentials, or drop --refresh)") from None
-        price = on_demand_hourly(price_list)
+        price = on_demand_hourly(fetch(client, ec2_query(region, itype), "(check AWS credentials, or drop --refresh)"))
         if price is None:
             unknown.append(itype)
         else:

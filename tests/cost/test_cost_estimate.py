@@ -1,7 +1,8 @@
 """Cost estimates of the shipped specs, checked against figures worked by hand from prices.json.
 
-Real: the committed price file, the spec loader and lock, the report and the CLI. The prices are list
-prices copied from the sources the file names; they are not fetched here (see test_cost_refresh.py).
+Real: the committed price file, the spec loader and lock, the report and the CLI. The prices are the ones
+clusterkit.price_build made of the recorded GetProducts answers in tests/cost/recorded (reconstructed from
+the sources its README.md cites); nothing is fetched here (see test_cost_refresh.py, test_price_build.py).
 """
 from __future__ import annotations
 
@@ -26,16 +27,17 @@ def _estimate(name: str) -> cost.Estimate:
 
 def test_demo_by_hand():
     est = _estimate("demo")
-    # head c6i.2xlarge $0.34; NAT $0.045/h; S3: 2 images x 1.2 x 20 GiB (sizes assumed) = 48 GiB x $0.023 / 730 h
+    # head c6i.2xlarge $0.34; NAT $0.045/h; S3: 2 images x 1.2 x 20 GiB (sizes assumed) = 48 GiB x $0.023 / 730 h;
+    # FSx: 1200 GiB PERSISTENT_2 at 250 MB/s/TiB x $0.21 / 730 h
     s3 = 48 * 0.023 / HOURS_PER_MONTH
-    idle = 0.34 + 0.045 + s3
+    fsx = 1200 * 0.21 / HOURS_PER_MONTH
+    idle = 0.34 + 0.045 + s3 + fsx
     busy = idle + 4 * 55.04 + 8 * 0.34  # p5.48xlarge 0..4, c6i.2xlarge 0..8
     assert est.idle_hourly == pytest.approx(idle, rel=1e-12)
     assert est.busy_hourly == pytest.approx(busy, rel=1e-12)
-    assert est.idle_30_days == pytest.approx(278.2888767, rel=1e-9)
-    assert est.busy_30_days == pytest.approx(160751.8888767, rel=1e-9)
-    assert est.missing == ["no price for FSx PERSISTENT_2 250 MB/s/TiB in us-east-1 "
-                           "(add it to clusterkit/data/prices.json with its source)"]
+    assert est.idle_30_days == pytest.approx(526.8368219, rel=1e-9)
+    assert est.busy_30_days == pytest.approx(161000.4368219, rel=1e-9)
+    assert est.missing == []
 
 
 def test_p4d_existing_by_hand():
@@ -50,18 +52,17 @@ def test_p4d_existing_by_hand():
 
 def test_p5_capacity_block_by_hand():
     est = _estimate("p5-capacity-block")
-    # us-east-2: head c6i.4xlarge $0.68, NAT $0.045; capacity block excluded; spot c6i.2xlarge 0..4 at on-demand $0.34
-    assert est.idle_hourly == pytest.approx(0.68 + 0.045, rel=1e-12)
-    assert est.busy_hourly == pytest.approx(0.68 + 0.045 + 4 * 0.34, rel=1e-12)
+    # us-east-2: head c6i.4xlarge $0.68, NAT $0.045; capacity block excluded; spot c6i.2xlarge 0..4 at on-demand $0.34;
+    # FSx 4800 GiB PERSISTENT_2 at 500 MB/s/TiB x $0.34; S3: 1 image x 1.2 x 20 GiB (assumed) = 24 GiB x $0.023
+    idle = 0.68 + 0.045 + 4800 * 0.34 / HOURS_PER_MONTH + 24 * 0.023 / HOURS_PER_MONTH
+    assert est.idle_hourly == pytest.approx(idle, rel=1e-12)
+    assert est.busy_hourly == pytest.approx(idle + 4 * 0.34, rel=1e-12)
     block = next(line for line in est.lines if line.item == "queue block/p5")
     assert (block.idle, block.busy, block.note) == (
         None, None, "capacity block: billed at reservation purchase, not included")
     spot = next(line for line in est.lines if line.item == "queue debug/c6i")
     assert spot.note == "spot: on-demand price shown as the upper bound"
-    assert est.missing == [
-        "no price for FSx PERSISTENT_2 500 MB/s/TiB in us-east-2 "
-        "(add it to clusterkit/data/prices.json with its source)",
-        "no price for S3 Standard in us-east-2 (add it to clusterkit/data/prices.json with its source)"]
+    assert est.missing == []  # the capacity block is excluded by design, not missing
 
 
 @pytest.mark.parametrize("fsx,capacity,rate", [
@@ -81,6 +82,16 @@ def test_fsx_capacity_times_rate(tmp_path, fsx, capacity, rate):
     assert [line.item for line in est.lines] == ["head node", "queue cpu/c", "FSx for Lustre", "NAT gateway"]
 
 
+def test_a_price_the_shipped_specs_do_not_need_is_named_with_the_rebuild_command(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text("name: t\nregion: us-east-1\navailability_zone: us-east-1a\nqueues:\n  - name: cpu\n"
+                    "    compute_resources:\n      - name: c\n        instance_type: c6i.2xlarge\n        max: 1\n"
+                    "storage:\n  fsx_lustre:\n    new:\n      deployment_type: PERSISTENT_1\n")
+    est = cost.estimate(expand(load(str(path))))
+    assert est.missing == ["no price for FSx PERSISTENT_1 200 MB/s/TiB in us-east-1 (prices.json prices what the "
+                           "shipped specs use: python -m clusterkit.price_build --from-aws)"]
+
+
 def test_unknown_region_names_every_missing_price(tmp_path):
     path = tmp_path / "t.yaml"
     path.write_text("name: t\nregion: ap-south-1\navailability_zone: ap-south-1a\nqueues:\n  - name: cpu\n"
@@ -90,6 +101,19 @@ def test_unknown_region_names_every_missing_price(tmp_path):
     assert est.missing[:2] == ["no price for c6i.2xlarge in ap-south-1 (run --refresh)"] * 2
 
 
+@pytest.mark.parametrize("region,itype,hourly", [("us-east-1", "g5.12xlarge", 5.672),
+                                                  ("eu-west-1", "c6i.2xlarge", 0.3648)])
+def test_a_type_no_shipped_spec_names_keeps_its_price(tmp_path, region, itype, hourly):
+    """Types and regions of the coverage list (price_build.EC2_COVERAGE) are priced without a shipped spec."""
+    path = tmp_path / "t.yaml"
+    path.write_text(f"name: t\nregion: {region}\navailability_zone: {region}a\nqueues:\n  - name: q\n"
+                    f"    compute_resources:\n      - name: c\n        instance_type: {itype}\n        max: 2\n")
+    est = cost.estimate(expand(load(str(path))))
+    assert not [m for m in est.missing if itype in m], est.missing
+    compute = next(line for line in est.lines if line.item == "queue q/c")
+    assert compute.busy == pytest.approx(2 * hourly, rel=1e-12)
+
+
 def test_cli_report(capsys):
     assert main(["cost", "demo"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -97,8 +121,11 @@ def test_cli_report(capsys):
     assert out[1].split() == ["head", "node", "c6i.2xlarge", "$0.3400/h"]
     assert out[2].split() == [
         "queue", "gpu/p5", "p5.48xlarge", "x", "0..4", "(ondemand)", "$0.0000/h", "..", "$220.1600/h"]
-    assert ("  total              idle $0.3865/h = $278.29 per 30 days; busy $223.2665/h = $160,751.89 per 30 days"
+    assert ("  total              idle $0.7317/h = $526.84 per 30 days; busy $223.6117/h = $161,000.44 per 30 days"
             in out)
+    assert out[4].split() == ["FSx", "for", "Lustre", "1200", "GiB", "PERSISTENT_2", "250", "MB/s/TiB", "$0.3452/h",
+                              "[$0.21", "per", "GB-month]"]
+    assert not [line for line in out if "no price" in line or "not in the totals" in line]
     assert "  from prices.json (instance prices c6i.2xlarge, p5.48xlarge and every other price):" in out
 
 
@@ -121,10 +148,13 @@ def test_price_file_is_sourced_dated_and_deterministic():
     text = cost.PRICES_PATH.read_text()
     doc = json.loads(text)
     assert text == json.dumps(doc, indent=2, sort_keys=True) + "\n"
-    assert {"us-east-1", "us-west-2", "eu-west-1"} <= set(doc["regions"])
+    # price_build.EC2_COVERAGE's regions (the shipped specs use three of them; eu-west-1 is EC2 only)
+    assert set(doc["regions"]) == {"eu-west-1", "us-east-1", "us-east-2", "us-west-2"}
+    assert set(doc["regions"]["eu-west-1"]) == {"ec2_on_demand_linux"}
     for region, sections in doc["regions"].items():
         for name, section in sections.items():
-            assert section["source"] and section["as_of"], (region, name)
+            assert section["source"].startswith("AWS Price List API (GetProducts "), (region, name)
+            assert section["as_of"], (region, name)
 
 
 def test_every_shipped_instance_type_has_a_price():

@@ -64,7 +64,8 @@ def test_refresh_replaces_file_prices_and_names_the_rest(pricing):
     assert unknown == ["c6i.2xlarge"]
     est = cost.estimate(expand(demo), lock_or_none(demo.source.path), book)
     assert est.refreshed == ("p5.48xlarge",)
-    assert est.busy_hourly == pytest.approx(0.34 + 4 * 54.0 + 8 * 0.34 + 0.045 + 48 * 0.023 / 730, rel=1e-12)
+    fsx = 1200 * 0.21 / 730  # prices.json: PERSISTENT_2 at 250 MB/s/TiB
+    assert est.busy_hourly == pytest.approx(0.34 + 4 * 54.0 + 8 * 0.34 + 0.045 + 48 * 0.023 / 730 + fsx, rel=1e-12)
     text = cost.report(est, book, unknown)
     assert "  from the AWS Price List API now: p5.48xlarge" in text
     assert "  the AWS Price List API has no on-demand Linux price for c6i.2xlarge in us-east-1" in text

@@ -1,0 +1,401 @@
+"""The price builder (clusterkit.price_build): prices.json from AWS Price List API (GetProducts) answers.
+
+Real: boto3's ``pricing`` client and botocore's request validation against the service model (the Stubber
+checks every parameter the builder sends, page by page), the shipped specs through the loader and the
+effective spec, the committed price file and ``cost.estimate``. Stand-in: the answers, recorded in
+tests/cost/recorded/ in GetProducts' response shape but reconstructed from cited sources, not captured
+from AWS (its README.md says where each value comes from). No network, no credentials.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+from clusterkit import cost, price_build
+from clusterkit.effective import expand
+from clusterkit.loader import all_spec_paths, load, lock_or_none
+
+REPO = Path(__file__).resolve().parents[2]
+RECORDED = REPO / "tests" / "cost" / "recorded"
+COMMITTED = REPO / "clusterkit" / "data" / "prices.json"
+STALE = f"clusterkit/data/prices.json is not the build of tests/cost/recorded: run `{price_build.REPLAY}`"
+
+
+def _pages(name: str, directory: Path = RECORDED) -> list[dict]:
+    """The recorded answer pages of one query, in order (following NextToken)."""
+    pages = [json.loads((directory / f"{name}.json").read_text())]
+    while pages[-1].get("NextToken"):
+        pages.append(json.loads((directory / f"{name}.{pages[-1]['NextToken']}.json").read_text()))
+    return pages
+
+
+def _stub(stubber: Stubber, query: price_build.Query, pages: list[dict]) -> None:
+    token = None
+    for page in pages:
+        expected = query.params() | ({"NextToken": token} if token else {})
+        stubber.add_response("get_products", page, expected)
+        token = page.get("NextToken")
+
+
+@pytest.fixture
+def pricing():
+    client = boto3.client("pricing", region_name="us-east-1")
+    with Stubber(client) as stubber:
+        yield client, stubber
+        stubber.assert_no_pending_responses()
+
+
+@pytest.fixture(scope="module")
+def needs():
+    """Everything the build prices: the coverage list plus what the shipped specs need."""
+    return price_build.wanted(price_build.shipped_specs())
+
+
+# -- the committed file is what the builder makes of the recorded answers ---------------------------------
+
+def test_price_file_is_the_build_of_the_recorded_answers(pricing, needs):
+    client, stubber = pricing
+    for query in price_build.plan(needs):
+        _stub(stubber, query, _pages(query.name))
+    doc = price_build.build(client, needs, origin=price_build.recorded_origin(Path("tests/cost/recorded")))
+    assert price_build.render(doc) == COMMITTED.read_text(encoding="utf-8"), STALE
+
+
+def test_cli_replay_writes_the_committed_bytes(tmp_path):
+    out = tmp_path / "prices.json"
+    assert price_build.main(["--from-recorded", str(RECORDED), "--out", str(out)]) == 0
+    assert out.read_bytes() == COMMITTED.read_bytes(), STALE
+    assert price_build.main(["--from-recorded", "tests/cost/recorded", "--out", str(out)]) == 0
+    assert out.read_bytes() == COMMITTED.read_bytes(), "the recorded directory's name must not depend on the cwd"
+
+
+def test_every_section_names_its_service_code_and_publication_date():
+    doc = json.loads(COMMITTED.read_text())
+    assert doc["as_of"] == "2026-12-01"  # the newest publicationDate among the answers, not the build day
+    for region, sections in doc["regions"].items():
+        for name, section in sections.items():
+            assert section["source"].startswith(f"AWS Price List API (GetProducts {price_build.SECTION_SERVICE[name]})")
+            assert "reconstructed answers, not captures" in section["source"], (region, name)
+    assert doc["regions"]["us-east-1"]["ec2_on_demand_linux"]["as_of"] == "2026-01-19"
+
+
+def test_as_of_argument_overrides_the_publication_dates(tmp_path):
+    out = tmp_path / "prices.json"
+    assert price_build.main(["--from-recorded", str(RECORDED), "--as-of", "2000-01-02", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["as_of"] == "2000-01-02"
+    assert {s["as_of"] for sections in doc["regions"].values() for s in sections.values()} == {"2000-01-02"}
+
+
+# -- what is asked -------------------------------------------------------------------------------------
+
+def test_what_the_shipped_specs_need():
+    """What the specs alone need (the build adds price_build.EC2_COVERAGE's instance types to it)."""
+    assert price_build.needs_of(price_build.shipped_specs()) == {
+        # demo: new VPC, new PERSISTENT_2 file system at its 250 MB/s/TiB, image store bucket
+        "us-east-1": price_build.Needs(("c6i.2xlarge", "p5.48xlarge"), ("PERSISTENT_2/250",), nat=True, s3=True),
+        # p5-capacity-block: the capacity block's p5.48xlarge is paid at purchase, so it is not asked
+        "us-east-2": price_build.Needs(("c6i.2xlarge", "c6i.4xlarge"), ("PERSISTENT_2/500",), nat=True, s3=True),
+        # p4d-existing: existing VPC and file system belong to their owner
+        "us-west-2": price_build.Needs(("m6i.2xlarge", "p4d.24xlarge")),
+    }
+
+
+# -- coverage: never less than the hand-curated file the builder replaced ----------------------------------
+
+# Every (region, instance type) the previous prices.json (hand-curated, before clusterkit.price_build) priced:
+# 66 pairs, 25 types, 4 regions. Spelled out here, apart from price_build.EC2_COVERAGE, so that shrinking the
+# coverage list (or the file) fails a test instead of silently turning a user's price into "no price".
+PREVIOUS_COVERAGE = {
+    "eu-west-1": "c5.4xlarge c5.large c6i.2xlarge c6i.4xlarge c6i.8xlarge c6i.large c6i.xlarge m6i.2xlarge "
+                 "m6i.4xlarge m6i.8xlarge m6i.large p4d.24xlarge",
+    "us-east-1": "c5.2xlarge c5.4xlarge c5.large c5.xlarge c6i.2xlarge c6i.4xlarge c6i.8xlarge c6i.large c6i.xlarge "
+                 "g5.12xlarge g5.48xlarge g5.xlarge g6.12xlarge g6.48xlarge g6.xlarge m6i.2xlarge m6i.4xlarge "
+                 "m6i.large m6i.xlarge p4d.24xlarge p4de.24xlarge p5.48xlarge p5en.48xlarge p6-b200.48xlarge",
+    "us-east-2": "c5.4xlarge c5.large c6i.2xlarge c6i.4xlarge c6i.8xlarge c6i.large c6i.xlarge m6i.2xlarge "
+                 "m6i.4xlarge m6i.large p4d.24xlarge p5.48xlarge p5en.48xlarge p6-b200.48xlarge",
+    "us-west-2": "c5.2xlarge c5.4xlarge c5.large c6i.2xlarge c6i.4xlarge c6i.8xlarge c6i.large c6i.xlarge "
+                 "m6i.2xlarge m6i.4xlarge m6i.large p4d.24xlarge p4de.24xlarge p5.48xlarge p5en.48xlarge "
+                 "p6-b200.48xlarge",
+}
+PREVIOUS_PAIRS = {(region, t) for region, types in PREVIOUS_COVERAGE.items() for t in types.split()}
+
+
+def _priced_pairs(doc: dict) -> dict[tuple[str, str], float]:
+    return {(region, t): usd for region, sections in doc["regions"].items()
+            for t, usd in sections.get("ec2_on_demand_linux", {}).get("usd_per_hour", {}).items()}
+
+
+def test_previous_coverage_is_66_pairs_of_25_types_in_4_regions():
+    assert (len(PREVIOUS_PAIRS), len({t for _, t in PREVIOUS_PAIRS}), len(PREVIOUS_COVERAGE)) == (66, 25, 4)
+
+
+def test_coverage_list_keeps_every_previously_priced_pair():
+    listed = {(region, t) for region, types in price_build.EC2_COVERAGE.items() for t in types}
+    assert sorted(PREVIOUS_PAIRS - listed) == []
+    assert all(list(types) == sorted(set(types)) for types in price_build.EC2_COVERAGE.values())
+
+
+def test_price_file_prices_exactly_the_coverage_list_and_the_shipped_specs_types(needs):
+    priced = _priced_pairs(json.loads(COMMITTED.read_text()))
+    listed = {(region, t) for region, types in price_build.EC2_COVERAGE.items() for t in types}
+    shipped = {(region, t) for region, need in price_build.needs_of(price_build.shipped_specs()).items()
+               for t in need.instance_types}
+    assert set(priced) == listed | shipped == {(region, t) for region, need in needs.items()
+                                                 for t in need.instance_types}
+    assert sorted(PREVIOUS_PAIRS - set(priced)) == []
+
+
+def test_previous_prices_are_carried_over_unchanged():
+    """The reconstructed answers reuse the previous file's values (and its sources: recorded/README.md)."""
+    previous = {  # a sample, one per source and family, as the previous file had them
+        ("us-east-1", "g5.12xlarge"): 5.672, ("us-east-1", "p4d.24xlarge"): 21.957642,
+        ("us-east-1", "p6-b200.48xlarge"): 113.9328, ("us-east-2", "p5en.48xlarge"): 63.296,
+        ("us-west-2", "p4de.24xlarge"): 27.44705, ("us-west-2", "p4d.24xlarge"): 21.95764,
+        ("eu-west-1", "p4d.24xlarge"): 23.71569, ("eu-west-1", "c6i.2xlarge"): 0.3648,
+    }
+    priced = _priced_pairs(json.loads(COMMITTED.read_text()))
+    assert {key: priced[key] for key in previous} == previous
+
+
+def test_coverage_adds_no_fsx_nat_or_s3_where_no_shipped_spec_needs_them(needs):
+    assert needs["eu-west-1"] == price_build.Needs(tuple(sorted(PREVIOUS_COVERAGE["eu-west-1"].split())))
+    assert (needs["us-west-2"].fsx, needs["us-west-2"].nat, needs["us-west-2"].s3) == ((), False, False)
+    doc = json.loads(COMMITTED.read_text())
+    assert {region: sorted(sections) for region, sections in doc["regions"].items()} == {
+        "eu-west-1": ["ec2_on_demand_linux"],
+        "us-east-1": ["ec2_on_demand_linux", "fsx_lustre_usd_per_gb_month", "nat_gateway",
+                      "s3_standard_usd_per_gb_month"],
+        "us-east-2": ["ec2_on_demand_linux", "fsx_lustre_usd_per_gb_month", "nat_gateway",
+                      "s3_standard_usd_per_gb_month"],
+        "us-west-2": ["ec2_on_demand_linux"],
+    }
+
+
+def _filters(*pairs: tuple[str, str]) -> list[dict[str, str]]:
+    return [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in pairs]
+
+
+# Every question the build asks, spelled out so a reviewer sees it: service code and filters per query.
+EC2 = (("operatingSystem", "Linux"), ("tenancy", "Shared"), ("preInstalledSw", "NA"), ("capacitystatus", "Used"),
+       ("licenseModel", "No License required"))
+PINNED = {
+    "ec2-us-east-1-c6i.2xlarge": ("AmazonEC2", _filters(("instanceType", "c6i.2xlarge"), ("regionCode", "us-east-1"),
+                                                        *EC2)),
+    "ec2-us-east-1-p5.48xlarge": ("AmazonEC2", _filters(("instanceType", "p5.48xlarge"), ("regionCode", "us-east-1"),
+                                                        *EC2)),
+    "fsx-us-east-1": ("AmazonFSx", _filters(("regionCode", "us-east-1"), ("productFamily", "Storage"),
+                                            ("fileSystemType", "Lustre"), ("storageType", "SSD"))),
+    "nat-us-east-1": ("AmazonEC2", _filters(("regionCode", "us-east-1"), ("productFamily", "NAT Gateway"))),
+    "s3-us-east-1": ("AmazonS3", _filters(("regionCode", "us-east-1"), ("productFamily", "Storage"),
+                                          ("volumeType", "Standard"))),
+    "ec2-us-east-2-c6i.2xlarge": ("AmazonEC2", _filters(("instanceType", "c6i.2xlarge"), ("regionCode", "us-east-2"),
+                                                        *EC2)),
+    "ec2-us-east-2-c6i.4xlarge": ("AmazonEC2", _filters(("instanceType", "c6i.4xlarge"), ("regionCode", "us-east-2"),
+                                                        *EC2)),
+    "fsx-us-east-2": ("AmazonFSx", _filters(("regionCode", "us-east-2"), ("productFamily", "Storage"),
+                                            ("fileSystemType", "Lustre"), ("storageType", "SSD"))),
+    "nat-us-east-2": ("AmazonEC2", _filters(("regionCode", "us-east-2"), ("productFamily", "NAT Gateway"))),
+    "s3-us-east-2": ("AmazonS3", _filters(("regionCode", "us-east-2"), ("productFamily", "Storage"),
+                                          ("volumeType", "Standard"))),
+    "ec2-us-west-2-m6i.2xlarge": ("AmazonEC2", _filters(("instanceType", "m6i.2xlarge"), ("regionCode", "us-west-2"),
+                                                        *EC2)),
+    "ec2-us-west-2-p4d.24xlarge": ("AmazonEC2", _filters(("instanceType", "p4d.24xlarge"), ("regionCode", "us-west-2"),
+                                                         *EC2)),
+}
+
+
+def _all_pinned() -> dict[str, tuple[str, list[dict[str, str]]]]:
+    """PINNED plus the EC2 question of every other covered pair, in the order the build asks them: per region,
+    its instance types (sorted), then FSx, NAT and S3."""
+    out = {}
+    for region in sorted(PREVIOUS_COVERAGE):
+        types = sorted(set(PREVIOUS_COVERAGE[region].split()) | {n.split(f"ec2-{region}-")[1] for n in PINNED
+                                                                 if n.startswith(f"ec2-{region}-")})
+        for t in types:
+            out[f"ec2-{region}-{t}"] = ("AmazonEC2", _filters(("instanceType", t), ("regionCode", region), *EC2))
+        for kind in ("fsx", "nat", "s3"):
+            if f"{kind}-{region}" in PINNED:
+                out[f"{kind}-{region}"] = PINNED[f"{kind}-{region}"]
+    assert {name: out[name] for name in PINNED} == PINNED
+    return out
+
+
+def test_filters_sent_to_get_products_are_pinned(pricing, needs):
+    """The Stubber fails the build on any parameter that differs from these literals."""
+    client, stubber = pricing
+    pinned = _all_pinned()
+    for name, (service, filters) in pinned.items():
+        token = None
+        for page in _pages(name):
+            expected = {"ServiceCode": service, "Filters": filters, "FormatVersion": "aws_v1", "MaxResults": 100}
+            stubber.add_response("get_products", page, expected | ({"NextToken": token} if token else {}))
+            token = page.get("NextToken")
+    price_build.build(client, needs)
+    assert [q.name for q in price_build.plan(needs)] == list(pinned)
+
+
+def test_cost_refresh_asks_the_builders_ec2_query():
+    assert price_build.ec2_query("us-east-2", "c6i.4xlarge").params()["Filters"] == cost.ec2_filters(
+        "us-east-2", "c6i.4xlarge")
+
+
+# -- pagination ------------------------------------------------------------------------------------------
+
+def test_next_token_pages_are_followed_and_joined(pricing):
+    client, stubber = pricing
+    query = price_build.fsx_query("us-east-1")
+    pages = _pages("fsx-us-east-1")
+    assert len(pages) == 2 and pages[0]["NextToken"] == "page-2" and "NextToken" not in pages[1]
+    _stub(stubber, query, pages)  # the second request must carry NextToken=page-2
+    price_list = price_build.fetch(client, query)
+    assert price_list == pages[0]["PriceList"] + pages[1]["PriceList"]
+    assert price_build.fsx_prices(query, price_build.rates(query, price_build._products(query, price_list))) == {
+        "PERSISTENT_2/1000": 0.6, "PERSISTENT_2/125": 0.145, "PERSISTENT_2/250": 0.21, "PERSISTENT_2/500": 0.34,
+        "SCRATCH_2": 0.14}
+
+
+def test_refresh_follows_next_token_too(pricing):
+    client, stubber = pricing
+    query = price_build.ec2_query("us-east-1", "p5.48xlarge")
+    (page,) = _pages(query.name)
+    _stub(stubber, query, [{"FormatVersion": "aws_v1", "PriceList": [], "NextToken": "more"}, page])
+    book, unknown = cost.refresh_ec2(cost.load_prices(), "us-east-1", ["p5.48xlarge"], client)
+    assert (book.refreshed, unknown) == ({("us-east-1", "p5.48xlarge"): 55.04}, [])
+
+
+# -- answers that lack what is needed: one line, no traceback, no file ------------------------------------
+
+def _edit_recording(tmp_path: Path, name: str, edit) -> Path:
+    directory = tmp_path / "recorded"
+    shutil.copytree(RECORDED, directory)
+    path = directory / f"{name}.json"
+    page = json.loads(path.read_text())
+    page["PriceList"] = edit(page["PriceList"])
+    path.write_text(json.dumps(page))
+    return directory
+
+
+def _run_failing(directory: Path, tmp_path: Path, capsys) -> str:
+    out = tmp_path / "prices.json"
+    assert price_build.main(["--from-recorded", str(directory), "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert not out.exists() and captured.out == ""
+    assert captured.err.count("\n") == 1, captured.err
+    return captured.err
+
+
+def _drop_tier(tier: str):
+    return lambda entries: [e for e in entries if f'"throughputCapacity": "{tier}"' not in e]
+
+
+def test_missing_fsx_tier_is_a_one_line_error(tmp_path, capsys):
+    directory = _edit_recording(tmp_path, "fsx-us-east-1.page-2", _drop_tier("250"))
+    err = _run_failing(directory, tmp_path, capsys)
+    assert err == ("price_build: GetProducts AmazonFSx (regionCode=us-east-1, productFamily=Storage, "
+                   "fileSystemType=Lustre, storageType=SSD): the answer has no price for FSx PERSISTENT_2/250 in "
+                   "us-east-1 (priced: PERSISTENT_2/1000, PERSISTENT_2/125, PERSISTENT_2/500, SCRATCH_2)\n")
+
+
+def test_empty_ec2_answer_is_a_one_line_error(tmp_path, capsys):
+    directory = _edit_recording(tmp_path, "ec2-us-west-2-p4d.24xlarge", lambda entries: [])
+    err = _run_failing(directory, tmp_path, capsys)
+    assert err.startswith("price_build: GetProducts AmazonEC2 (instanceType=p4d.24xlarge, regionCode=us-west-2, ")
+    assert "no on-demand hourly price for p4d.24xlarge in us-west-2" in err
+
+
+def test_price_dimension_without_usd_is_a_one_line_error(tmp_path, capsys):
+    def strip_usd(entries):
+        product = json.loads(entries[0])
+        for term in product["terms"]["OnDemand"].values():
+            for dim in term["priceDimensions"].values():
+                dim["pricePerUnit"] = {"CNY": "0.33"}
+        return [json.dumps(product)]
+
+    err = _run_failing(_edit_recording(tmp_path, "s3-us-east-2", strip_usd), tmp_path, capsys)
+    assert "GetProducts AmazonS3 (regionCode=us-east-2" in err and "without a USD price" in err
+
+
+def test_nat_answer_without_the_per_gb_product_is_a_one_line_error(tmp_path, capsys):
+    directory = _edit_recording(tmp_path, "nat-us-east-2", lambda entries: [e for e in entries if "Bytes" not in e])
+    err = _run_failing(directory, tmp_path, capsys)
+    assert "GetProducts AmazonEC2 (regionCode=us-east-2, productFamily=NAT Gateway): the answer has no " \
+           "NatGateway-Bytes price (GB)" in err
+
+
+def test_two_prices_for_one_key_mean_the_filters_were_too_wide():
+    query = price_build.s3_query("us-east-1")
+    (page,) = _pages(query.name)
+    dearer = page["PriceList"][0].replace('"USD": "0.0230000000"', '"USD": "0.0250000000"')
+    products = price_build._products(query, [page["PriceList"][0], dearer])
+    with pytest.raises(cost.PriceError, match=r"several prices for .* \[0.023, 0.025\]; filters too wide"):
+        price_build.s3_rate(query, price_build.rates(query, products))
+
+
+def test_unknown_fsx_products_are_ignored():
+    assert price_build.fsx_key({"fileSystemType": "Lustre", "storageType": "HDD", "deploymentOption": "Persistent",
+                                "throughputCapacity": "12"}) is None
+    assert price_build.fsx_key({"fileSystemType": "Windows", "storageType": "SSD"}) is None
+    assert price_build.fsx_key({"fileSystemType": "Lustre", "storageType": "SSD", "deploymentOption": "Persistent",
+                                "throughputCapacity": "200"}) == "PERSISTENT_1/200"
+    assert price_build.fsx_key({"fileSystemType": "Lustre", "storageType": "SSD", "deploymentOption": "Persistent",
+                                "throughputCapacity": "N/A"}) is None
+
+
+def test_from_aws_without_credentials_is_a_one_line_error(monkeypatch, tmp_path, capsys):
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    out = tmp_path / "prices.json"
+    assert price_build.main(["--from-aws", "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and "credentials" in captured.err and not out.exists()
+
+
+# -- command line --------------------------------------------------------------------------------------
+
+def test_regions_rebuilds_only_those_and_keeps_the_rest(tmp_path):
+    out = tmp_path / "prices.json"
+    doc = json.loads(COMMITTED.read_text())
+    doc["regions"]["us-east-1"]["nat_gateway"]["usd_per_hour"] = 9.99  # kept as it is: not rebuilt
+    doc["regions"]["us-west-2"]["ec2_on_demand_linux"]["usd_per_hour"]["m6i.2xlarge"] = 9.99  # rebuilt
+    out.write_text(json.dumps(doc))
+    assert price_build.main(["--from-recorded", str(RECORDED), "--regions", "us-west-2", "--out", str(out)]) == 0
+    rebuilt = json.loads(out.read_text())
+    assert rebuilt["regions"]["us-east-1"]["nat_gateway"]["usd_per_hour"] == 9.99
+    assert rebuilt["regions"]["us-west-2"] == json.loads(COMMITTED.read_text())["regions"]["us-west-2"]
+
+
+@pytest.mark.parametrize("argv", [[], ["--from-recorded", "x", "--from-aws"], ["--from-aws", "--as-of", "2026-13-01"],
+                                  ["--from-recorded", str(RECORDED), "--regions", "ap-south-1"]])
+def test_usage_errors_exit_2(argv, tmp_path):
+    out = tmp_path / "prices.json"
+    with pytest.raises(SystemExit) as exc:
+        price_build.main([*argv, "--out", str(out)])
+    assert exc.value.code == 2 and not out.exists()
+
+
+# -- every shipped spec gets a complete estimate ----------------------------------------------------------
+
+@pytest.mark.parametrize("path", all_spec_paths(), ids=lambda p: p.stem)
+def test_every_shipped_spec_has_a_complete_estimate(path):
+    loaded = load(str(path))
+    est = cost.estimate(expand(loaded), lock_or_none(loaded.source.path))
+    assert est.missing == []
+    assert all(line.idle is not None or line.note for line in est.lines), est.lines
+    blocks = [line for line in est.lines if "(capacity_block)" in line.detail]
+    assert all(line.note == "capacity block: billed at reservation purchase, not included" for line in blocks)
+
+
+def test_the_capacity_block_is_excluded_by_design_not_missing():
+    loaded = load("p5-capacity-block")
+    est = cost.estimate(expand(loaded), lock_or_none(loaded.source.path))
+    block = next(line for line in est.lines if line.item == "queue block/p5")
+    assert (block.idle, block.busy, block.missing) == (None, None, "")

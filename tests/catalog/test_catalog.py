@@ -192,12 +192,7 @@ def test_from_aws_matches_committed_data_for_one_region(fake_aws):
     assert "boto3" in types_doc["source"] and "us-east-1" in types_doc["source"]
 
 
-def test_from_aws_without_credentials_is_a_one_line_error(monkeypatch, tmp_path, capsys):
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+def test_from_aws_without_credentials_is_a_one_line_error(no_aws_credentials, tmp_path, capsys):
     code = catalog_build.main(["--from-aws", "--regions", "us-east-1", "--out-dir", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == 2

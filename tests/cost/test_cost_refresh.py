@@ -47,14 +47,6 @@ def _expect(stubber: Stubber, instance_type: str, price_list: list[str], region:
             ("licenseModel", "No License required")]]})
 
 
-@pytest.fixture
-def pricing():
-    client = boto3.client("pricing", region_name="us-east-1")
-    with Stubber(client) as stubber:
-        yield client, stubber
-        stubber.assert_no_pending_responses()
-
-
 def test_refresh_replaces_file_prices_and_names_the_rest(pricing):
     client, stubber = pricing
     demo = load("demo")

@@ -12,7 +12,6 @@ import json
 import shutil
 from pathlib import Path
 
-import boto3
 import pytest
 from botocore.stub import Stubber
 
@@ -40,14 +39,6 @@ def _stub(stubber: Stubber, query: price_build.Query, pages: list[dict]) -> None
         expected = query.params() | ({"NextToken": token} if token else {})
         stubber.add_response("get_products", page, expected)
         token = page.get("NextToken")
-
-
-@pytest.fixture
-def pricing():
-    client = boto3.client("pricing", region_name="us-east-1")
-    with Stubber(client) as stubber:
-        yield client, stubber
-        stubber.assert_no_pending_responses()
 
 
 @pytest.fixture(scope="module")
@@ -347,12 +338,7 @@ def test_unknown_fsx_products_are_ignored():
                                 "throughputCapacity": "N/A"}) is None
 
 
-def test_from_aws_without_credentials_is_a_one_line_error(monkeypatch, tmp_path, capsys):
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+def test_from_aws_without_credentials_is_a_one_line_error(no_aws_credentials, tmp_path, capsys):
     out = tmp_path / "prices.json"
     assert price_build.main(["--from-aws", "--out", str(out)]) == 2
     captured = capsys.readouterr()

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from .atomic import write_text
 from .paths import DATA_DIR, INSTANCE_TYPES, REGIONS
 
 INSTANCE_TYPES_FILE = INSTANCE_TYPES.name  # written into --out-dir (default DATA_DIR)
@@ -299,9 +300,7 @@ def write(types_doc: Mapping[str, Any], regions_doc: Mapping[str, Any], out_dir:
         (REGIONS_FILE, render_regions(regions_doc)),
     ):
         path = out_dir / name
-        tmp = path.with_name(f".{name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+        write_text(path, text)
         written.append(path)
     return written
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from pathlib import Path
 
 from clusterkit_node.lock import LOCK_VERSION, ImageLock, LockedImage, LockSyntaxError, decode, lock_problems
 
+from .atomic import write_text
 from .errors import Problem, SpecError
 from .typed_yaml import Reader
 
@@ -82,14 +82,7 @@ def lock_text(lock: ImageLock) -> str:
 
 def write_lock(path: str | Path, lock: ImageLock) -> None:
     """Write ``lock`` to ``path`` atomically (a reader sees the old file or the new, never half)."""
-    path = Path(path)
-    text = lock_text(lock)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_text(Path(path), lock_text(lock))
 
 
 def empty_lock(cluster: str) -> ImageLock:

@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import cost
+from .atomic import write_text
 from .errors import ClusterKitError
 from .paths import ROOT
 from .price_list import PRICING_REGION, PriceError, Query, ec2_query, fetch, on_demand_hourly
@@ -463,13 +464,6 @@ def _as_of(value: str) -> str:
         raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {value!r}") from None
 
 
-def write(text: str, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m clusterkit.price_build", description=__doc__.split("\n")[0])
     source = parser.add_mutually_exclusive_group(required=True)
@@ -496,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
             doc = from_aws(needs, args.as_of, keep)
         else:
             doc = from_recorded(args.from_recorded, needs, args.as_of, keep)
-        write(render(doc), args.out)
+        write_text(args.out, render(doc))
     except ClusterKitError as exc:
         print("\n".join(f"price_build: {line}" for line in exc.lines()), file=sys.stderr)
         return 2

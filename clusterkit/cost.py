@@ -27,8 +27,7 @@ from .effective import EffectiveComputeResource, EffectiveQueue, EffectiveSpec
 from .paths import PRICES
 from .price_list import PRICING_REGION as PRICING_REGION
 from .price_list import PriceError as PriceError
-from .price_list import ec2_filters as ec2_filters
-from .price_list import ec2_query, fetch, on_demand_hourly
+from .price_list import ec2_query, fetch, on_demand_hourly, products
 
 PRICES_PATH = PRICES  # the name tests and callers use
 HOURS_30_DAYS = 720
@@ -231,7 +230,9 @@ def refresh_ec2(book: PriceBook, region: str, types: list[str], client: Any = No
     refreshed = dict(book.refreshed)
     unknown = []
     for itype in types:
-        price = on_demand_hourly(fetch(client, ec2_query(region, itype), "(check AWS credentials, or drop --refresh)"))
+        query = ec2_query(region, itype)
+        answer = fetch(client, query, "(check AWS credentials, or drop --refresh)")
+        price = on_demand_hourly(query, products(query, answer))
         if price is None:
             unknown.append(itype)
         else:

@@ -58,7 +58,17 @@ from . import cost
 from .atomic import write_text
 from .errors import ClusterKitError
 from .paths import ROOT
-from .price_list import PRICING_REGION, PriceError, Query, ec2_query, fetch, on_demand_hourly
+from .price_list import (
+    PRICING_REGION,
+    PriceError,
+    Query,
+    Rate,
+    ec2_query,
+    fetch,
+    on_demand_hourly,
+    products,
+    rates,
+)
 
 if TYPE_CHECKING:
     from .effective import EffectiveSpec
@@ -212,51 +222,9 @@ def plan(needs: Mapping[str, Needs]) -> list[Query]:
 # Reading answers
 
 
-@dataclass(frozen=True)
-class Rate:
-    """One OnDemand price dimension of a product."""
-
-    attributes: Mapping[str, str]
-    unit: str
-    usd: float
-    begin: str  # beginRange: "0" for the first tier
-
-
-def _products(query: Query, price_list: Sequence[str]) -> list[dict[str, Any]]:
-    products = []
-    for text in price_list:
-        try:
-            product = json.loads(text)
-        except (TypeError, json.JSONDecodeError) as exc:
-            raise PriceError(f"{query.describe()}: a PriceList entry is not JSON ({exc})") from None
-        if not isinstance(product, dict):
-            raise PriceError(f"{query.describe()}: a PriceList entry is not a JSON object")
-        products.append(product)
-    return products
-
-
-def rates(query: Query, products: Sequence[Mapping[str, Any]]) -> list[Rate]:
-    """Every OnDemand price dimension of ``products`` (Reserved and other terms are ignored)."""
-    found = []
-    for product in products:
-        attributes = product.get("product", {}).get("attributes", {})
-        sku = product.get("product", {}).get("sku", "?")
-        for term in product.get("terms", {}).get("OnDemand", {}).values():
-            for dim in term.get("priceDimensions", {}).values():
-                usd = dim.get("pricePerUnit", {}).get("USD")
-                try:
-                    value = float(usd)
-                except (TypeError, ValueError):
-                    raise PriceError(f"{query.describe()}: product {sku} has an OnDemand price dimension without "
-                                     f"a USD price (pricePerUnit.USD = {usd!r})") from None
-                found.append(Rate(attributes, str(dim.get("unit", "")), round(value, 10),
-                                  str(dim.get("beginRange", "0"))))
-    return found
-
-
-def published(products: Sequence[Mapping[str, Any]]) -> str | None:
+def published(found: Sequence[Mapping[str, Any]]) -> str | None:
     """The newest ``publicationDate`` (YYYY-MM-DD) among the products, None when none carries one."""
-    dates = sorted(str(p["publicationDate"])[:10] for p in products if p.get("publicationDate"))
+    dates = sorted(str(p["publicationDate"])[:10] for p in found if p.get("publicationDate"))
     return dates[-1] if dates else None
 
 
@@ -270,9 +238,9 @@ def _one(query: Query, what: str, values: Iterable[float]) -> float:
     return distinct[0]
 
 
-def ec2_price(query: Query, price_list: Sequence[str], region: str, instance_type: str) -> float:
+def ec2_price(query: Query, found: Sequence[Mapping[str, Any]], region: str, instance_type: str) -> float:
     """The OnDemand hourly price (the one ``cost --refresh`` reads: ``price_list.on_demand_hourly``)."""
-    price = on_demand_hourly(list(price_list))
+    price = on_demand_hourly(query, found)
     if price is None:
         raise PriceError(f"{query.describe()}: the answer has no on-demand hourly price for {instance_type} in "
                          f"{region} (rebuild with `{REBUILD}` or check the filters)")
@@ -338,31 +306,31 @@ def build_region(client: Any, region: str, need: Needs, as_of: str | None, origi
         hourly, dates = {}, []
         for itype in need.instance_types:
             query = ec2_query(region, itype)
-            price_list = fetch(client, query)
-            dates.append(published(_products(query, price_list)))  # also: one line for a malformed entry
-            hourly[itype] = ec2_price(query, price_list, region, itype)
+            answer = products(query, fetch(client, query))
+            dates.append(published(answer))
+            hourly[itype] = ec2_price(query, answer, region, itype)
         sections["ec2_on_demand_linux"] = {**_section("AmazonEC2", dates, as_of, origin), "usd_per_hour": hourly}
     if need.fsx:
         query = fsx_query(region)
-        products = _products(query, fetch(client, query))
-        prices = fsx_prices(query, rates(query, products))
+        answer = products(query, fetch(client, query))
+        prices = fsx_prices(query, rates(query, answer))
         for key in need.fsx:
             if key not in prices:
                 raise PriceError(f"{query.describe()}: the answer has no price for FSx {key} in {region} (priced: "
                                  f"{', '.join(prices) or 'nothing'})")
-        sections["fsx_lustre_usd_per_gb_month"] = {**_section("AmazonFSx", [published(products)], as_of, origin),
+        sections["fsx_lustre_usd_per_gb_month"] = {**_section("AmazonFSx", [published(answer)], as_of, origin),
                                                    "prices": prices}
     if need.nat:
         query = nat_query(region)
-        products = _products(query, fetch(client, query))
-        per_hour, per_gb = nat_rates(query, rates(query, products))
-        sections["nat_gateway"] = {**_section("AmazonEC2", [published(products)], as_of, origin),
+        answer = products(query, fetch(client, query))
+        per_hour, per_gb = nat_rates(query, rates(query, answer))
+        sections["nat_gateway"] = {**_section("AmazonEC2", [published(answer)], as_of, origin),
                                    "usd_per_hour": per_hour, "usd_per_gb": per_gb}
     if need.s3:
         query = s3_query(region)
-        products = _products(query, fetch(client, query))
-        price = s3_rate(query, rates(query, products))
-        sections["s3_standard_usd_per_gb_month"] = {**_section("AmazonS3", [published(products)], as_of, origin),
+        answer = products(query, fetch(client, query))
+        price = s3_rate(query, rates(query, answer))
+        sections["s3_standard_usd_per_gb_month"] = {**_section("AmazonS3", [published(answer)], as_of, origin),
                                                     "price": price}
     return sections
 

@@ -8,6 +8,7 @@ Linux instance question both ``cost.refresh_ec2`` and ``price_build`` ask.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,12 +39,8 @@ class Query:
         return f"GetProducts {self.service_code} ({', '.join(f'{k}={v}' for k, v in self.filters)})"
 
 
-def ec2_filters(region: str, instance_type: str) -> list[dict[str, str]]:
-    """On-demand Linux, shared tenancy, no pre-installed software, ordinary (not reserved) capacity."""
-    return [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in ec2_query(region, instance_type).filters]
-
-
 def ec2_query(region: str, instance_type: str) -> Query:
+    """On-demand Linux, shared tenancy, no pre-installed software, ordinary (not reserved) capacity."""
     terms = (("instanceType", instance_type), ("regionCode", region), ("operatingSystem", "Linux"),
              ("tenancy", "Shared"), ("preInstalledSw", "NA"), ("capacitystatus", "Used"),
              ("licenseModel", "No License required"))
@@ -67,16 +64,52 @@ def fetch(client: Any, query: Query, hint: str = "(check AWS credentials allowed
         raise PriceError(f"Price List API ({PRICING_REGION}): {exc} {hint}") from None
 
 
-def on_demand_hourly(price_list: list[str]) -> float | None:
-    """The hourly USD price in a GetProducts ``PriceList`` (JSON strings), from its OnDemand terms only."""
-    prices = set()
+@dataclass(frozen=True)
+class Rate:
+    """One OnDemand price dimension of a product."""
+
+    attributes: Mapping[str, str]
+    unit: str
+    usd: float
+    begin: str  # beginRange: "0" for the first tier
+
+
+def products(query: Query, price_list: Sequence[str]) -> list[dict[str, Any]]:
+    """The PriceList entries as objects; a malformed one is a one-line ``PriceError`` naming the query."""
+    found = []
     for text in price_list:
-        product = json.loads(text)
+        try:
+            product = json.loads(text)
+        except (TypeError, json.JSONDecodeError) as exc:
+            raise PriceError(f"{query.describe()}: a PriceList entry is not JSON ({exc})") from None
+        if not isinstance(product, dict):
+            raise PriceError(f"{query.describe()}: a PriceList entry is not a JSON object")
+        found.append(product)
+    return found
+
+
+def rates(query: Query, found: Sequence[Mapping[str, Any]]) -> list[Rate]:
+    """Every OnDemand price dimension of the products (Reserved and other terms are ignored)."""
+    out = []
+    for product in found:
+        attributes = product.get("product", {}).get("attributes", {})
+        sku = product.get("product", {}).get("sku", "?")
         for term in product.get("terms", {}).get("OnDemand", {}).values():
             for dim in term.get("priceDimensions", {}).values():
-                usd = float(dim.get("pricePerUnit", {}).get("USD", "0"))
-                if dim.get("unit") == "Hrs" and usd > 0:
-                    prices.add(usd)
+                usd = dim.get("pricePerUnit", {}).get("USD")
+                try:
+                    value = float(usd)
+                except (TypeError, ValueError):
+                    raise PriceError(f"{query.describe()}: product {sku} has an OnDemand price dimension without "
+                                     f"a USD price (pricePerUnit.USD = {usd!r})") from None
+                out.append(Rate(attributes, str(dim.get("unit", "")), round(value, 10),
+                                str(dim.get("beginRange", "0"))))
+    return out
+
+
+def on_demand_hourly(query: Query, found: Sequence[Mapping[str, Any]]) -> float | None:
+    """The hourly USD price among the products' OnDemand terms; None when there is none."""
+    prices = {rate.usd for rate in rates(query, found) if rate.unit == "Hrs" and rate.usd > 0}
     if len(prices) > 1:
         raise PriceError(f"the Price List API gave several on-demand prices {sorted(prices)}; filters too wide")
     return prices.pop() if prices else None

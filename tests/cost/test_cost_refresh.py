@@ -14,6 +14,7 @@ import pytest
 from botocore.stub import Stubber
 
 from clusterkit import cost
+from clusterkit import price_list as price_list_module
 from clusterkit.cli import main
 from clusterkit.effective import expand
 from clusterkit.loader import load, lock_or_none
@@ -64,16 +65,21 @@ def test_refresh_replaces_file_prices_and_names_the_rest(pricing):
     assert "  from prices.json (instance prices c6i.2xlarge and every other price):" in text
 
 
+def _hourly(price_list: list[str]) -> float | None:
+    query = price_list_module.ec2_query("us-east-1", "p5.48xlarge")
+    return price_list_module.on_demand_hourly(query, price_list_module.products(query, price_list))
+
+
 def test_only_on_demand_hourly_terms_count():
     reserved = _product("p5.48xlarge", "30.0000000000", term="Reserved")
     free = _product("p5.48xlarge", "0.0000000000")
-    assert cost.on_demand_hourly([reserved, free, _product("p5.48xlarge", "55.0400000000")]) == 55.04
-    assert cost.on_demand_hourly([reserved]) is None
+    assert _hourly([reserved, free, _product("p5.48xlarge", "55.0400000000")]) == 55.04
+    assert _hourly([reserved]) is None
 
 
 def test_two_prices_mean_the_filters_were_too_wide():
     with pytest.raises(cost.PriceError, match="several on-demand prices"):
-        cost.on_demand_hourly([_product("p5.48xlarge", "55.04"), _product("p5.48xlarge", "98.32")])
+        _hourly([_product("p5.48xlarge", "55.04"), _product("p5.48xlarge", "98.32")])
 
 
 def test_api_error_is_one_line(pricing):

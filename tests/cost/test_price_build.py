@@ -16,6 +16,7 @@ import pytest
 from botocore.stub import Stubber
 
 from clusterkit import cost, price_build
+from clusterkit import price_list as price_list_module
 from clusterkit.effective import expand
 from clusterkit.loader import all_spec_paths, load, lock_or_none
 
@@ -231,9 +232,11 @@ def test_filters_sent_to_get_products_are_pinned(pricing, needs):
     assert [q.name for q in price_build.plan(needs)] == list(pinned)
 
 
-def test_cost_refresh_asks_the_builders_ec2_query():
-    assert price_build.ec2_query("us-east-2", "c6i.4xlarge").params()["Filters"] == cost.ec2_filters(
-        "us-east-2", "c6i.4xlarge")
+def test_cost_refresh_asks_the_builders_ec2_query(pricing):
+    client, stubber = pricing
+    stubber.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": []},
+                         price_build.ec2_query("us-east-2", "c6i.4xlarge").params())
+    cost.refresh_ec2(cost.load_prices(), "us-east-2", ["c6i.4xlarge"], client)
 
 
 # -- pagination ------------------------------------------------------------------------------------------
@@ -246,7 +249,8 @@ def test_next_token_pages_are_followed_and_joined(pricing):
     _stub(stubber, query, pages)  # the second request must carry NextToken=page-2
     price_list = price_build.fetch(client, query)
     assert price_list == pages[0]["PriceList"] + pages[1]["PriceList"]
-    assert price_build.fsx_prices(query, price_build.rates(query, price_build._products(query, price_list))) == {
+    found = price_list_module.rates(query, price_list_module.products(query, price_list))
+    assert price_build.fsx_prices(query, found) == {
         "PERSISTENT_2/1000": 0.6, "PERSISTENT_2/125": 0.145, "PERSISTENT_2/250": 0.21, "PERSISTENT_2/500": 0.34,
         "SCRATCH_2": 0.14}
 
@@ -323,9 +327,9 @@ def test_two_prices_for_one_key_mean_the_filters_were_too_wide():
     query = price_build.s3_query("us-east-1")
     (page,) = _pages(query.name)
     dearer = page["PriceList"][0].replace('"USD": "0.0230000000"', '"USD": "0.0250000000"')
-    products = price_build._products(query, [page["PriceList"][0], dearer])
+    products = price_list_module.products(query, [page["PriceList"][0], dearer])
     with pytest.raises(cost.PriceError, match=r"several prices for .* \[0.023, 0.025\]; filters too wide"):
-        price_build.s3_rate(query, price_build.rates(query, products))
+        price_build.s3_rate(query, price_list_module.rates(query, products))
 
 
 def test_unknown_fsx_products_are_ignored():

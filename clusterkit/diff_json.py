@@ -10,19 +10,19 @@ null. ``level`` is the cluster's most disruptive level (diff_gate.ORDER), null w
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from .diff import ClusterDiff, CostDelta, CostSide, ImageChange, Report
 from .diff_gate import BY_RANK, level
 from .diff_impact import Assessed
 from .diff_struct import MISSING, Change
+from .output import dumps
 
 SCHEMA = "clusterkit.diff/v1"
 
 
 def render_json(report: Report) -> str:
-    return json.dumps(report_data(report), indent=2, sort_keys=True, default=str) + "\n"
+    return dumps(report_data(report))
 
 
 def report_data(report: Report) -> dict[str, Any]:

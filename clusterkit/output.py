@@ -27,7 +27,9 @@ from .errors import Acknowledged, Problem
 
 
 def dumps(data: dict[str, Any]) -> str:
-    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+    """Every JSON document the CLI prints: sorted keys, two-space indent, a final newline. Values YAML gave
+    that JSON has no type for (a date in a spec diff) are written as their text."""
+    return json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
 
 
 def _problem(p: Problem) -> dict[str, Any]:

@@ -291,7 +291,7 @@ def _teardown_lines(teardown: Teardown, expires: datetime | None, now: datetime)
 
 def report_json(report: StatusReport) -> str:
     """``clusterkit.status/v1`` (docs/cli-output.md): the report as data, times in UTC ISO 8601."""
-    import json
+    from .output import dumps
 
     teardown = report.teardown
     data = {
@@ -308,7 +308,7 @@ def report_json(report: StatusReport) -> str:
         "alarms": [{"kind": kind, "name": alarm.name, "state": alarm.state} for kind, alarm in report.alarms],
         "alarms_unread": report.alarms_unread, "head_node": report.head_node, "shell": report.shell,
     }
-    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+    return dumps(data)
 
 
 def cloudformation_client(region: str) -> Any:

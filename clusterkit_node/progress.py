@@ -46,6 +46,7 @@ from typing import Any, Deque, Dict, Iterable, List, Optional, Set, Tuple
 
 from .console import format_bytes, format_duration, log
 from .layout import PROGRESS_FILE
+from .store import write_json_atomic
 from .sync_config import enroot_setting
 
 TAIL_LINES = 5  # enroot lines kept for a failed attempt's one-line summary
@@ -151,13 +152,8 @@ def write_record(work: str, record: Dict[str, Any]) -> None:
     """Replace <work>/progress.json (mode 0644: ``status`` may run as another user). Best effort: progress
     never fails an import."""
     final = os.path.join(work, PROGRESS_FILE)
-    tmp = f"{final}.tmp"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            os.fchmod(fh.fileno(), 0o644)
-            json.dump(record, fh, sort_keys=True)
-        os.replace(tmp, final)
+        write_json_atomic(final, f"{final}.tmp", record)
     except OSError:
         pass
 

@@ -7,8 +7,10 @@
 # PATH drop-in (slurmd starts after this script, in ParallelCluster's finalize phase). Then it CHECKS
 # (a non-zero exit makes PC replace the node rather than let it run jobs that would fail):
 #  - the pyxis plugin is on this node and the shared plugstack.conf loads it;
-#  - when /opt/slurm/bin/srun exists, `srun --help` lists --container-image (slurm clients here
-#    really load pyxis);
+#  - the plugstack line's start path (use_squashfuse=1 or extraction, chosen on the head node) is one
+#    this node can run (clusterkit_node.pyz start-path: squashfuse, /dev/fuse for users, pyxis version);
+#  - a real container starts: clusterkit_node.pyz selftest builds a tiny image with this node's mksquashfs
+#    and starts it as an unprivileged user through the node's own enroot.conf, by that same path;
 #  - the image store on FSx is reachable (clusterkit_node.pyz verify; it never imports);
 #  - this node's NVIDIA driver can run the CUDA of every locked image (compat_rules.json), and
 #    records the node's software fingerprint next to the store (/fsx/containers ->
@@ -48,6 +50,7 @@ check_pyxis() {
 
 # check_pyxis_options: the plugstack line is the head node's (written for ITS pyxis, NFS-shared); a compute
 # AMI whose pyxis is older would refuse an option and slurmd would not start, so say it here, plainly.
+LINE_START_PATH=extract
 check_pyxis_options() {
     local conf="${CK_ROOT}${CK_SLURM_ETC}/plugstack.conf.d/pyxis.conf" version line word key since
     local -a words
@@ -62,6 +65,7 @@ check_pyxis_options() {
             if [[ -n "${since}" ]] && ! { [[ -n "${version}" ]] && ck_version_ge "${version}" "${since}"; }; then
                 ck_die 1 "${CK_SLURM_ETC}/plugstack.conf.d/pyxis.conf has ${key}, which this node's pyxis ${version:-of unknown version} does not know (the head node's pyxis does): slurmd would not start; use an AMI with the head node's pyxis for this queue"
             fi
+            [[ "${word}" == use_squashfuse=1 ]] && LINE_START_PATH=squashfuse
             if [[ "${key}" == importer && ! -x "${CK_ROOT}${word#importer=}" ]]; then
                 ck_die 1 "pyxis importer ${word#importer=} (from pyxis.conf) is not an executable file on this node: is /opt/parallelcluster/shared mounted and the head node's bundle live?"
             fi
@@ -69,17 +73,34 @@ check_pyxis_options() {
     done <"${conf}"
 }
 
-check_srun() {
-    local srun="${CK_ROOT}${CK_SLURM_BIN}/srun" help
-    if [[ ! -x "${srun}" ]]; then
-        ck_log INFO "skipped srun --help check: ${CK_SLURM_BIN}/srun not present"
+# check_start_path: the plugstack line (the head node's, for the whole cluster) says use_squashfuse=1 only when
+# the head node could start a .sqsh in place. A queue whose AMI differs (a custom AMI without squashfuse, a
+# /dev/fuse users cannot open) cannot: say so here, where one line reaches the node's log, instead of every job.
+check_start_path() {
+    if [[ "${LINE_START_PATH}" != squashfuse ]]; then
+        ck_log INFO "the plugstack line extracts images (no use_squashfuse=1): pyxis runs enroot create per job"
         return 0
     fi
-    help="$("${srun}" --help 2>&1)" || ck_die 1 "${CK_SLURM_BIN}/srun --help failed (plugstack not loadable?): ${help//$'\n'/ | }"
-    if [[ "${help}" != *--container-image* ]]; then
-        ck_die 1 "srun --help does not list --container-image: Slurm clients on this node do not load pyxis (stale config? see the pyxis 'unrecognized option' failure story)"
+    ck_start_path
+    if [[ "${CK_START_PATH}" != squashfuse ]]; then
+        ck_die 1 "the cluster's pyxis.conf starts images in place (use_squashfuse=1, chosen on the head node) but this node cannot: ${CK_START_PATH_WHY} (does this queue use a different AMI than the head node? give it squashfuse, or set containers.pyxis.use_squashfuse: false)"
     fi
-    ck_log INFO "srun --help lists --container-image"
+    ck_log INFO "this node can start images in place (squashfuse, /dev/fuse for users), as the plugstack line asks"
+}
+
+# run_selftest: start a tiny container as an unprivileged user, by the path pyxis will take (clusterkit_node
+# selftest.py). A node that cannot start containers fails its boot here, and ParallelCluster replaces it
+# (docs/troubleshooting.md: why failing beats draining): it never looks healthy while every job fails.
+run_selftest() {
+    local out line rc=0
+    out="$(python3 "${CK_SHARED_DIR}/clusterkit_node.pyz" selftest --path "${LINE_START_PATH}" \
+        --want-squashfuse "${PYXIS_USE_SQUASHFUSE}" --squash-options "${ENROOT_SQUASH_OPTIONS}" 2>&1)" || rc=$?
+    while IFS= read -r line; do
+        [[ -n "${line}" ]] && ck_log INFO "${line}"
+    done <<<"${out}"
+    if ((rc != 0)); then
+        ck_die 1 "container self-test failed (exit ${rc}): $(grep -m 1 ' error: ' <<<"${out}" || printf '%s' "${out//$'\n'/ | }")"
+    fi
 }
 
 check_store() {
@@ -116,7 +137,8 @@ main() {
     ck_setup_local_enroot slurmd
     ck_systemd_reload_if_dirty
     check_pyxis
-    check_srun
+    check_start_path
+    run_selftest
     check_store
     record_fingerprint
     ck_log INFO "done: node ready for container jobs"

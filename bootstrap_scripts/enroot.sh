@@ -566,9 +566,32 @@ ck_version_ge() {
     [[ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n 1)" == "$2" ]]
 }
 
+# ck_start_path: how pyxis can start containers on THIS node, measured by the node tools (clusterkit_node
+# start_path.py: squashfuse and fuse-overlayfs present, /dev/fuse usable by an unprivileged user, the pyxis
+# version), never assumed from the OS name. Sets CK_START_PATH=squashfuse|extract and CK_START_PATH_WHY.
+ck_start_path() {
+    local out line zipapp="${CK_ROOT}${CK_PYXIS_IMPORTER}"
+    CK_START_PATH=extract
+    CK_START_PATH_WHY=""
+    if ! out="$(python3 "${zipapp}" start-path --want-squashfuse "${PYXIS_USE_SQUASHFUSE}" --os "${CK_OS}" 2>&1)"; then
+        CK_START_PATH_WHY="the start-path check failed: ${out//$'\n'/ | }"
+        return 0
+    fi
+    while IFS= read -r line; do
+        case "${line}" in
+        path=*) CK_START_PATH="${line#path=}" ;;
+        "why extract: "*) CK_START_PATH_WHY+="${CK_START_PATH_WHY:+; }${line#why extract: }" ;;
+        "") ;;
+        *) ck_log INFO "${line}" ;;
+        esac
+    done <<<"${out}"
+}
+
 # ck_pyxis_options SO: set CK_PYXIS_OPTIONS to the option words for the plugstack line, keeping only
 # what the installed pyxis knows. An option the spec asked for (use_enroot_load) is a WARN when left
-# out; the defaults for newer pyxis (squashfuse starts, ClusterKit's importer) are an INFO line.
+# out; ClusterKit's importer on an older pyxis is an INFO line. use_squashfuse=1 is written only when this
+# node can start a .sqsh in place (ck_start_path); otherwise pyxis extracts each image onto node-local disk
+# (the importer still maps locked names to store files) and one WARN line says what is missing and the fix.
 ck_pyxis_options() {
     local so="$1" version opt since level
     local -a wanted=() defaults=(importer="${CK_PYXIS_IMPORTER}")
@@ -580,7 +603,6 @@ ck_pyxis_options() {
         ck_log WARN "cannot read the pyxis version from ${so}: writing only the options every pyxis >= 0.20 knows"
     fi
     [[ "${PYXIS_USE_ENROOT_LOAD}" == 1 ]] && wanted+=(use_enroot_load=1)
-    [[ "${PYXIS_USE_SQUASHFUSE}" == 1 ]] && defaults+=(use_squashfuse=1)
     for opt in "${wanted[@]}" "${defaults[@]}"; do
         since="${CK_PYXIS_OPTION_SINCE[${opt%%=*}]}"
         if [[ -n "${version}" ]] && ck_version_ge "${version}" "${since}"; then
@@ -591,6 +613,19 @@ ck_pyxis_options() {
         [[ " ${defaults[*]} " == *" ${opt} "* ]] && level=INFO
         ck_log "${level}" "pyxis ${version:-of unknown version} does not know ${opt%%=*} (ClusterKit writes it for pyxis >= ${since}): not written, so slurmd still starts$(ck_pyxis_fallback "${opt%%=*}")"
     done
+    if [[ "${PYXIS_USE_SQUASHFUSE}" != 1 ]]; then
+        ck_log INFO "use_squashfuse is off in the spec: pyxis extracts every image (enroot create)"
+    elif [[ -z "${version}" ]] || ! ck_version_ge "${version}" "${CK_PYXIS_OPTION_SINCE[use_squashfuse]}"; then
+        ck_log INFO "pyxis ${version:-of unknown version} does not know use_squashfuse (ClusterKit writes it for pyxis >= ${CK_PYXIS_OPTION_SINCE[use_squashfuse]}): not written$(ck_pyxis_fallback use_squashfuse)"
+    else
+        ck_start_path
+        if [[ "${CK_START_PATH}" == squashfuse ]]; then
+            CK_PYXIS_OPTIONS+=" use_squashfuse=1"
+            ck_log INFO "containers start in place from the store (use_squashfuse=1): squashfuse and /dev/fuse checked on this node"
+        else
+            ck_log WARN "containers start by extraction onto node-local disk, not in place: ${CK_START_PATH_WHY}"
+        fi
+    fi
 }
 
 # ck_pyxis_fallback OPTION: what a node does without OPTION (for the log line).

@@ -16,6 +16,10 @@ a warning (with its id from ``clusterkit.warning_ids``), so ``validate`` still p
   into ENROOT_DATA_PATH on the root volume (enroot.sh ``ck_enroot_layout``), about TEMP_FACTOR x the
   image's compressed size, and ParallelCluster sizes that volume like the AMI unless told otherwise.
 - Capacity blocks whose min/max differ from the block's instance count, when the spec states it.
+- The start path nodes of the spec's OS will take: ``clusterkit_node.start_path.choose`` (what every node runs
+  on facts it measures) run on the OS's profile (clusterkit/data/node_profiles.json). Where ParallelCluster's
+  AMI lacks squashfuse (alinux2023), pyxis extracts every image onto node-local disk even with
+  ``use_squashfuse`` on: a warning with the fix, and the fan-out figures use the extraction numbers.
 
 A compute subnet too small for max nodes x EFA interfaces is an error, not advice: rules.py owns it.
 
@@ -29,6 +33,7 @@ import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from clusterkit_node import profiles as node_profiles
 from clusterkit_node.lock import ImageLock
 from clusterkit_node.settings import block_bytes
 from clusterkit_node.sizing import (
@@ -38,10 +43,12 @@ from clusterkit_node.sizing import (
     TEMP_FACTOR,
     data_uncompressed,
 )
+from clusterkit_node.start_path import SQUASHFUSE, StartFacts, StartPath, choose
 
 from . import rules
 from .effective import EffectiveNewFsx, EffectiveSpec
 from .errors import Problem
+from .paths import NODE_PROFILES
 from .typed_yaml import Marks
 
 GIB = 1024 ** 3
@@ -152,7 +159,7 @@ def advise(spec: EffectiveSpec, marks: Marks, lock: ImageLock | None) -> list[Pr
     """Every sizing warning for a spec that has no errors."""
     sizes = image_sizes(spec, lock)
     problems: list[Problem] = []
-    for check in (_fan_out, _head_root, _compute_root, _capacity_blocks):
+    for check in (_start_path, _fan_out, _head_root, _compute_root, _capacity_blocks):
         problems.extend(check(spec, marks, sizes))
     return problems
 
@@ -163,6 +170,38 @@ def _assumed(sizes: list[ImageSize]) -> str:
         return ""
     return (f"{n} of {len(sizes)} image sizes assumed {DEFAULT_IMAGE_GIB} GiB, none in the lock: "
             "`make lock` records them")
+
+
+# What validate assumes of a node beyond its profile: the newest enroot/pyxis pair the tests run (the pyxis of
+# each 3.16.1 AMI is not known, node_profiles.json "pyxis"); nodes with an older pyxis extract anyway.
+ASSUMED_PYXIS, ASSUMED_ENROOT = "0.24.0", "4.1.2"
+
+
+def start_path(spec: EffectiveSpec) -> StartPath | None:
+    """The start path nodes of the spec's OS take, on pyxis >= 0.24 (None: no profile for the OS)."""
+    profile = node_profiles.load(str(NODE_PROFILES)).get(spec.os)
+    if profile is None:
+        return None
+    facts = StartFacts(pyxis=ASSUMED_PYXIS, enroot=ASSUMED_ENROOT, squashfuse=profile.has("squashfuse"),
+                       fuse_overlayfs=profile.has("fuse-overlayfs"), fuse_for_users=profile.fuse_for_users,
+                       fuse_detail=f"mode {profile.dev_fuse_mode.value} on ParallelCluster's {spec.os} AMI")
+    return choose(facts, wanted=spec.containers.pyxis.use_squashfuse)
+
+
+def _start_path(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[Problem]:
+    if not spec.containers.pyxis.use_squashfuse or not sizes:
+        return
+    decided = start_path(spec)
+    if decided is None or decided.path == SQUASHFUSE:
+        return
+    profile = node_profiles.load(str(NODE_PROFILES)).get(spec.os)
+    assert profile is not None
+    cited = "; ".join(f"{p}: {profile.programs[p].source}" for p in decided.missing if p in profile.programs)
+    yield m.problem("os", f"containers on {spec.os} nodes start by extraction, not in place: ParallelCluster's "
+                          f"{spec.os} AMI has no {' or '.join(decided.missing) or 'usable /dev/fuse'}, so every job "
+                          "start unpacks its whole image onto node-local disk (use_squashfuse cannot take effect)",
+                    f"use os: ubuntu2204 or ubuntu2404 (their AMIs ship squashfuse), or a custom AMI with squashfuse; "
+                    f"source: {cited or profile.dev_fuse_mode.source}", level="warning", id="container-start-extracts")
 
 
 def _fan_out(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[Problem]:
@@ -181,7 +220,8 @@ def _fan_out(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[
     message = (f"image fan-out: {fan.nodes} nodes x {len(sizes)} images ({fan.per_node_bytes / GB:.1f} GB of .sqsh "
                f"per node) = {fan.total_bytes / GB:.1f} GB at {fan.mb_per_s:.0f} MB/s takes {fan.seconds / 60:.1f} min "
                f"(over {FANOUT_WARN_SECONDS // 60} min)")
-    if spec.containers.pyxis.use_squashfuse:
+    decided = start_path(spec)
+    if spec.containers.pyxis.use_squashfuse and (decided is None or decided.path == SQUASHFUSE):
         share = squashfuse_share(spec.containers.enroot.squash_options)
         message += (f" where pyxis extracts (pyxis < 0.24); squashfuse starts (pyxis >= 0.24) read about "
                     f"{share:.0%} of it for jobs reading {JOB_READS:.0%} of their image: "

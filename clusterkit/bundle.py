@@ -22,7 +22,7 @@ from pathlib import Path
 from .effective import expand
 from .loader import Loaded
 from .lock_file import empty_lock, lock_text
-from .paths import COMPAT_RULES, NODE_PACKAGE_DIR, SCRIPTS_DIR
+from .paths import COMPAT_RULES, NODE_PACKAGE_DIR, NODE_PROFILES, SCRIPTS_DIR
 
 SCRIPTS = SCRIPTS_DIR  # the name tests and callers use
 LAUNCHER = "head_node_launcher.sh"  # HeadNode OnNodeUpdated (may change); also in the bundle for stage 0
@@ -69,7 +69,7 @@ zipapp = os.path.join(os.path.dirname(os.path.realpath(__file__)), "clusterkit_n
 os.execv(sys.executable, [sys.executable, "-I", zipapp, *sys.argv[1:]])
 """
 # Data files copied to the zip root: the node tools read them next to the zipapp.
-BUNDLE_DATA = {COMPAT_RULES.name: COMPAT_RULES}
+BUNDLE_DATA = {COMPAT_RULES.name: COMPAT_RULES, NODE_PROFILES.name: NODE_PROFILES}
 _EPOCH = (2020, 1, 1, 0, 0, 0)
 _EXECUTABLE = (".sh", ".pyz")
 

@@ -17,6 +17,7 @@ from .console import UsageError
 ZIPAPP_NAME = "clusterkit_node.pyz"
 LOCK_NAME = "images.lock"
 RULES_NAME = "compat_rules.json"
+PROFILES_NAME = "node_profiles.json"
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -28,11 +29,15 @@ def bundle_dir() -> str:
     return os.path.dirname(os.path.realpath(archive)) if archive else os.path.dirname(_PACKAGE_DIR)
 
 
-def default_rules_path() -> str:
-    """Next to the zipapp (the bundle), else the repository's clusterkit/data (a checkout)."""
-    bundled = os.path.join(bundle_dir(), RULES_NAME)
-    repo = os.path.join(os.path.dirname(_PACKAGE_DIR), "clusterkit", "data", RULES_NAME)
+def data_path(name: str) -> str:
+    """A data file next to the zipapp (the bundle), else the repository's clusterkit/data (a checkout)."""
+    bundled = os.path.join(bundle_dir(), name)
+    repo = os.path.join(os.path.dirname(_PACKAGE_DIR), "clusterkit", "data", name)
     return bundled if os.path.isfile(bundled) or not os.path.isfile(repo) else repo
+
+
+def default_rules_path() -> str:
+    return data_path(RULES_NAME)
 
 
 def load_rules(path: Optional[str]) -> compat.RuleSet:

@@ -10,6 +10,9 @@ clusterkit_node COMMAND`` in a checkout):
   verify      --store DIR --lock LOCK [--deep]
   fingerprint --store DIR --lock LOCK [--rules FILE] [--node-name NAME]
   drift       --store DIR [--rules FILE] [--format table|json] [--max-age-hours H]
+  start-path  [--want-squashfuse 0|1] [--os OS] [--format text|json]   (how pyxis will start containers here)
+  selftest    [--want-squashfuse 0|1] [--path squashfuse|extract] [--squash-options O] [--format text|json]
+  nccl-check  [--expect ofi|socket|any] [--format text|json] [LOGFILE...]   (stdin without LOGFILE)
 
 The work is done by the package's modules, one job each:
 
@@ -30,11 +33,16 @@ The work is done by the package's modules, one job each:
   bundle_files.py     compat_rules.json and images.lock next to the zipapp
   facts.py            driver, EFA, libfabric, pyxis, Slurm, IMDS facts of this node
   fingerprint.py      ``fingerprint``;  drift.py ``drift``
+  profiles.py         node_profiles.json: what each OS's ParallelCluster AMI has for containers
+  start_path.py       ``start-path``: squashfuse in place or extraction, from facts measured on the node
+  selftest.py         ``selftest``: a real container start as an unprivileged user (selftest_image.py: its image)
+  nccl_transport.py   ``nccl-check``: did NCCL use EFA (NET/OFI) or fall back to sockets? (NCCL_DEBUG=INFO)
 
 Exit codes: 0 everything present, 1 an image failed (or verify found the store unusable, or a node
 cannot run a locked image, or nodes of one queue differ, or the file system refused a write: read-only,
 full, something in the way; one line naming the path), 2 usage, lock or preflight error (disk space,
-missing tools, missing compat files).
+missing tools, missing compat files). ``nccl-check``: 1 a host used TCP sockets (or a non-efa provider)
+instead of EFA, 2 the log has no NCCL transport line (NCCL_DEBUG=INFO unset?).
 """
 from __future__ import annotations
 
@@ -42,10 +50,12 @@ import argparse
 import sys
 from typing import Iterable, Optional
 
+from . import selftest, start_path
 from .bundle_files import RULES_NAME, ZIPAPP_NAME
 from .console import EXIT_FAILED, EXIT_USAGE, PROG, UsageError, error, os_error_line
 from .drift import cmd_drift
 from .fingerprint import cmd_fingerprint
+from .nccl_transport import EXPECTATIONS, cmd_nccl_check
 from .status import cmd_status
 from .sync import cmd_sync
 from .sync_config import DEFAULT_HEARTBEAT
@@ -93,6 +103,16 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--format", choices=("table", "json"), default="table")
     d.add_argument("--max-age-hours", type=float,
                    help="ignore fingerprints recorded longer ago (nodes long gone)")
+    n = sub.add_parser("nccl-check", help="read NCCL_DEBUG=INFO output: exit 1 when NCCL fell back to TCP "
+                                          "sockets instead of EFA (aws-ofi-nccl), 2 when the log has no "
+                                          "transport lines")
+    n.add_argument("logfile", nargs="*", metavar="LOGFILE", help="NCCL_DEBUG=INFO output (default: stdin)")
+    n.add_argument("--expect", choices=EXPECTATIONS, default="ofi",
+                   help="the transport every host must use (default ofi: NET/OFI over the efa provider; "
+                        "socket for single-node or non-EFA runs; any: only report)")
+    n.add_argument("--format", choices=("text", "json"), default="text")
+    start_path.add_parser(sub)
+    selftest.add_parser(sub)
     return p
 
 
@@ -107,6 +127,12 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
             return cmd_fingerprint(args)
         if args.command == "drift":
             return cmd_drift(args)
+        if args.command == "start-path":
+            return start_path.cmd_start_path(args)
+        if args.command == "selftest":
+            return selftest.cmd_selftest(args)
+        if args.command == "nccl-check":
+            return cmd_nccl_check(args)
         return cmd_verify(args)
     except UsageError as exc:
         for line in exc.lines:

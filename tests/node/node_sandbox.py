@@ -38,7 +38,7 @@ SCRIPTS = REPO / "bootstrap_scripts"
 
 # Real tools the scripts may call (wrapped + recorded). Anything else is not on PATH.
 REAL_TOOLS = ("mkdir", "chmod", "mv", "rm", "ln", "readlink", "stat", "mktemp", "sha256sum", "sort",
-              "cat", "python3")
+              "cat", "python3", "grep", "head")
 STANDINS = ("scontrol", "systemctl", "sysctl", "enroot", "aws", "nvidia-smi", "mountpoint")
 FORBIDDEN = ("curl", "wget", "git", "make", "gcc", "cc", "pip", "pip3", "dnf", "yum", "apt", "apt-get")
 
@@ -120,10 +120,25 @@ fi
 
 ZIPAPP_STANDIN = r'''#!/usr/bin/env python3
 """Stand-in for the node zipapp in node-script tests (`python3 X` runs a script whatever its name): records
-argv, exits CK_TEST_IMAGE_SYNC_RC."""
+argv; `start-path` answers CK_TEST_START_PATH (with a reason when extract), `selftest` exits
+CK_TEST_SELFTEST_RC, everything else exits CK_TEST_IMAGE_SYNC_RC."""
 import os, sys
 with open(os.environ["CK_TEST_CMDLOG"], "a") as f:
     f.write("\t".join(["clusterkit_node.pyz", *sys.argv[1:]]) + "\n")
+if sys.argv[1:2] == ["start-path"]:
+    path = os.environ.get("CK_TEST_START_PATH", "squashfuse")
+    print(f"path={path}")
+    print("facts: stand-in")
+    if path == "extract":
+        print("why extract: squashfuse not installed (stand-in)")
+    sys.exit(0)
+if sys.argv[1:2] == ["selftest"]:
+    rc = int(os.environ.get("CK_TEST_SELFTEST_RC", "0"))
+    if rc:
+        print("2026-01-01T00:00:00Z image_sync: error: selftest: this node cannot start containers (stand-in)")
+    else:
+        print("2026-01-01T00:00:00Z image_sync: selftest: extract start works (stand-in)")
+    sys.exit(rc)
 rc = int(os.environ.get("CK_TEST_IMAGE_SYNC_RC", "0"))
 print("store reachable; present: pytorch" if rc == 0 else "store /fsx/containers: not mounted", file=sys.stdout)
 sys.exit(rc)
@@ -139,7 +154,8 @@ def bundle_zip(dest: Path, *, drop: tuple[str, ...] = (), zipapp: str | bytes = 
     real one: clusterkit.bundle.build_zipapp())."""
     files = {name: (SCRIPTS / name).read_bytes()
              for name in ("enroot.sh", "compute_node_start.sh", "compute_node_configured.sh")}
-    files["compat_rules.json"] = (SCRIPTS.parent / "clusterkit/data/compat_rules.json").read_bytes()
+    for data in ("compat_rules.json", "node_profiles.json"):
+        files[data] = (SCRIPTS.parent / "clusterkit/data" / data).read_bytes()
     files[ZIPAPP] = zipapp.encode() if isinstance(zipapp, str) else zipapp
     files["images.lock"] = (json.dumps(lock or IMAGES_LOCK, indent=2, sort_keys=True) + "\n").encode()
     with zipfile.ZipFile(dest, "w") as zf:
@@ -251,6 +267,8 @@ class Sandbox:
     mounts: set[str] = field(default_factory=lambda: {"/fsx"})
     srun_has_pyxis: bool = True
     image_sync_rc: int = 0
+    start_path: str = "squashfuse"  # what the zipapp stand-in's start-path answers
+    selftest_rc: int = 0
     bundle: Path | None = None
 
     def __post_init__(self) -> None:
@@ -347,6 +365,8 @@ class Sandbox:
             "CK_TEST_BUNDLE_ZIP": str(self.bundle_path()),
             "CK_TEST_SRUN_PYXIS": "1" if self.srun_has_pyxis else "0",
             "CK_TEST_IMAGE_SYNC_RC": str(self.image_sync_rc),
+            "CK_TEST_START_PATH": self.start_path,
+            "CK_TEST_SELFTEST_RC": str(self.selftest_rc),
         }
         full_env.update(env or {})
         with open(trace, "w") as tf:

@@ -137,15 +137,18 @@ def test_shared_dir_override(compute: Sandbox, tmp_path) -> None:
 # --- OnNodeConfigured -------------------------------------------------------------------------------
 
 def test_configured_checks_pass_and_verify_store(compute: Sandbox) -> None:
-    compute.add_srun()
     before = snapshot(compute.root)
     r = compute.run("compute_node_configured.sh", *COMPUTE_ARGS)
     assert r.returncode == 0, r.stderr
     shared = str(compute.root / SHARED)
     store_args = ["--store", str(compute.root / "fsx/containers"), "--lock", f"{shared}/images.lock"]
-    assert r.calls("clusterkit_node.pyz") == [["verify", *store_args], ["fingerprint", *store_args]]
-    assert r.calls("srun") == [["--help"]]
-    assert "srun --help lists --container-image" in r.stdout
+    # the plugstack line extracts (no use_squashfuse=1), so the self-test starts a container that way
+    assert r.calls("clusterkit_node.pyz") == [
+        ["selftest", "--path", "extract", "--want-squashfuse", "1", "--squash-options",
+         "-comp zstd -Xcompression-level 3 -b 128K -no-fragments"],
+        ["verify", *store_args], ["fingerprint", *store_args]]
+    assert "srun" not in r.command_names
+    assert "selftest: extract start works" in r.stdout
     assert "image_sync verify: store reachable; present: pytorch" in r.stdout
     after = snapshot(compute.root)
     assert under(before, "opt/slurm", "fsx") == under(after, "opt/slurm", "fsx")
@@ -158,17 +161,45 @@ def test_configured_checks_pass_and_verify_store(compute: Sandbox) -> None:
     assert not r.command_names & COMPUTE_FORBIDDEN, r.command_names & COMPUTE_FORBIDDEN
 
 
-def test_configured_skips_srun_check_when_absent(compute: Sandbox) -> None:
+def test_configured_fails_when_the_container_self_test_fails(compute: Sandbox) -> None:
+    """A node that cannot start a container fails its boot (ParallelCluster replaces it), one line naming why;
+    it never goes on to look ready."""
+    compute.selftest_rc = 1
+    r = compute.run("compute_node_configured.sh", *COMPUTE_ARGS)
+    assert r.returncode == 1
+    errors = [ln for ln in r.stderr.splitlines() if " ERROR " in ln]
+    assert len(errors) == 1 and "container self-test failed (exit 1)" in errors[0], r.stderr
+    assert "this node cannot start containers (stand-in)" in errors[0]
+    assert "node ready for container jobs" not in r.stdout
+    assert [c[0] for c in r.calls("clusterkit_node.pyz")] == ["selftest"]
+
+
+def _line_starts_in_place(compute: Sandbox) -> None:
+    compute.write("opt/slurm/etc/plugstack.conf.d/pyxis.conf",
+                  "required /usr/local/lib/slurm/spank_pyxis.so runtime_path=/run/pyxis container_scope=job "
+                  "use_squashfuse=1\n")
+    compute.write("usr/local/lib/slurm/spank_pyxis.so", "ELF placeholder pyxis: version v0.24.0\n")
+
+
+def test_configured_tests_the_in_place_path_when_the_line_asks_for_it(compute: Sandbox) -> None:
+    _line_starts_in_place(compute)
     r = compute.run("compute_node_configured.sh", *COMPUTE_ARGS)
     assert r.returncode == 0, r.stderr
-    assert "skipped srun --help check: /opt/slurm/bin/srun not present" in r.stdout
+    calls = r.calls("clusterkit_node.pyz")
+    assert calls[0][0] == "start-path" and calls[1][:3] == ["selftest", "--path", "squashfuse"]
+    assert "this node can start images in place" in r.stdout
 
 
-def test_configured_fails_when_srun_lacks_container_image(compute: Sandbox) -> None:
-    compute.add_srun()
-    compute.srun_has_pyxis = False
+def test_configured_fails_when_the_line_starts_in_place_but_this_node_cannot(compute: Sandbox) -> None:
+    """The head node's AMI had squashfuse, this queue's does not (a custom AMI): one line, boot fails."""
+    _line_starts_in_place(compute)
+    compute.start_path = "extract"
     r = compute.run("compute_node_configured.sh", *COMPUTE_ARGS)
-    assert r.returncode == 1 and "srun --help does not list --container-image" in r.stderr
+    assert r.returncode == 1
+    (line,) = [ln for ln in r.stderr.splitlines() if " ERROR " in ln]
+    assert "starts images in place (use_squashfuse=1, chosen on the head node) but this node cannot" in line
+    assert "squashfuse not installed (stand-in)" in line and "use_squashfuse: false" in line
+    assert "selftest" not in [c[0] for c in r.calls("clusterkit_node.pyz")]
 
 
 def test_configured_fails_when_plugstack_lacks_pyxis(compute: Sandbox) -> None:
@@ -195,4 +226,5 @@ def test_configured_fails_when_store_unreachable(compute: Sandbox) -> None:
 def test_configured_uses_custom_store(compute: Sandbox) -> None:
     r = compute.run("compute_node_configured.sh", *COMPUTE_ARGS, "CK_STORE=/fsx/images")
     assert r.returncode == 0, r.stderr
-    assert r.calls("clusterkit_node.pyz")[0][:3] == ["verify", "--store", str(compute.root / "fsx/images")]
+    verify = [c for c in r.calls("clusterkit_node.pyz") if c[0] == "verify"]
+    assert verify[0][:3] == ["verify", "--store", str(compute.root / "fsx/images")]

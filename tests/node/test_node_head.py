@@ -57,7 +57,7 @@ def test_fresh_run_writes_exactly_the_expected_files(sandbox: Sandbox) -> None:
         "var/log/clusterkit/bootstrap.log",
         "var/lib/clusterkit/image-sync.inputs",
         *(f"opt/parallelcluster/shared/{bundle_dir}/{f}" for f in
-          ("enroot.sh", "clusterkit_node.pyz", "compat_rules.json", "compute_node_start.sh",
+          ("enroot.sh", "clusterkit_node.pyz", "compat_rules.json", "node_profiles.json", "compute_node_start.sh",
            "compute_node_configured.sh", "images.lock")),
     }
     modes = {p: after[p].mode for p in new_files if not p.startswith("opt/parallelcluster")}

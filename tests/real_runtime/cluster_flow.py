@@ -60,9 +60,10 @@ def rootfs(cuda: str = CUDA_VERSION, extra: dict | None = None) -> dict:
     return files
 
 
-def spec_text(registry_host: str, repo: str, tag: str) -> str:
-    """The demo spec with its images replaced by the loopback image (everything else as shipped)."""
-    demo = (REPO / "cluster_configs" / "demo.yaml").read_text()
+def spec_text(registry_host: str, repo: str, tag: str, os_name: str = "alinux2023") -> str:
+    """The demo spec with its images replaced by the loopback image and its os by the node's profile
+    (everything else as shipped)."""
+    demo = (REPO / "cluster_configs" / "demo.yaml").read_text().replace("\nos: alinux2023\n", f"\nos: {os_name}\n")
     head, _, _ = demo.partition("  images:\n")
     tail = demo[demo.index("\nlifecycle:"):]
     return (head + "  images:\n"
@@ -126,7 +127,7 @@ def prepare(node: NodeRoot, registry: FakeRegistry, workdir: Path, *, with_image
     bundle; plus the site drop-in that lets enroot talk plain http to the loopback registry."""
     digest = add_rootfs_image(registry, "ck/pytorch", "25.01", [rootfs()], env=IMAGE_ENV)
     spec_path = workdir / "demo.yaml"
-    text = spec_text(registry.host, "ck/pytorch", "25.01")
+    text = spec_text(registry.host, "ck/pytorch", "25.01", node.profile)
     if not with_image:
         text = text[:text.index("  images:\n")] + "  images: []\n" + text[text.index("\nlifecycle:") + 1:]
     spec_path.write_text(text)

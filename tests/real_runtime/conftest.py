@@ -24,12 +24,22 @@ def generation(request: pytest.FixtureRequest) -> runtime_build.Generation:
 
 
 
+# The AMIs the tier's nodes are (clusterkit/data/node_profiles.json): alinux2023, the default spec's OS, has no
+# squashfuse; ubuntu2204 has every package. A module may narrow this with its own `node_profile` fixture.
+PROFILES = ("alinux2023", "ubuntu2204")
+
+
+@pytest.fixture(scope="module", params=PROFILES)
+def node_profile(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def cluster(generation, tmp_path_factory):
-    """One cluster brought up for real per generation and test module (cluster_flow.bring_up)."""
-    node = start_node(generation, tmp_path_factory)
+def cluster(generation, node_profile, tmp_path_factory):
+    """One cluster brought up for real per generation, node profile and test module (cluster_flow.bring_up)."""
+    node = start_node(generation, tmp_path_factory, node_profile)
     try:
         with serve() as registry:
-            yield bring_up(node, registry, tmp_path_factory.mktemp(f"spec-{generation.key}"))
+            yield bring_up(node, registry, tmp_path_factory.mktemp(f"spec-{generation.key}-{node_profile}"))
     finally:
         node.stop()

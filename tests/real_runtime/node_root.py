@@ -6,7 +6,9 @@ host: one ``unshare --mount --propagation private`` process builds a node root o
 into it; every daemon and command then runs inside it through ``nsenter --mount --root --wd``.
 
 The node root (everything else is the host's own directory, bind-mounted read-write):
-  /usr        read-only overlay: the aws/systemctl stand-ins in /usr/local/bin, the real enroot (NVIDIA package
+  /usr        read-only overlay: on top, whiteouts for the programs the node profile's AMI lacks
+              (clusterkit/data/node_profiles.json: no squashfuse or fuse-overlayfs on alinux2023), then
+              the aws/systemctl stand-ins in /usr/local/bin, the real enroot (NVIDIA package
               layout: /usr/bin/enroot, /usr/lib/enroot, /usr/share/enroot/hooks.d) and pyxis at ParallelCluster's path
               /usr/local/lib/slurm/spank_pyxis.so, both from tests/real_runtime/runtime_build.py,
               over the host's /usr (Debian's Slurm 22.05, munge, squashfs-tools, curl, jq, ...)
@@ -18,7 +20,8 @@ The node root (everything else is the host's own directory, bind-mounted read-wr
   /run        tmpfs (munge's default socket, /run/enroot, /run/pyxis)
   /fsx        a mount point (bind of a scratch directory: the FSx stand-in, a local file system)
   /proc       a fresh proc mount; /dev, /sys, /tmp, /root, /work ... the host's, bind-mounted
-  /dev/fuse   a 0666 node for the host's fuse device, as on PC AMIs (the host's own is root-only)
+  /dev/fuse   a node for the host's fuse device with the profile's mode (0666 as on PC AMIs; the host's own is
+              root-only); ``fuse_mode`` overrides it
 
 What is a stand-in here, and why: FSx is a local directory (no Lustre here); S3, ECR's token call and
 systemd are the stand-ins in standins/usr/local/bin (no AWS, no systemd here); ParallelCluster's node
@@ -33,6 +36,7 @@ import shlex
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -42,6 +46,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "slurm"))
 from slurm_cluster import _free_ports  # noqa: E402  (ports the kernel hands out now, held together)
 
+from clusterkit_node import profiles  # noqa: E402
+
 SLURM_CLIENTS = ("srun", "sbatch", "salloc", "scontrol", "squeue", "sinfo", "scancel", "sacct")
 # Test users: two share a primary group (the multi-user failure story), uids well above system ranges.
 USERS = {"ckuser1": (27001, 27000), "ckuser2": (27002, 27000)}
@@ -50,11 +56,43 @@ NODE = "cknode1"
 # aws and systemctl stand-ins (see their docstrings), overlaid on /usr/local/bin ahead of everything.
 STANDINS = Path(__file__).resolve().parent / "standins"
 PATH = "/opt/slurm/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+PROFILES = profiles.load()
+# The Debian package that brings each program a profile may lack: all its programs are hidden with it (an AMI
+# without the package has none of them; squashfuse also brings squashfuse_ll).
+PACKAGE_OF = {"squashfuse": "squashfuse", "fuse-overlayfs": "fuse-overlayfs", "pigz": "pigz", "zstd": "zstd",
+              "parallel": "parallel", "jq": "jq", "mksquashfs": "squashfs-tools", "unsquashfs": "squashfs-tools",
+              "enroot": None}
+
+
+def hidden_programs(profile: str) -> list[str]:
+    """Absolute /usr paths of the host's programs the profile's AMI does not have (its packages' bin files)."""
+    paths: set[str] = set()
+    for program in PROFILES.profiles[profile].lacks():
+        package = PACKAGE_OF[program]
+        if package is None:
+            raise ValueError(f"profile {profile} lacks {program}, which the node root cannot hide")
+        listed = subprocess.run(["dpkg", "-L", package], capture_output=True, text=True, check=True).stdout
+        paths.update(p for p in listed.split() if re.match(r"^/usr/s?bin/[^/]+$", p))
+    return sorted(paths)
+
+
+def ami_layer(directory: Path, profile: str) -> Path:
+    """The top /usr overlay layer of a node of ``profile``: a whiteout (char 0:0, overlayfs' own marker)
+    for every program its AMI lacks, so the node runs without them as the AMI would."""
+    if profile not in PROFILES.profiles:
+        raise ValueError(f"no node profile {profile!r} (clusterkit/data/node_profiles.json)")
+    (directory / "usr").mkdir(parents=True, exist_ok=True)
+    for path in hidden_programs(profile):
+        target = directory / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.exists():
+            os.mknod(target, 0o600 | stat.S_IFCHR, os.makedev(0, 0))
+    return directory
 
 # Runs as root in the new mount namespace: build the node root, then chroot into it and wait.
 _SETUP = r"""
 set -euo pipefail
-S="$1"; STAGE="$2"; STANDINS="$3"; FSX_AT_START="$4"
+S="$1"; STAGE="$2"; STANDINS="$3"; FSX_AT_START="$4"; AMI="$5"; FUSE_MODE="$6"
 R="$S/root"
 mkdir -p "$R"
 mount -t tmpfs -o mode=0755 noderoot "$R"
@@ -67,7 +105,7 @@ for e in /*; do
 done
 for d in usr etc opt var home fsx proc dev sys run; do mkdir -p "$R/$d"; done
 for d in etc opt var home; do mkdir -p "$S/upper/$d" "$S/work/$d"; done
-mount -t overlay overlay -o "ro,lowerdir=$STANDINS/usr:$STAGE/usr:/usr" "$R/usr"
+mount -t overlay overlay -o "ro,lowerdir=$AMI/usr:$STANDINS/usr:$STAGE/usr:/usr" "$R/usr"
 mount -t overlay overlay -o "lowerdir=$STAGE/etc:/etc,upperdir=$S/upper/etc,workdir=$S/work/etc" "$R/etc"
 for d in opt var home; do
     mount -t overlay overlay -o "lowerdir=/$d,upperdir=$S/upper/$d,workdir=$S/work/$d" "$R/$d"
@@ -78,9 +116,9 @@ mount --bind "$S/vartmp" "$R/var/tmp"
 if [ "$FSX_AT_START" = yes ]; then mount --bind "$S/fsx" "$R/fsx"; fi
 mount -t proc proc "$R/proc"
 mount --rbind /dev "$R/dev"
-# ParallelCluster AMIs ship /dev/fuse 0666 (unprivileged squashfuse starts need it); this host's is root-only,
-# so the node gets its own 0666 node for the same device (10,229).
-rm -f "$S/fuse"; mknod -m 0666 "$S/fuse" c 10 229
+# /dev/fuse with the profile's mode (0666 on ParallelCluster AMIs: systemd's udev rule); this host's is
+# root-only, so the node gets its own node for the same device (10,229).
+rm -f "$S/fuse"; mknod -m "$FUSE_MODE" "$S/fuse" c 10 229
 mount --bind "$S/fuse" "$R/dev/fuse"
 mount --rbind /sys "$R/sys"
 mount -t tmpfs -o mode=0755 run "$R/run"
@@ -104,15 +142,20 @@ class NodeRoot:
     scratch: Path
     stage: Path
     fsx_at_start: bool = True  # False: /fsx is an empty directory until mount_fsx() (PC's config phase)
+    profile: str = "ubuntu2204"  # the AMI this node is (clusterkit/data/node_profiles.json): what it lacks is hidden
+    fuse_mode: str | None = None  # /dev/fuse mode; None: the profile's
     holder: subprocess.Popen | None = None
     daemons: dict[str, subprocess.Popen] = field(default_factory=dict)
 
     # ------------------------------------------------------------------------------------ namespace
     def start(self) -> "NodeRoot":
         self.scratch.mkdir(parents=True, exist_ok=True)
+        ami = ami_layer(self.scratch / "ami", self.profile)
+        fuse_mode = self.fuse_mode or PROFILES.profiles[self.profile].dev_fuse_mode.value
         self.holder = subprocess.Popen(
             ["unshare", "--mount", "--propagation", "private", "bash", "-c", _SETUP, "setup",
-             str(self.scratch), str(self.stage), str(STANDINS), "yes" if self.fsx_at_start else "no"],
+             str(self.scratch), str(self.stage), str(STANDINS), "yes" if self.fsx_at_start else "no", str(ami),
+             fuse_mode],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, text=True)
         assert self.holder.stdout is not None
         # the setup prints "ready" once it has pivoted into the node root (or dies saying why)

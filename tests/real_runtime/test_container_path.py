@@ -28,6 +28,7 @@ from cluster_flow import (
     unlocked_images,
 )
 from images_fakes import add_rootfs_image, serve
+from node_root import PROFILES
 
 PRETTY = "ClusterKit test image (busybox)"
 
@@ -70,8 +71,10 @@ def test_slurm_loads_the_exact_plugstack_line_the_head_node_wrote(cluster: Clust
     node = cluster.node
     line = [ln for ln in node.read("/opt/slurm/etc/plugstack.conf.d/pyxis.conf").splitlines()
             if not ln.startswith("#")]
-    newer = (" importer=/opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz use_squashfuse=1"
-             if _version(generation.pyxis_version) >= (0, 24, 0) else "")
+    new = _version(generation.pyxis_version) >= (0, 24, 0)
+    newer = " importer=/opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz" if new else ""
+    if new and PROFILES.profiles[node.profile].has("squashfuse"):  # the node starts .sqsh files in place
+        newer += " use_squashfuse=1"
     assert line == ["required /usr/local/lib/slurm/spank_pyxis.so runtime_path=/run/pyxis container_scope=job "
                     "sbatch_support=1 execute_entrypoint=0" + newer]
     assert node.read("/opt/slurm/etc/plugstack.conf").strip().endswith("include /opt/slurm/etc/plugstack.conf.d/*")
@@ -83,7 +86,12 @@ def test_slurm_loads_the_exact_plugstack_line_the_head_node_wrote(cluster: Clust
 def test_compute_node_checks_passed_on_the_real_store(cluster: Cluster, generation) -> None:
     log = cluster.bootstrap_log
     assert "verify: 1/1 locked images present in /fsx/containers" in log
-    assert "srun --help lists --container-image" in log
+    # the boot self-test started a real container as an unprivileged user, by the path pyxis will take
+    in_place = "use_squashfuse=1" in cluster.node.read("/opt/slurm/etc/plugstack.conf.d/pyxis.conf")
+    path = "squashfuse" if in_place else "extract"
+    assert f"selftest: {path} start works: " in log, log
+    assert ("enroot start <file>.sqsh as nobody: container ran" if in_place
+            else "enroot create + start as nobody: container ran") in log
     assert "compute_node_configured.sh INFO done: node ready for container jobs" in log
     # the node's fingerprint names the enroot and pyxis really installed
     (fingerprint,) = (cluster.node.fsx / ".containers.clusterkit" / "nodes").glob("*.json")

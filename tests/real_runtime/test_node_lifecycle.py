@@ -42,9 +42,10 @@ def test_head_lifecycle_order_is_parallelclusters():
 
 
 @pytest.fixture
-def booting(generation, tmp_path_factory):
-    node = NodeRoot(tmp_path_factory.mktemp(f"life-{generation.key}"), stage_for(generation.key),
-                    fsx_at_start=False)
+def booting(generation, node_profile, tmp_path_factory):
+    """A node of ``node_profile``'s AMI (alinux2023: no squashfuse) booting through PC's phases."""
+    node = NodeRoot(tmp_path_factory.mktemp(f"life-{generation.key}-{node_profile}"), stage_for(generation.key),
+                    fsx_at_start=False, profile=node_profile)
     registry = Registry()
     try:
         node.start()
@@ -76,6 +77,7 @@ def test_first_boot_static_node_races_the_first_import_and_an_update_leaves_it_r
     first = life.compute_boot(first=True)
     assert [phase for phase, _ in first.steps] == list(PHASES)
     assert f"warning: verify: no {STORE}/manifest.json yet" in first.output
+    assert "start works: " in first.output, first.output  # the self-test needs no store image: it ran anyway
     assert "pytorch: " in first.output and "missing from /fsx/containers" in first.output
     conf = node.read("/etc/enroot/enroot.conf")
     assert "ENROOT_DATA_PATH /scratch/enroot/data/user-$(id -u)" in conf

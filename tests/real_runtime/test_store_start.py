@@ -1,5 +1,7 @@
-"""Constant-time starts from the store, with the REAL enroot + pyxis: on pyxis >= 0.24 nodes the head
-node's plugstack line adds ClusterKit's importer and use_squashfuse=1, so
+"""Constant-time starts from the store, with the REAL enroot + pyxis, on nodes as ParallelCluster's AMIs are
+(node profiles: alinux2023 has no squashfuse, ubuntu2204 has it). On pyxis >= 0.24 nodes the head node's
+plugstack line adds ClusterKit's importer, and use_squashfuse=1 only where the node can start a .sqsh in place
+(squashfuse present, /dev/fuse usable by users: measured on the node). Where it can,
 
   * a registry name that is in the image lock (`srun --container-image=REG#REPO:TAG`) resolves, through
     the importer, to the store's digest file and starts in place with squashfuse: no registry request,
@@ -8,8 +10,10 @@ node's plugstack line adds ClusterKit's importer and use_squashfuse=1, so
   * a name that is not in the lock is refused with one line (default), or imported for the job and
     released afterwards (CK_UNLOCKED_IMAGES=import);
 
-and on pyxis 0.20 nodes nothing of that is written: store files are extracted, registry names imported
-by pyxis itself. What pyxis does is read from its own log lines (pyxis 0.24.0 pyxis_slurmstepd.c:
+where it cannot (alinux2023), locked names still resolve through the importer to the store file, which pyxis
+extracts onto node-local disk (enroot create): jobs work, with one WARN line at boot naming squashfuse and the
+fix. On pyxis 0.20 nodes nothing of that is written: store files are extracted, registry names imported by
+pyxis itself. What pyxis does is read from its own log lines (pyxis 0.24.0 pyxis_slurmstepd.c:
 "using importer squashfs directly", "starting container from squashfs", "creating container filesystem").
 """
 from __future__ import annotations
@@ -19,6 +23,7 @@ import re
 import pytest
 from cluster_flow import IMAGE_ENV, OS_RELEASE, STORE, Cluster, rootfs, slurmd_log, srun_container, unlocked_images
 from images_fakes import add_rootfs_image
+from node_root import PROFILES
 
 IMPORTER = "/opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz"
 # Behaviour only pyxis >= 0.24 has (what 0.20 does instead is asserted where it can be run)
@@ -27,6 +32,11 @@ NEW_ONLY = pytest.mark.parametrize("generation", ["gen4"], indirect=True)
 
 def is_new(generation) -> bool:
     return tuple(int(p) for p in generation.pyxis_version.split(".")) >= (0, 24, 0)
+
+
+def in_place(cluster: Cluster, generation) -> bool:
+    """Do store starts run in place on this node? pyxis >= 0.24 on an AMI with squashfuse (the profile)."""
+    return is_new(generation) and PROFILES.profiles[cluster.node.profile].has("squashfuse")
 
 
 def digest_file(cluster: Cluster) -> str:
@@ -50,7 +60,11 @@ def registry_requests(cluster: Cluster, since: int) -> list:
 def test_plugstack_has_the_importer_and_squashfuse_only_for_pyxis_0_24(cluster: Cluster, generation) -> None:
     line = cluster.node.read("/opt/slurm/etc/plugstack.conf.d/pyxis.conf")
     assert (f"importer={IMPORTER}" in line) == is_new(generation)
-    assert ("use_squashfuse=1" in line) == is_new(generation)
+    assert ("use_squashfuse=1" in line) == in_place(cluster, generation)
+    if is_new(generation) and not in_place(cluster, generation):
+        warn = [ln for ln in cluster.bootstrap_log.splitlines() if "containers start by extraction" in ln]
+        assert len(warn) == 1 and " WARN " in warn[0], cluster.bootstrap_log
+        assert "squashfuse not installed" in warn[0] and "pcluster build-image" in warn[0], warn[0]
     if not is_new(generation):
         assert (f"pyxis {generation.pyxis_version} does not know importer (ClusterKit writes it for pyxis >= 0.24.0)"
                 in cluster.bootstrap_log)
@@ -67,26 +81,30 @@ def test_a_locked_registry_name_starts_from_the_store_without_the_registry(clust
     for image in names:
         out = srun_container(cluster, "cat", "/etc/os-release", image=image, user=user).stdout
         assert out == OS_RELEASE
-    if is_new(generation):
+    if in_place(cluster, generation):
         assert registry_requests(cluster, seen) == []
         assert log.text().count(f"pyxis: using importer squashfs directly: {digest_file(cluster)}") == 2
         assert f"pyxis: starting container from squashfs: {digest_file(cluster)}" in log.text()
         assert "creating container filesystem" not in log.text()
+    elif is_new(generation):  # no squashfuse: the importer still answers with the store file, pyxis extracts it
+        assert registry_requests(cluster, seen) == []
+        assert log.text().count("pyxis: creating container filesystem") == 2
+        assert "starting container from squashfs" not in log.text()
     else:  # pyxis 0.20: pyxis imports from the registry itself, every time
         assert [p for m, p, _ in registry_requests(cluster, seen) if "/manifests/" in p]
 
 
-def test_a_store_path_starts_in_place_with_squashfuse(cluster: Cluster, generation) -> None:
+def test_a_store_path_starts_in_place_where_the_node_can(cluster: Cluster, generation) -> None:
     log = LogWindow(cluster)
     assert srun_container(cluster, "true", user="ckuser2").returncode == 0
-    if is_new(generation):
+    if in_place(cluster, generation):
         assert f"pyxis: starting container from squashfs: {cluster.sqsh}" in log.text()
         assert "creating container filesystem" not in log.text()
     else:
         assert "pyxis: creating container filesystem" in log.text()
 
 
-def test_container_options_and_hooks_with_squashfuse(cluster: Cluster) -> None:
+def test_container_options_and_hooks_on_either_path(cluster: Cluster) -> None:
     name = cluster.registry_uri()
     mounts = srun_container(cluster, "ls", STORE, image=name, user="ckuser1",
                             extra=(f"--container-mounts={STORE}:{STORE}:ro",)).stdout.split()
@@ -147,7 +165,7 @@ def test_an_unlocked_name_is_refused_in_one_line_without_the_registry(cluster: C
 
 
 @NEW_ONLY
-def test_import_policy_imports_an_unlocked_name_for_the_job_and_releases_it(cluster: Cluster) -> None:
+def test_import_policy_imports_an_unlocked_name_for_the_job_and_releases_it(cluster: Cluster, generation) -> None:
     add_rootfs_image(cluster.registry, "ck/pytorch", "for-import", [rootfs()], env=IMAGE_ENV)
     seen, log = len(cluster.registry.log), LogWindow(cluster)
     with unlocked_images(cluster, "import"):
@@ -155,8 +173,11 @@ def test_import_policy_imports_an_unlocked_name_for_the_job_and_releases_it(clus
                              user="ckuser1").stdout
     assert out == OS_RELEASE
     assert [p for m, p, _ in registry_requests(cluster, seen) if p.endswith("/manifests/for-import")]
-    direct = re.findall(r"using importer squashfs directly: (\S+)", log.text())
-    assert direct and direct[0].startswith("/run/pyxis/27001/clusterkit.")
+    if in_place(cluster, generation):
+        direct = re.findall(r"using importer squashfs directly: (\S+)", log.text())
+        assert direct and direct[0].startswith("/run/pyxis/27001/clusterkit.")
+    else:
+        assert "pyxis: creating container filesystem" in log.text()
     # release ran (at task cleanup): the per-step file is gone, nothing else left behind
     left = cluster.node.run(["sh", "-c", "ls -A /run/pyxis/27001 2>/dev/null || true"]).stdout.split()
     assert [f for f in left if f.startswith("clusterkit.")] == []

@@ -58,10 +58,11 @@ def stage_for(gen: str) -> Path:
     return _stages[gen]
 
 
-def start_node(gen: runtime_build.Generation, tmp_path_factory: pytest.TempPathFactory) -> NodeRoot:
-    """A started node root with munged, slurmctld and slurmd running (caller stops it)."""
+def start_node(gen: runtime_build.Generation, tmp_path_factory: pytest.TempPathFactory,
+               profile: str = "ubuntu2204") -> NodeRoot:
+    """A started node root of ``profile``'s AMI with munged, slurmctld and slurmd running (caller stops it)."""
     stage = stage_for(gen.key)
-    node = NodeRoot(tmp_path_factory.mktemp(f"node-{gen.key}"), stage)
+    node = NodeRoot(tmp_path_factory.mktemp(f"node-{gen.key}-{profile}"), stage, profile=profile)
     try:
         node.start()
         node.start_slurm()

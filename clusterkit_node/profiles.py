@@ -1,0 +1,102 @@
+"""Node profiles: what ParallelCluster's official AMI of each OS holds for containers (node_profiles.json).
+
+Why one file: the node code (the start-path line names what the AMI lacks and whether this node differs
+from its profile), ``clusterkit validate`` (which start path nodes of the spec's OS will use) and the
+real-runtime tests (the node root hides what the AMI lacks) must agree on the same facts, each with the
+cookbook file it comes from. The file ships next to the zipapp in the bundle; from a checkout it is
+``clusterkit/data/node_profiles.json``. Stdlib only, Python 3.9.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Dict, Optional, Tuple
+
+from .bundle_files import PROFILES_NAME, data_path
+from .console import UsageError
+
+
+@dataclass(frozen=True)
+class Fact:
+    value: Any
+    source: str
+
+    @property
+    def sourced(self) -> bool:
+        return not self.source.startswith("unsourced")
+
+
+@dataclass(frozen=True)
+class NodeProfile:
+    os: str
+    programs: Dict[str, Fact]  # program -> present (bool)
+    hooks_linked: Fact         # hooks the cookbook links into /etc/enroot/hooks.d
+    dev_fuse_mode: Fact        # "0666" (users may mount FUSE file systems) or e.g. "0600"
+    python3: Fact
+
+    def has(self, program: str) -> bool:
+        fact = self.programs.get(program)
+        return bool(fact and fact.value)
+
+    def lacks(self) -> Tuple[str, ...]:
+        """Programs the profile knows about that this AMI does not have, sorted."""
+        return tuple(sorted(name for name, fact in self.programs.items() if not fact.value))
+
+    @property
+    def fuse_for_users(self) -> bool:
+        return int(str(self.dev_fuse_mode.value), 8) & 0o006 == 0o006
+
+
+@dataclass(frozen=True)
+class Profiles:
+    programs: Dict[str, str]  # program -> why it matters
+    profiles: Dict[str, NodeProfile]
+    cookbook: str
+    pyxis: Fact
+
+    def get(self, os_name: str) -> Optional[NodeProfile]:
+        return self.profiles.get(os_name)
+
+
+def _fact(doc: Dict[str, Any], key: str, where: str) -> Fact:
+    entry = doc.get(key)
+    if not isinstance(entry, dict) or "value" not in entry and "present" not in entry:
+        raise ValueError(f"{where}.{key}: expected an object with value/present and source")
+    source = entry.get("source")
+    if not isinstance(source, str) or not source:
+        raise ValueError(f"{where}.{key}: every fact needs a source (or 'unsourced: why')")
+    return Fact(entry.get("value", entry.get("present")), source)
+
+
+def parse(doc: Any) -> Profiles:
+    if not isinstance(doc, dict) or not isinstance(doc.get("profiles"), dict):
+        raise ValueError("expected an object with 'profiles'")
+    programs = doc.get("programs")
+    if not isinstance(programs, dict):
+        raise ValueError("expected 'programs': {name: why}")
+    out: Dict[str, NodeProfile] = {}
+    for os_name, entry in doc["profiles"].items():
+        where = f"profiles.{os_name}"
+        progs = entry.get("programs", {})
+        unknown = sorted(set(progs) ^ set(programs))
+        if unknown:
+            raise ValueError(f"{where}.programs: must list exactly the programs of 'programs' (differs: "
+                             f"{', '.join(unknown)})")
+        facts = {name: _fact(progs, name, f"{where}.programs") for name in progs}
+        mode = _fact(entry, "dev_fuse_mode", where)
+        if not isinstance(mode.value, str) or len(mode.value) != 4 or not mode.value.isdigit():
+            raise ValueError(f"{where}.dev_fuse_mode: expected an octal mode such as \"0666\"")
+        out[os_name] = NodeProfile(os_name, facts, _fact(entry, "hooks_linked", where), mode,
+                                   _fact(entry, "python3", where))
+    return Profiles(dict(programs), out, str(doc.get("cookbook", "")), _fact(doc, "pyxis", "node_profiles"))
+
+
+def load(path: Optional[str] = None) -> Profiles:
+    """The profiles next to the zipapp (or in a checkout); a missing or broken file is a usage error."""
+    path = path or data_path(PROFILES_NAME)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return parse(json.load(fh))
+    except (OSError, ValueError) as exc:
+        raise UsageError([f"{path}: {exc} (the node profiles ship in the ClusterKit bundle as {PROFILES_NAME}; "
+                          "rebuild it with the CDK app)"])

@@ -1,0 +1,149 @@
+"""``selftest``: start a real container on this node, the way users' jobs will, before it takes jobs.
+
+Why: a node whose enroot.conf, hooks, user namespaces, squashfuse or /dev/fuse cannot start containers
+used to boot "ready" (the old check only asked ``srun --help`` whether ``--container-image`` existed) and
+then failed every container job. Here the node builds a tiny image (selftest_image.py) with its own
+mksquashfs and starts it as an unprivileged user with the node's own enroot.conf, by the path pyxis will
+take (start_path.py): ``enroot start <file>.sqsh`` for squashfuse starts, ``enroot create`` + ``start`` +
+``remove`` for extraction. slurmd is not running yet at OnNodeConfigured, so enroot is called directly;
+it is what pyxis calls. Exit 1 with one line on failure: compute_node_configured.sh then fails the boot and
+ParallelCluster replaces the node (docs/troubleshooting.md says why failing beats draining here).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from typing import Dict, List, Optional, Tuple
+
+from .console import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error, log
+from .selftest_image import MESSAGE, write_rootfs
+from .settings import DEFAULT_SQUASH_OPTIONS
+from .start_path import EXTRACT, NODE_PATH, SQUASHFUSE, UNPRIVILEGED_USER, choose, measure
+
+WORK_DIR = "/var/lib/clusterkit/selftest"
+TIMEOUT = 120.0
+
+
+def _run(cmd: List[str], env: Dict[str, str], ids: Optional[Tuple[int, int]], timeout: float = TIMEOUT,
+         cwd: Optional[str] = None) -> Tuple[int, str]:
+    kwargs: Dict[str, object] = {}
+    if ids is not None:
+        kwargs = {"user": ids[0], "group": ids[1], "extra_groups": []}
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, timeout=timeout,
+                              cwd=cwd, **kwargs)  # type: ignore[call-overload]
+    except subprocess.TimeoutExpired:
+        return 124, f"timed out after {timeout:.0f} s"
+    except OSError as exc:
+        return 127, str(exc)
+    out: str = proc.stdout.decode("utf-8", "replace")
+    return int(proc.returncode), out
+
+
+def _last(out: str) -> str:
+    lines = [ln.strip() for ln in out.strip().splitlines() if ln.strip()]
+    return " | ".join(lines[-3:]) if lines else "no output"
+
+
+def build_image(work: str, squash_options: str, env: Dict[str, str]) -> str:
+    """The self-test .sqsh in ``work``, made by the node's own mksquashfs with the store's options."""
+    tree = tempfile.mkdtemp(prefix="rootfs.", dir=work)
+    try:
+        write_rootfs(tree, os.uname().machine)
+        image = os.path.join(work, "selftest.sqsh")
+        partial = image + ".partial"
+        if os.path.exists(partial):
+            os.unlink(partial)
+        rc, out = _run(["mksquashfs", tree, partial, "-noappend", "-all-root", "-quiet",
+                        *shlex.split(squash_options)], env, None)
+        if rc != 0:
+            raise RuntimeError(f"mksquashfs could not build the self-test image: {_last(out)}")
+        os.chmod(partial, 0o644)
+        os.replace(partial, image)
+        return image
+    finally:
+        shutil.rmtree(tree, ignore_errors=True)
+
+
+def _user_ids() -> Optional[Tuple[int, int]]:
+    if os.geteuid() != 0:
+        return None
+    import pwd  # noqa: PLC0415 (POSIX only)
+    entry = pwd.getpwnam(UNPRIVILEGED_USER)
+    return entry.pw_uid, entry.pw_gid
+
+
+def start_container(image: str, path: str, work: str, ids: Optional[Tuple[int, int]]) -> Tuple[bool, str]:
+    """Start ``image`` as the unprivileged user by ``path``; (ok, what happened)."""
+    home = tempfile.mkdtemp(prefix="home.", dir=work)
+    try:
+        if ids is not None:
+            os.chown(home, *ids)
+        env = {"PATH": NODE_PATH, "HOME": home, "USER": UNPRIVILEGED_USER, "LANG": "C.UTF-8"}
+        if path == SQUASHFUSE:
+            steps = [["enroot", "start", image, "/bin/sh"]]
+        else:
+            name = f"clusterkit-selftest-{os.getpid()}"
+            steps = [["enroot", "create", "--force", "--name", name, image], ["enroot", "start", name, "/bin/sh"],
+                     ["enroot", "remove", "--force", name]]
+        said = ""
+        for cmd in steps:
+            rc, out = _run(cmd, env, ids, cwd=home)
+            if rc != 0:
+                return False, f"`{shlex.join(cmd)}` as {UNPRIVILEGED_USER} exited {rc}: {_last(out)}"
+            said += out
+        if MESSAGE.decode().strip() not in said:
+            return False, f"the container started but its program did not run (output: {_last(said)})"
+        return True, f"{'enroot start <file>.sqsh' if path == SQUASHFUSE else 'enroot create + start'} as " \
+                     f"{UNPRIVILEGED_USER if ids else 'this user'}: container ran"
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def cmd_selftest(args: argparse.Namespace) -> int:
+    env = dict(os.environ)
+    env["PATH"] = NODE_PATH if not env.get("CK_ROOT") else env.get("PATH", NODE_PATH)
+    decided = choose(measure(env), wanted=args.want_squashfuse == "1")
+    path = args.path or decided.path
+    if args.format == "text":
+        log(decided.line())
+    try:
+        ids = _user_ids()
+    except KeyError:
+        error(f"selftest: no '{UNPRIVILEGED_USER}' user on this node to start a container as")
+        return EXIT_USAGE
+    if shutil.which("enroot", path=env["PATH"]) is None:
+        error("selftest: enroot not found on PATH (ParallelCluster AMIs >= 3.11.1 ship it)")
+        return EXIT_FAILED
+    try:
+        os.makedirs(args.work_dir, mode=0o755, exist_ok=True)
+        os.chmod(args.work_dir, 0o755)
+        image = build_image(args.work_dir, args.squash_options, env)
+        ok, detail = start_container(image, path, args.work_dir, ids)
+    except (RuntimeError, OSError) as exc:
+        ok, detail = False, str(exc)
+    if args.format == "json":
+        print(json.dumps({"ok": ok, "path": path, "detail": detail, "start_path": decided.as_dict()},
+                         sort_keys=True))
+    elif ok:
+        log(f"selftest: {path} start works: {detail}")
+    else:
+        error(f"selftest: this node cannot start containers by the {path} path: {detail}")
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    p = sub.add_parser("selftest", help="start a tiny container as an unprivileged user, by the path pyxis "
+                                        "will take (exit 1 if it cannot)")
+    p.add_argument("--want-squashfuse", choices=("0", "1"), default="1",
+                   help="the spec's pyxis.use_squashfuse (PYXIS_USE_SQUASHFUSE)")
+    p.add_argument("--path", choices=(SQUASHFUSE, EXTRACT),
+                   help="test this start path instead of the one this node's facts choose")
+    p.add_argument("--squash-options", default=DEFAULT_SQUASH_OPTIONS, help="mksquashfs options of the store")
+    p.add_argument("--work-dir", default=WORK_DIR)
+    p.add_argument("--format", choices=("text", "json"), default="text")

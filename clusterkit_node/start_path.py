@@ -1,0 +1,196 @@
+"""How pyxis will start containers on this node: in place with squashfuse, or by extracting the image.
+
+Why: pyxis >= 0.24 with ``use_squashfuse=1`` starts every store file and every importer answer with
+``enroot start <file>.sqsh`` (pyxis 0.24.0 ``pyxis_slurmstepd.c``, ``pyxis_can_direct_start_squashfs``), which
+needs squashfuse, fuse-overlayfs unless enroot mounts kernel overlayfs itself (enroot >= 4.0,
+``ENROOT_NATIVE_OVERLAYFS``, default on; ``src/runtime.sh`` ``runtime::_mount_rootfs``), and a ``/dev/fuse`` the
+job's user may open. ParallelCluster's alinux2023 and RHEL AMIs ship no squashfuse (node_profiles.json): with
+that option every container job would fail while the node looks healthy. Without it pyxis still asks the
+importer (locked names still map to store files) and extracts the file with ``enroot create`` onto the
+node-local disk. So the choice is made from facts measured on the node, never from the OS name, and the same
+``choose`` is what ``clusterkit validate`` runs on a profile's facts to say which path nodes will take.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from .facts import find_tool, host_path, pyxis_version
+
+SQUASHFUSE, EXTRACT = "squashfuse", "extract"
+PYXIS_SQUASHFUSE_SINCE = (0, 24, 0)  # the pyxis whose importer answers start in place (pyxis_slurmstepd.c)
+ENROOT_NATIVE_OVERLAY_SINCE = (4, 0, 0)  # enroot.in: config::export ENROOT_NATIVE_OVERLAYFS true
+# pyxis runs enroot, and enroot its helpers, with a PATH like this one (real-runtime.md: pyxis' epilog
+# uses exactly /usr/local/bin:/usr/bin:/bin); sbin is added for distributions that put fuse tools there.
+NODE_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+FIX = ("use an AMI that has it: ParallelCluster's Ubuntu AMIs (os: ubuntu2204 or ubuntu2404) ship squashfuse, "
+       "or build a custom AMI with `pcluster build-image` that adds it")
+UNPRIVILEGED_USER = "nobody"
+
+
+def version_tuple(text: Optional[str]) -> Optional[Tuple[int, ...]]:
+    if not text or not re.fullmatch(r"\d+(\.\d+){1,3}", text):
+        return None
+    return tuple(int(p) for p in text.split("."))
+
+
+@dataclass(frozen=True)
+class StartFacts:
+    """What decides the start path; measured on a node (``measure``) or read from a profile."""
+
+    pyxis: Optional[str]
+    enroot: Optional[str]
+    squashfuse: bool
+    fuse_overlayfs: bool
+    fuse_for_users: bool
+    fuse_detail: str = ""
+
+
+@dataclass(frozen=True)
+class StartPath:
+    path: str                       # SQUASHFUSE or EXTRACT
+    reasons: List[str] = field(default_factory=list)  # why EXTRACT (empty for SQUASHFUSE)
+    missing: List[str] = field(default_factory=list)  # programs whose absence forced EXTRACT
+    facts: Optional[StartFacts] = None
+
+    def line(self) -> str:
+        if self.path == SQUASHFUSE:
+            return "start path: squashfuse (store images start in place; nothing is extracted)"
+        return "start path: extract (" + "; ".join(self.reasons) + ")"
+
+    def as_dict(self) -> Dict[str, object]:
+        return {"path": self.path, "reasons": self.reasons, "missing": self.missing,
+                "facts": asdict(self.facts) if self.facts else None}
+
+
+def choose(facts: StartFacts, wanted: bool = True) -> StartPath:
+    """squashfuse only when every piece ``enroot start <file>.sqsh`` needs is there, else extract, saying why."""
+    reasons: List[str] = []
+    missing: List[str] = []
+    if not wanted:
+        reasons.append("use_squashfuse is off in the spec")
+    pyxis = version_tuple(facts.pyxis)
+    if pyxis is None or pyxis < PYXIS_SQUASHFUSE_SINCE:
+        reasons.append(f"pyxis {facts.pyxis or 'of unknown version'} extracts every image (squashfuse starts need "
+                       "pyxis >= 0.24.0)")
+    if not facts.squashfuse:
+        missing.append("squashfuse")
+    enroot = version_tuple(facts.enroot)
+    if not facts.fuse_overlayfs and (enroot is None or enroot < ENROOT_NATIVE_OVERLAY_SINCE):
+        missing.append("fuse-overlayfs")
+    if missing:
+        reasons.append(f"{' and '.join(missing)} not installed (enroot start <file>.sqsh needs "
+                       f"{'them' if len(missing) > 1 else 'it'}): {FIX}")
+    if not facts.fuse_for_users:
+        reasons.append(f"/dev/fuse is not usable by unprivileged users ({facts.fuse_detail or 'unknown'}): "
+                       "squashfuse runs as the job's user")
+    return StartPath(EXTRACT if reasons else SQUASHFUSE, reasons, missing, facts)
+
+
+def enroot_version(env: Dict[str, str]) -> Optional[str]:
+    """The version the enroot script states (``ENROOT_VERSION="X"``), read without running it (any enroot
+    command creates its runtime/cache dirs as the caller)."""
+    exe = find_tool("enroot", env, "/usr/bin/enroot")
+    if not exe:
+        return None
+    try:
+        with open(exe, "rb") as fh:
+            head = fh.read(1 << 20)
+    except OSError:
+        return None
+    m = re.search(rb'ENROOT_VERSION="(\d+(?:\.\d+)+)', head)
+    return m.group(1).decode() if m else None
+
+
+def fuse_for_users(env: Dict[str, str]) -> Tuple[bool, str]:
+    """Can an unprivileged user open /dev/fuse read-write (what squashfuse does as the job's user)?
+    Measured by opening it as ``nobody`` (when root) or as ourselves."""
+    dev = host_path(env, "/dev/fuse")
+    if not os.path.exists(dev):
+        return False, "/dev/fuse does not exist (fuse kernel module not loaded?)"
+    mode = f"{os.stat(dev).st_mode & 0o777:04o}"
+    probe = [sys.executable, "-I", "-c", "import os, sys; os.close(os.open(sys.argv[1], os.O_RDWR))", dev]
+    kwargs: Dict[str, object] = {}
+    who = "this user"
+    if os.geteuid() == 0:
+        try:
+            import pwd  # noqa: PLC0415 (POSIX only; the node is Linux)
+            entry = pwd.getpwnam(UNPRIVILEGED_USER)
+        except (ImportError, KeyError):
+            return False, f"mode {mode}; no '{UNPRIVILEGED_USER}' user to try it as"
+        kwargs = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+        who = UNPRIVILEGED_USER
+    try:
+        proc = subprocess.run(probe, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=20,
+                              env={"PATH": NODE_PATH}, **kwargs)  # type: ignore[call-overload]
+    except (OSError, subprocess.SubprocessError) as exc:
+        return False, f"mode {mode}; cannot run the probe as {who}: {exc}"
+    if proc.returncode == 0:
+        return True, f"mode {mode}, opened read-write as {who}"
+    err = proc.stdout.decode("utf-8", "replace").strip().splitlines()
+    return False, f"mode {mode}, {who} cannot open it: {err[-1] if err else f'exit {proc.returncode}'}"
+
+
+def measure(env: Dict[str, str]) -> StartFacts:
+    path = NODE_PATH if not env.get("CK_ROOT") else env.get("PATH", NODE_PATH)
+    ok, detail = fuse_for_users(env)
+    version = pyxis_version(env)
+    return StartFacts(pyxis=None if version == "present" else version, enroot=enroot_version(env),
+                      squashfuse=shutil.which("squashfuse", path=path) is not None,
+                      fuse_overlayfs=shutil.which("fuse-overlayfs", path=path) is not None,
+                      fuse_for_users=ok, fuse_detail=detail)
+
+
+def profile_differences(facts: StartFacts, os_name: str, profiles_path: Optional[str] = None) -> List[str]:
+    """Where this node differs from ParallelCluster's AMI of ``os_name`` (a custom AMI, a changed AMI)."""
+    from . import profiles  # noqa: PLC0415 (only the CLI command needs the data file)
+    profile = profiles.load(profiles_path).get(os_name)
+    if profile is None:
+        return [f"no node profile for os {os_name}"]
+    out = []
+    for program, have in (("squashfuse", facts.squashfuse), ("fuse-overlayfs", facts.fuse_overlayfs)):
+        if have != profile.has(program):
+            out.append(f"{'has' if have else 'lacks'} {program}, which ParallelCluster's {os_name} AMI "
+                       f"{'lacks' if have else 'has'} ({profile.programs[program].source})")
+    if facts.fuse_for_users != profile.fuse_for_users:
+        out.append(f"/dev/fuse {'is' if facts.fuse_for_users else 'is not'} usable by users ({facts.fuse_detail}); "
+                   f"the {os_name} profile says mode {profile.dev_fuse_mode.value}")
+    return out
+
+
+def cmd_start_path(args: "argparse.Namespace") -> int:
+    """Print ``path=squashfuse|extract`` first (the node scripts read that line), then why."""
+    env = dict(os.environ)
+    facts = measure(env)
+    decided = choose(facts, wanted=args.want_squashfuse == "1")
+    differs = profile_differences(facts, args.os) if args.os else []
+    if args.format == "json":
+        doc = decided.as_dict()
+        doc["differs_from_profile"] = differs
+        print(json.dumps(doc, sort_keys=True))
+        return 0
+    print(f"path={decided.path}")
+    print(f"facts: pyxis {facts.pyxis or 'unknown'}, enroot {facts.enroot or 'unknown'}, squashfuse "
+          f"{'yes' if facts.squashfuse else 'no'}, fuse-overlayfs {'yes' if facts.fuse_overlayfs else 'no'}, "
+          f"/dev/fuse for users: {'yes' if facts.fuse_for_users else 'no'} ({facts.fuse_detail})")
+    for reason in decided.reasons:
+        print(f"why extract: {reason}")
+    for line in differs:
+        print(f"differs from the {args.os} profile: {line}")
+    return 0
+
+
+def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    p = sub.add_parser("start-path", help="how pyxis will start containers on this node (squashfuse in place, or "
+                                          "extract) and why, from facts measured here")
+    p.add_argument("--want-squashfuse", choices=("0", "1"), default="1",
+                   help="the spec's pyxis.use_squashfuse (PYXIS_USE_SQUASHFUSE)")
+    p.add_argument("--os", help="compare this node with ParallelCluster's AMI profile of this OS (CK_OS)")
+    p.add_argument("--format", choices=("text", "json"), default="text")

@@ -196,12 +196,12 @@ def _start_path(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> Iterat
         return
     profile = node_profiles.load(str(NODE_PROFILES)).get(spec.os)
     assert profile is not None
-    cited = "; ".join(f"{p}: {profile.programs[p].source}" for p in decided.missing if p in profile.programs)
+    lacking = " or ".join(decided.missing) or f"/dev/fuse usable by users (mode {profile.dev_fuse_mode.value})"
     yield m.problem("os", f"containers on {spec.os} nodes start by extraction, not in place: ParallelCluster's "
-                          f"{spec.os} AMI has no {' or '.join(decided.missing) or 'usable /dev/fuse'}, so every job "
-                          "start unpacks its whole image onto node-local disk (use_squashfuse cannot take effect)",
-                    f"use os: ubuntu2204 or ubuntu2404 (their AMIs ship squashfuse), or a custom AMI with squashfuse; "
-                    f"source: {cited or profile.dev_fuse_mode.source}", level="warning", id="container-start-extracts")
+                          f"{spec.os} AMI has no {lacking}, so every job start unpacks its whole image onto "
+                          "node-local disk", "use os: ubuntu2204 or ubuntu2404 (their AMIs ship squashfuse) or a "
+                    "custom AMI that adds it; clusterkit/data/node_profiles.json cites the cookbook",
+                    level="warning", id="container-start-extracts")
 
 
 def _fan_out(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[Problem]:

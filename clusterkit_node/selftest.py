@@ -21,6 +21,7 @@ import tempfile
 from typing import Dict, List, Optional, Tuple
 
 from .console import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error, log
+from .facts import find_tool, host_path
 from .selftest_image import MESSAGE, write_rootfs
 from .settings import DEFAULT_SQUASH_OPTIONS
 from .start_path import EXTRACT, NODE_PATH, SQUASHFUSE, UNPRIVILEGED_USER, choose, measure
@@ -70,32 +71,38 @@ def build_image(work: str, squash_options: str, env: Dict[str, str]) -> str:
         shutil.rmtree(tree, ignore_errors=True)
 
 
-def _user_ids() -> Optional[Tuple[int, int]]:
-    if os.geteuid() != 0:
+def _user_ids(env: Dict[str, str]) -> Optional[Tuple[int, int]]:
+    """nobody's uid/gid when root on a node; None (run as ourselves) when not root or under CK_ROOT, the node
+    scripts' test-root convention, where enroot is a stand-in in a directory only root may enter."""
+    if os.geteuid() != 0 or env.get("CK_ROOT"):
         return None
     import pwd  # noqa: PLC0415 (POSIX only)
     entry = pwd.getpwnam(UNPRIVILEGED_USER)
     return entry.pw_uid, entry.pw_gid
 
 
-def start_container(image: str, path: str, work: str, ids: Optional[Tuple[int, int]]) -> Tuple[bool, str]:
+def start_container(enroot: str, image: str, path: str, work: str,
+                    ids: Optional[Tuple[int, int]]) -> Tuple[bool, str]:
     """Start ``image`` as the unprivileged user by ``path``; (ok, what happened)."""
     home = tempfile.mkdtemp(prefix="home.", dir=work)
     try:
         if ids is not None:
             os.chown(home, *ids)
-        env = {"PATH": NODE_PATH, "HOME": home, "USER": UNPRIVILEGED_USER, "LANG": "C.UTF-8"}
+        # a login-like environment, as a job user's; CK_* pass through (the node scripts' test-root convention)
+        env = {"PATH": NODE_PATH, "HOME": home, "USER": UNPRIVILEGED_USER, "LANG": "C.UTF-8",
+               **{k: v for k, v in os.environ.items() if k.startswith("CK_")}}
         if path == SQUASHFUSE:
-            steps = [["enroot", "start", image, "/bin/sh"]]
+            steps = [[enroot, "start", image, "/bin/sh"]]
         else:
             name = f"clusterkit-selftest-{os.getpid()}"
-            steps = [["enroot", "create", "--force", "--name", name, image], ["enroot", "start", name, "/bin/sh"],
-                     ["enroot", "remove", "--force", name]]
+            steps = [[enroot, "create", "--force", "--name", name, image], [enroot, "start", name, "/bin/sh"],
+                     [enroot, "remove", "--force", name]]
         said = ""
         for cmd in steps:
             rc, out = _run(cmd, env, ids, cwd=home)
             if rc != 0:
-                return False, f"`{shlex.join(cmd)}` as {UNPRIVILEGED_USER} exited {rc}: {_last(out)}"
+                shown = shlex.join(["enroot", *cmd[1:]])
+                return False, f"`{shown}` as {UNPRIVILEGED_USER if ids else 'this user'} exited {rc}: {_last(out)}"
             said += out
         if MESSAGE.decode().strip() not in said:
             return False, f"the container started but its program did not run (output: {_last(said)})"
@@ -113,18 +120,20 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     if args.format == "text":
         log(decided.line())
     try:
-        ids = _user_ids()
+        ids = _user_ids(env)
     except KeyError:
         error(f"selftest: no '{UNPRIVILEGED_USER}' user on this node to start a container as")
         return EXIT_USAGE
-    if shutil.which("enroot", path=env["PATH"]) is None:
-        error("selftest: enroot not found on PATH (ParallelCluster AMIs >= 3.11.1 ship it)")
+    enroot = find_tool("enroot", env, "/usr/bin/enroot")
+    if enroot is None:
+        error("selftest: enroot not found (ParallelCluster AMIs >= 3.11.1 ship it in /usr/bin)")
         return EXIT_FAILED
+    work = host_path(env, args.work_dir)
     try:
-        os.makedirs(args.work_dir, mode=0o755, exist_ok=True)
-        os.chmod(args.work_dir, 0o755)
-        image = build_image(args.work_dir, args.squash_options, env)
-        ok, detail = start_container(image, path, args.work_dir, ids)
+        os.makedirs(work, mode=0o755, exist_ok=True)
+        os.chmod(work, 0o755)
+        image = build_image(work, args.squash_options, env)
+        ok, detail = start_container(enroot, image, path, work, ids)
     except (RuntimeError, OSError) as exc:
         ok, detail = False, str(exc)
     if args.format == "json":

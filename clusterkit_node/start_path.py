@@ -17,8 +17,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -109,15 +107,38 @@ def enroot_version(env: Dict[str, str]) -> Optional[str]:
     return m.group(1).decode() if m else None
 
 
+def _open_as(dev: str, ids: Optional[Tuple[int, int]]) -> int:
+    """0 when ``dev`` opens read-write (as uid/gid ``ids`` in a forked child when given), else the errno."""
+    if ids is None:
+        try:
+            os.close(os.open(dev, os.O_RDWR))
+            return 0
+        except OSError as exc:
+            return exc.errno or 1
+    pid = os.fork()
+    if pid == 0:  # the child: drop to the user, try, report through the exit status, never return
+        code = 0
+        try:
+            os.setgroups([])
+            os.setgid(ids[1])
+            os.setuid(ids[0])
+            os.close(os.open(dev, os.O_RDWR))
+        except OSError as exc:
+            code = min(exc.errno or 1, 255)
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else status >> 8
+
+
 def fuse_for_users(env: Dict[str, str]) -> Tuple[bool, str]:
     """Can an unprivileged user open /dev/fuse read-write (what squashfuse does as the job's user)?
-    Measured by opening it as ``nobody`` (when root) or as ourselves."""
+    Measured by opening it as ``nobody`` (when root) or as ourselves: a mode says too little (ACLs,
+    a missing fuse module behind a static node, a read-only /dev)."""
     dev = host_path(env, "/dev/fuse")
     if not os.path.exists(dev):
         return False, "/dev/fuse does not exist (fuse kernel module not loaded?)"
     mode = f"{os.stat(dev).st_mode & 0o777:04o}"
-    probe = [sys.executable, "-I", "-c", "import os, sys; os.close(os.open(sys.argv[1], os.O_RDWR))", dev]
-    kwargs: Dict[str, object] = {}
+    ids: Optional[Tuple[int, int]] = None
     who = "this user"
     if os.geteuid() == 0:
         try:
@@ -125,17 +146,11 @@ def fuse_for_users(env: Dict[str, str]) -> Tuple[bool, str]:
             entry = pwd.getpwnam(UNPRIVILEGED_USER)
         except (ImportError, KeyError):
             return False, f"mode {mode}; no '{UNPRIVILEGED_USER}' user to try it as"
-        kwargs = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
-        who = UNPRIVILEGED_USER
-    try:
-        proc = subprocess.run(probe, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=20,
-                              env={"PATH": NODE_PATH}, **kwargs)  # type: ignore[call-overload]
-    except (OSError, subprocess.SubprocessError) as exc:
-        return False, f"mode {mode}; cannot run the probe as {who}: {exc}"
-    if proc.returncode == 0:
+        ids, who = (entry.pw_uid, entry.pw_gid), UNPRIVILEGED_USER
+    err = _open_as(dev, ids)
+    if err == 0:
         return True, f"mode {mode}, opened read-write as {who}"
-    err = proc.stdout.decode("utf-8", "replace").strip().splitlines()
-    return False, f"mode {mode}, {who} cannot open it: {err[-1] if err else f'exit {proc.returncode}'}"
+    return False, f"mode {mode}, {who} cannot open it: {os.strerror(err)}"
 
 
 def measure(env: Dict[str, str]) -> StartFacts:

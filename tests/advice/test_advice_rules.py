@@ -22,12 +22,14 @@ DIGEST = "sha256:" + "ab" * 32
 
 
 def _spec(tmp_path: Path, *, nodes: int = 8, fsx: str = "", head: str = "", images: dict[str, int | None] | None = None,
-          squash: str = "", extra: str = "", pyxis: str = "") -> list:
-    """Write t.yaml (+ t.images.lock when images are given) and return the loaded warnings."""
+          squash: str = "", extra: str = "", pyxis: str = "", os: str = "ubuntu2204") -> list:
+    """Write t.yaml (+ t.images.lock when images are given) and return the loaded warnings. The OS defaults to
+    ubuntu2204, whose AMI starts images in place: the start-path warning has its own tests below."""
     text = textwrap.dedent(f"""\
         name: t
         region: us-east-1
         availability_zone: us-east-1a
+        os: {os}
         queues:
           - name: gpu
             compute_resources:
@@ -83,7 +85,7 @@ def test_fan_out_warns_with_the_tier_that_fixes_it(tmp_path):
 def test_fan_out_points_at_the_spec_line(tmp_path):
     (warning,) = _spec(tmp_path, nodes=8, fsx=P2_125, images={"a": 10 * GIB})
     assert warning.render().startswith(
-        f"{tmp_path}/t.yaml:14:30: warning[image-fanout-slow]: storage.fsx_lustre.new.throughput_mb_per_tib:")
+        f"{tmp_path}/t.yaml:15:30: warning[image-fanout-slow]: storage.fsx_lustre.new.throughput_mb_per_tib:")
 
 
 def test_fan_out_says_when_sizes_are_assumed(tmp_path):
@@ -130,6 +132,31 @@ def test_fan_out_squashfuse_figure_follows_the_block_size_and_the_setting(tmp_pa
     assert one.message.endswith("read about 44% of it for jobs reading 25% of their image: 5.1 min")
     (off,) = _spec(tmp_path, nodes=8, fsx=P2_125, images={"a": 10 * GIB}, pyxis="use_squashfuse: false")
     assert off.message.endswith("takes 11.7 min (over 10 min)")
+
+
+# -- start path (node profiles) ------------------------------------------------------------------------
+
+def test_an_os_without_squashfuse_warns_that_containers_extract_and_the_fan_out_says_no_squashfuse_figure(tmp_path):
+    """alinux2023's AMI has no squashfuse (node_profiles.json, from the cookbook): every start extracts, so the
+    fan-out warning must not promise the squashfuse figure."""
+    start, fan = _spec(tmp_path, nodes=8, fsx=P2_125, images={"a": 10 * GIB}, os="alinux2023")
+    assert (start.id, start.path) == ("container-start-extracts", "os")
+    assert start.message == ("containers on alinux2023 nodes start by extraction, not in place: ParallelCluster's "
+                             "alinux2023 AMI has no squashfuse, so every job start unpacks its whole image onto "
+                             "node-local disk")
+    assert "ubuntu2204" in start.hint and "custom AMI" in start.hint
+    assert fan.id == "image-fanout-slow" and fan.message.endswith("takes 11.7 min (over 10 min)")
+
+
+@pytest.mark.parametrize("os_name", ["ubuntu2204", "ubuntu2404", "rhel9"])
+def test_an_os_with_squashfuse_starts_in_place_quietly(tmp_path, os_name):
+    assert _spec(tmp_path, nodes=2, fsx=P2_125, images={"a": GIB}, os=os_name) == []
+
+
+def test_no_start_path_warning_without_images_or_with_squashfuse_off(tmp_path):
+    assert _spec(tmp_path, nodes=2, os="alinux2023") == []
+    assert _spec(tmp_path, nodes=2, fsx=P2_125, images={"a": GIB}, os="alinux2023",
+                 pyxis="use_squashfuse: false") == []
 
 
 @pytest.mark.parametrize("options, block, share", [

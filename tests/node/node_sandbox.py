@@ -90,8 +90,11 @@ if [ "${1:-}" = s3 ] && [ "${2:-}" = cp ]; then
 fi
 echo "aws stand-in: unsupported call" >&2; exit 1
 """,
+    # `start` prints what the node self-test's image prints (clusterkit_node/selftest_image.py MESSAGE): the
+    # self-test's real container start is the real-runtime tier's to prove (tests/real_runtime)
     "enroot": r"""
 [ "${1:-}" = version ] && echo 3.5.0
+[ "${1:-}" = start ] && echo "clusterkit-selftest: container started"
 exit 0
 """,
     "scontrol": r"""exit "${CK_TEST_SCONTROL_RC:-0}"

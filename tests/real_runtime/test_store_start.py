@@ -182,3 +182,49 @@ def test_import_policy_imports_an_unlocked_name_for_the_job_and_releases_it(clus
     left = cluster.node.run(["sh", "-c", "ls -A /run/pyxis/27001 2>/dev/null || true"]).stdout.split()
     assert [f for f in left if f.startswith("clusterkit.")] == []
     assert "could not call importer release" not in log.text()
+
+
+@NEW_ONLY
+def test_attaching_to_a_running_unnamed_container_needs_the_extraction_path(cluster: Cluster, generation) -> None:
+    """pyxis's own exec.bats "attach to running unnamed container": a later step names the running step's
+    container (<job>.<step>) to join it. A squashfuse start creates no container (pyxis_slurmstepd.c: "skipping
+    container creation"), so there is nothing to join; a named container (--container-name) is always created,
+    so joining it works on both paths: the documented workaround (docs/images.md)."""
+    state, out = cluster.node.sbatch(
+        "#!/bin/bash\n"
+        f"srun --container-image={cluster.sqsh} sh -c 'sleep 8' &\n"
+        "sleep 4\n"
+        'if srun --overlap --container-name="${SLURM_JOB_ID}.0" cat /etc/os-release >/dev/null 2>&1; '
+        "then echo UNNAMED=joined; else echo UNNAMED=refused; fi\n"
+        "wait\n"
+        f"srun --container-image={cluster.sqsh} --container-name=ckjoin sh -c 'sleep 8' &\n"
+        "sleep 4\n"
+        "if srun --overlap --container-name=ckjoin cat /etc/os-release >/dev/null 2>&1; "
+        "then echo NAMED=joined; else echo NAMED=refused; fi\n"
+        "wait\n", user="ckuser1", timeout=90)
+    assert state == "COMPLETED", out
+    expected = "UNNAMED=refused" if in_place(cluster, generation) else "UNNAMED=joined"
+    assert expected in out.split() and "NAMED=joined" in out.split(), out
+
+
+@NEW_ONLY
+@pytest.mark.parametrize("node_profile", ["ubuntu2204"], indirect=True)  # an AMI whose line starts in place
+def test_a_compute_node_that_cannot_run_the_lines_squashfuse_path_fails_its_boot(cluster: Cluster, generation) -> None:
+    """The head node's AMI has squashfuse and wrote use_squashfuse=1; a queue whose AMI lacks it (a custom AMI)
+    must not boot as if it could. squashfuse is made unusable on this node (a non-executable file bound over it,
+    as absent for `command -v`) and the compute script re-run, as that queue's node would run it."""
+    assert in_place(cluster, generation)
+    script = "/opt/parallelcluster/shared/clusterkit/compute_node_configured.sh"
+    node = cluster.node
+    node.run(["sh", "-c", "install -m 0644 /dev/null /run/ck-no-squashfuse && "
+                          "mount --bind /run/ck-no-squashfuse /usr/bin/squashfuse"])
+    try:
+        proc = node.run(["bash", script, *cluster.compute_args], check=False)
+    finally:
+        node.run(["umount", "/usr/bin/squashfuse"])
+    assert proc.returncode == 1
+    (line,) = [ln for ln in proc.stderr.splitlines() if " ERROR " in ln]
+    assert "starts images in place (use_squashfuse=1, chosen on the head node) but this node cannot" in line
+    assert "squashfuse not installed" in line and "use_squashfuse: false" in line, line
+    assert "node ready for container jobs" not in proc.stdout
+    assert node.run(["bash", script, *cluster.compute_args]).returncode == 0  # restored: boots again

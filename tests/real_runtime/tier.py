@@ -59,10 +59,11 @@ def stage_for(gen: str) -> Path:
 
 
 def start_node(gen: runtime_build.Generation, tmp_path_factory: pytest.TempPathFactory,
-               profile: str = "ubuntu2204") -> NodeRoot:
-    """A started node root of ``profile``'s AMI with munged, slurmctld and slurmd running (caller stops it)."""
+               profile: str = "ubuntu2204", fuse_mode: str | None = None) -> NodeRoot:
+    """A started node root of ``profile``'s AMI (``fuse_mode``: /dev/fuse's mode, else the profile's) with munged,
+    slurmctld and slurmd running (caller stops it)."""
     stage = stage_for(gen.key)
-    node = NodeRoot(tmp_path_factory.mktemp(f"node-{gen.key}-{profile}"), stage, profile=profile)
+    node = NodeRoot(tmp_path_factory.mktemp(f"node-{gen.key}-{profile}"), stage, profile=profile, fuse_mode=fuse_mode)
     try:
         node.start()
         node.start_slurm()

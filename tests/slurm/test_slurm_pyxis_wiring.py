@@ -24,9 +24,11 @@ ENROOT_SH = REPO / "bootstrap_scripts/enroot.sh"
 # Non-default values everywhere, so a value reaching the plugin can only come from the Args.
 PYXIS_ARGS = ("PYXIS_CONTAINER_SCOPE=global", "PYXIS_SBATCH_SUPPORT=1", "PYXIS_EXECUTE_ENTRYPOINT=1",
               "PYXIS_USE_ENROOT_LOAD=1")
+# No use_squashfuse=1: the head node writes it only where it measured that a .sqsh can start in place (squashfuse,
+# /dev/fuse for users; clusterkit_node start_path.py), which this host, without the node zipapp at its shared path,
+# does not show. tests/real_runtime proves both ways on real pyxis.
 EXPECTED_ARGV = ("runtime_path=/run/pyxis container_scope=global sbatch_support=1 execute_entrypoint=1 "
-                 "use_enroot_load=1 importer=/opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz "
-                 "use_squashfuse=1")
+                 "use_enroot_load=1 importer=/opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz")
 
 
 def generate_plugstack(etc: Path, so: Path, *args: str, log: Path) -> subprocess.CompletedProcess:
@@ -95,8 +97,8 @@ def test_srun_accepts_container_options_and_plugin_gets_them(wired) -> None:
     recs = records(record, start)
     inits = {(r["context"], r["rest"]) for r in recs if r["kind"] == "init"}
     # srun (local) and slurmstepd (remote) both loaded the plugin with the generated arguments.
-    assert ("local", f"argc=7 argv={EXPECTED_ARGV}") in inits
-    assert ("remote", f"argc=7 argv={EXPECTED_ARGV}") in inits
+    assert ("local", f"argc={len(EXPECTED_ARGV.split())} argv={EXPECTED_ARGV}") in inits
+    assert ("remote", f"argc={len(EXPECTED_ARGV.split())} argv={EXPECTED_ARGV}") in inits
     opts = {(r["context"], r["rest"]) for r in recs if r["kind"] == "option"}
     for ctx, remote in (("local", 0), ("remote", 1)):
         assert (ctx, f"container-image=/fsx/containers/x.sqsh remote={remote}") in opts
@@ -116,7 +118,8 @@ def test_sbatch_wrap_with_container_image(wired, tmp_path: Path) -> None:
     recs = records(record, start)
     assert {"context": "allocator", "kind": "option", "rest": "container-image=/fsx/containers/y.sqsh remote=0"} in \
         [{k: v for k, v in r.items() if k != "pid"} for r in recs]
-    assert any(r["context"] == "allocator" and r["rest"] == f"argc=7 argv={EXPECTED_ARGV}" for r in recs)
+    init = f"argc={len(EXPECTED_ARGV.split())} argv={EXPECTED_ARGV}"
+    assert any(r["context"] == "allocator" and r["rest"] == init for r in recs)
     # The batch step on the node (slurmstepd) got the option forwarded.
     assert any(r["context"] == "remote" and r["rest"] == "container-image=/fsx/containers/y.sqsh remote=1"
                for r in recs)

@@ -1,7 +1,8 @@
 """``python3 clusterkit_node.pyz COMMAND ...`` (the bundle's zipapp) and ``python -m clusterkit_node`` (a checkout).
 
-Two kinds of caller, one file: the node scripts and the image-sync unit run the image store commands
-(``sync``, ``status``, ``verify``, ``fingerprint``, ``drift``: cli.py), and pyxis runs the zipapp itself
+Two kinds of caller, one file: the node scripts and the image-sync unit run the image store and node commands
+(``sync``, ``status``, ``verify``, ``fingerprint``, ``drift``, ``start-path``, ``selftest``; jobs ``nccl-check``:
+cli.py), and pyxis runs the zipapp itself
 as its ``importer=`` (``get URI`` / ``release``: pyxis_importer.py), per container step, as the job's
 user. The importer's words are dispatched before anything else is imported, so a container start pays
 only for the modules it uses.

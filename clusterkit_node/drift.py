@@ -148,6 +148,13 @@ def cmd_drift(args: argparse.Namespace) -> int:
                                    "groups": groups, "nodes": len(by_queue[queue])}
     incompatible, no_check = current_incompatibilities(store, fps, args.rules) if fps else ([], "")
     report["incompatible"] = incompatible
+    # enroot/pyxis pairs that silently drop an option (node_profiles.json "pairings"), recorded by each node
+    pairings: Dict[str, Dict[str, Any]] = {}
+    for fp in fps:
+        for item in fp.get("pairing_warnings") or []:
+            entry = pairings.setdefault(str(item.get("id")), {"message": item.get("message"), "nodes": []})
+            entry["nodes"].append(fp["hostname"])
+    report["pairing_warnings"] = pairings
     report["drift"] = any(q["drift"] for q in report["queues"].values())
     bad = report["drift"] or bool(incompatible)
     if args.format == "json":
@@ -177,6 +184,8 @@ def cmd_drift(args: argparse.Namespace) -> int:
         print_table(headers, [["  " + r[0]] + r[1:] for r in rows])
     for item in incompatible:
         print(f"node {item['node']}: {item['message']} [{item['rule']}]")
+    for pairing_id, entry in sorted(pairings.items()):
+        warn(f"drift: {short_nodes(sorted(entry['nodes']))}: {entry['message']} [{pairing_id}]")
     drifting = [q for q, v in report["queues"].items() if v["drift"]]
     print(f"{len(fps)} node(s) in {len(report['queues'])} queue(s): "
           f"{'drift in ' + ', '.join(drifting) if drifting else 'no drift'}"

@@ -15,6 +15,7 @@ import socket
 from typing import Any, Dict, Tuple
 
 from . import compat
+from . import profiles as node_profiles
 from .bundle_files import load_rules
 from .console import EXIT_FAILED, EXIT_OK, UsageError, error, log, now_utc, warn
 from .facts import (
@@ -108,6 +109,10 @@ def cmd_fingerprint(args: argparse.Namespace) -> int:
         for f in compat.check(rules, img.name, versions, driver):
             findings.append((f, origin))
     doc["findings"] = [dict(f.as_dict(), versions=origin) for f, origin in findings]
+    pyxis, enroot = doc["pyxis"], doc["enroot"]
+    pairings = node_profiles.load().pairing_problems(pyxis=pyxis if isinstance(pyxis, str) else None,
+                                                     enroot=enroot if isinstance(enroot, str) else None)
+    doc["pairing_warnings"] = [{"id": p.id, "message": text, "source": p.source} for p, text in pairings]
     ensure_staging(store, NODES_DIR, TMP_DIR)
     clean_fingerprint_debris(tmp_dir(store), host)
     path = write_json_atomic(os.path.join(nodes_dir(store), f"{host}.json"),
@@ -132,6 +137,8 @@ def cmd_fingerprint(args: argparse.Namespace) -> int:
                  f"the image)")
         else:
             warn(f"fingerprint: {f.text()} (versions {origin})")
+    for _pairing, text in pairings:
+        warn(f"fingerprint: {text}")
     if fatal:
         error(f"fingerprint: this node cannot run {len(fatal)} locked image(s); failing its bootstrap so "
               f"ParallelCluster replaces it (use an AMI with a newer NVIDIA driver, or images built for "

@@ -9,10 +9,12 @@ cookbook file it comes from. The file ships next to the zipapp in the bundle; fr
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from .bundle_files import PROFILES_NAME, data_path
+from .compat import parse_constraint, satisfies
 from .console import UsageError
 
 
@@ -48,14 +50,40 @@ class NodeProfile:
 
 
 @dataclass(frozen=True)
+class Pairing:
+    """An enroot/pyxis pair on which an option is silently dropped (both versions known, both constraints met)."""
+
+    id: str
+    when: Dict[str, str]  # "pyxis"/"enroot" -> constraint like ">=0.24.0"
+    message: str          # {pyxis} and {enroot} are filled in
+    source: str
+
+    def applies(self, versions: Dict[str, Optional[str]]) -> bool:
+        for component, constraint in self.when.items():
+            version = versions.get(component)
+            if not version or not re.fullmatch(r"\d+(\.\d+)*", version) or not satisfies(version, constraint):
+                return False
+        return True
+
+    def text(self, versions: Dict[str, Optional[str]]) -> str:
+        return self.message.format(pyxis=versions.get("pyxis"), enroot=versions.get("enroot"))
+
+
+@dataclass(frozen=True)
 class Profiles:
     programs: Dict[str, str]  # program -> why it matters
     profiles: Dict[str, NodeProfile]
     cookbook: str
     pyxis: Fact
+    pairings: Tuple[Pairing, ...] = ()
 
     def get(self, os_name: str) -> Optional[NodeProfile]:
         return self.profiles.get(os_name)
+
+    def pairing_problems(self, pyxis: Optional[str], enroot: Optional[str]) -> List[Tuple[Pairing, str]]:
+        """The pairings this node's pyxis and enroot fall into, with their one-line messages."""
+        versions = {"pyxis": pyxis, "enroot": enroot}
+        return [(p, p.text(versions)) for p in self.pairings if p.applies(versions)]
 
 
 def _fact(doc: Dict[str, Any], key: str, where: str) -> Fact:
@@ -88,7 +116,20 @@ def parse(doc: Any) -> Profiles:
             raise ValueError(f"{where}.dev_fuse_mode: expected an octal mode such as \"0666\"")
         out[os_name] = NodeProfile(os_name, facts, _fact(entry, "hooks_linked", where), mode,
                                    _fact(entry, "python3", where))
-    return Profiles(dict(programs), out, str(doc.get("cookbook", "")), _fact(doc, "pyxis", "node_profiles"))
+    pairings = []
+    for i, raw in enumerate(doc.get("pairings", [])):
+        where = f"pairings[{i}]"
+        when = raw.get("when") if isinstance(raw, dict) else None
+        if not isinstance(when, dict) or not when or set(when) - {"pyxis", "enroot"}:
+            raise ValueError(f"{where}.when: expected constraints on pyxis and/or enroot")
+        for constraint in when.values():
+            parse_constraint(str(constraint))  # ValueError names a bad clause
+        for key in ("id", "message", "source"):
+            if not isinstance(raw.get(key), str) or not raw[key]:
+                raise ValueError(f"{where}.{key}: missing")
+        pairings.append(Pairing(raw["id"], {k: str(v) for k, v in when.items()}, raw["message"], raw["source"]))
+    return Profiles(dict(programs), out, str(doc.get("cookbook", "")), _fact(doc, "pyxis", "node_profiles"),
+                    tuple(pairings))
 
 
 def load(path: Optional[str] = None) -> Profiles:

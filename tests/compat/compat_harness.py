@@ -94,7 +94,8 @@ def write_fingerprint(store: Path, host: str, legacy: bool = False, **fields) ->
         "efa_installer": "1.38.0", "enroot": "3.5.0", "findings": [], "fingerprint_version": 1,
         "hostname": host, "instance_id": "i-0123456789abcdef0", "instance_type": "p5.48xlarge",
         "kernel": "6.1.109-118.189.amzn2023.x86_64", "libfabric": "1.22.0amzn4.0",
-        "manifest_sha256": "1" * 64, "nvidia_driver": "570.86.15", "pyxis": "0.20.0", "queue": "gpu",
+        "manifest_sha256": "1" * 64, "nvidia_driver": "570.86.15", "pairing_warnings": [], "pyxis": "0.20.0",
+        "queue": "gpu",
         "recorded_at": "2026-11-30T08:00:00Z", "rules_as_of": "2026-11-30", "slurm": "24.05.8",
     }
     doc.update(fields)

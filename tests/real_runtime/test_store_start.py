@@ -18,6 +18,7 @@ pyxis itself. What pyxis does is read from its own log lines (pyxis 0.24.0 pyxis
 """
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -228,3 +229,21 @@ def test_a_compute_node_that_cannot_run_the_lines_squashfuse_path_fails_its_boot
     assert "squashfuse not installed" in line and "use_squashfuse: false" in line, line
     assert "node ready for container jobs" not in proc.stdout
     assert node.run(["bash", script, *cluster.compute_args]).returncode == 0  # restored: boots again
+
+
+@NEW_ONLY
+def test_container_unshare_is_silently_ignored_on_pyxis_0_24_with_enroot_4_1_2(cluster: Cluster) -> None:
+    """The pairing node_profiles.json records, measured: pyxis 0.24.0 accepts --container-unshare=net and
+    exports ENROOT_UNSHARE_NET, which enroot 4.1.2 never reads, so the container still sees the node's network
+    interfaces; the node's fingerprint says so at boot (and `drift` on the head node lists such nodes)."""
+    def interfaces(*extra: str) -> list[str]:
+        out = srun_container(cluster, "cat", "/proc/net/dev", user="ckuser1", extra=extra).stdout
+        return sorted(line.split(":")[0].strip() for line in out.splitlines()[2:])
+    shared = interfaces()
+    assert len(shared) > 1  # the node's own interfaces (the test node shares the host's network namespace)
+    assert interfaces("--container-unshare=net") == shared  # an unshared network would show only lo
+    warning = [ln for ln in cluster.bootstrap_log.splitlines() if "--container-unshare=net,ipc,uts" in ln]
+    assert warning and "enroot 4.1.2 does not read" in warning[0] and "silently ignored" in warning[0], warning
+    (fingerprint,) = (cluster.node.fsx / ".containers.clusterkit" / "nodes").glob("*.json")
+    doc = json.loads(fingerprint.read_text())
+    assert [w["id"] for w in doc["pairing_warnings"]] == ["pyxis-unshare-ignored-by-enroot"]

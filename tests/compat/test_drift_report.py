@@ -58,17 +58,17 @@ def test_driver_drift_in_one_queue_is_a_table_of_only_the_differing_fields(node)
 def test_nodes_on_an_enroot_pyxis_pair_that_drops_an_option_are_named(node):
     """node_profiles.json's pairings, as each node's fingerprint recorded them at boot: one warning line per
     pairing naming the nodes; not drift (every node may run the same pair), so the exit stays 0."""
-    warning = {"id": "pyxis-unshare-ignored-by-enroot", "source": "s",
+    warning = {"id": "pyxis-unshare-fails-without-enroot-unshare", "source": "s",  # as node_profiles.json names it
                "message": "pyxis 0.24.0 turns --container-unshare=net,ipc,uts into ENROOT_UNSHARE_* variables, "
-                          "which enroot 4.1.2 does not read: those options are silently ignored on this node"}
+                          "which enroot 4.1.2 does not read: every step that passes the option fails"}
     for i in (1, 2):
         write_fingerprint(node.store, f"gpu-st-p5-{i}", pyxis="0.24.0", enroot="4.1.2", pairing_warnings=[warning])
     proc = node.drift()
     assert proc.returncode == 0, proc.stderr
     (line,) = [ln for ln in proc.stderr.splitlines() if "drift: " in ln]
-    assert line.endswith(f"drift: gpu-st-p5-1, gpu-st-p5-2: {warning['message']} [pyxis-unshare-ignored-by-enroot]")
+    assert line.endswith(f"drift: gpu-st-p5-1, gpu-st-p5-2: {warning['message']} [{warning['id']}]")
     doc = json.loads(node.run("drift", "--store", str(node.store), "--format", "json").stdout)
-    assert doc["pairing_warnings"] == {"pyxis-unshare-ignored-by-enroot": {
+    assert doc["pairing_warnings"] == {"pyxis-unshare-fails-without-enroot-unshare": {
         "message": warning["message"], "nodes": ["gpu-st-p5-1", "gpu-st-p5-2"]}}
 
 
@@ -78,7 +78,7 @@ def test_the_pairing_applies_only_to_the_pair_it_names():
     shipped = profiles.load(str(NODE_PROFILES))
     hits = {(p, e): [x.id for x, _ in shipped.pairing_problems(p, e)]
             for p, e in [("0.24.0", "4.1.2"), ("0.24.0", "4.2.1"), ("0.20.0", "3.4.1"), ("0.24.0", None)]}
-    assert hits == {("0.24.0", "4.1.2"): ["pyxis-unshare-ignored-by-enroot"], ("0.24.0", "4.2.1"): [],
+    assert hits == {("0.24.0", "4.1.2"): ["pyxis-unshare-fails-without-enroot-unshare"], ("0.24.0", "4.2.1"): [],
                     ("0.20.0", "3.4.1"): [], ("0.24.0", None): []}
 
 

@@ -97,9 +97,9 @@ def test_compute_node_checks_passed_on_the_real_store(cluster: Cluster, generati
     (fingerprint,) = (cluster.node.fsx / ".containers.clusterkit" / "nodes").glob("*.json")
     doc = json.loads(fingerprint.read_text())
     assert (doc["enroot"], doc["pyxis"]) == (generation.enroot_version, generation.pyxis_version)
-    # pyxis 0.24.0 + enroot 4.1.2 drops --container-unshare (node_profiles.json "pairings"); 0.20.0 has no such option
+    # pyxis 0.24.0 + enroot 4.1.2 fails --container-unshare (node_profiles.json "pairings"); 0.20.0 has no such option
     assert [w["id"] for w in doc["pairing_warnings"]] == (
-        ["pyxis-unshare-ignored-by-enroot"] if generation.pyxis_version == "0.24.0" else [])
+        ["pyxis-unshare-fails-without-enroot-unshare"] if generation.pyxis_version == "0.24.0" else [])
 
 
 # ------------------------------------------------------------------------------------------ jobs

@@ -193,13 +193,13 @@ def test_attaching_to_a_running_unnamed_container_needs_the_extraction_path(clus
     so joining it works on both paths: the documented workaround (docs/images.md)."""
     state, out = cluster.node.sbatch(
         "#!/bin/bash\n"
-        f"srun --container-image={cluster.sqsh} sh -c 'sleep 8' &\n"
-        "sleep 4\n"
+        f"srun --container-image={cluster.sqsh} sh -c 'sleep 5' &\n"
+        "sleep 2.5\n"
         'if srun --overlap --container-name="${SLURM_JOB_ID}.0" cat /etc/os-release >/dev/null 2>&1; '
         "then echo UNNAMED=joined; else echo UNNAMED=refused; fi\n"
         "wait\n"
-        f"srun --container-image={cluster.sqsh} --container-name=ckjoin sh -c 'sleep 8' &\n"
-        "sleep 4\n"
+        f"srun --container-image={cluster.sqsh} --container-name=ckjoin sh -c 'sleep 5' &\n"
+        "sleep 2.5\n"
         "if srun --overlap --container-name=ckjoin cat /etc/os-release >/dev/null 2>&1; "
         "then echo NAMED=joined; else echo NAMED=refused; fi\n"
         "wait\n", user="ckuser1", timeout=90)
@@ -232,18 +232,20 @@ def test_a_compute_node_that_cannot_run_the_lines_squashfuse_path_fails_its_boot
 
 
 @NEW_ONLY
-def test_container_unshare_is_silently_ignored_on_pyxis_0_24_with_enroot_4_1_2(cluster: Cluster) -> None:
-    """The pairing node_profiles.json records, measured: pyxis 0.24.0 accepts --container-unshare=net and
-    exports ENROOT_UNSHARE_NET, which enroot 4.1.2 never reads, so the container still sees the node's network
-    interfaces; the node's fingerprint says so at boot (and `drift` on the head node lists such nodes)."""
-    def interfaces(*extra: str) -> list[str]:
-        out = srun_container(cluster, "cat", "/proc/net/dev", user="ckuser1", extra=extra).stdout
-        return sorted(line.split(":")[0].strip() for line in out.splitlines()[2:])
-    shared = interfaces()
-    assert len(shared) > 1  # the node's own interfaces (the test node shares the host's network namespace)
-    assert interfaces("--container-unshare=net") == shared  # an unshared network would show only lo
+def test_container_unshare_fails_every_step_on_pyxis_0_24_with_enroot_4_1_2(cluster: Cluster) -> None:
+    """The pairing node_profiles.json records, measured: pyxis 0.24.0 accepts --container-unshare and exports
+    ENROOT_UNSHARE_*, which enroot 4.1.2 never reads, so the container shares the node's namespaces and pyxis
+    then fails the step (not silently ignored, as had been assumed). The node's fingerprint says so at boot, and
+    `drift` on the head node lists such nodes."""
+    for namespace, name in (("net", "network"), ("uts", "UTS")):
+        proc = srun_container(cluster, "true", user="ckuser1", extra=(f"--container-unshare={namespace}",),
+                              check=False)
+        assert proc.returncode != 0
+        assert (f"pyxis: error: --container-unshare={namespace} requested but the container is not in a separate "
+                f"{name} namespace") in proc.stderr, proc.stderr
+    assert srun_container(cluster, "true", user="ckuser1").returncode == 0  # the node itself is fine
     warning = [ln for ln in cluster.bootstrap_log.splitlines() if "--container-unshare=net,ipc,uts" in ln]
-    assert warning and "enroot 4.1.2 does not read" in warning[0] and "silently ignored" in warning[0], warning
+    assert warning and "enroot 4.1.2 does not read: every step that passes the option fails" in warning[0], warning
     (fingerprint,) = (cluster.node.fsx / ".containers.clusterkit" / "nodes").glob("*.json")
     doc = json.loads(fingerprint.read_text())
-    assert [w["id"] for w in doc["pairing_warnings"]] == ["pyxis-unshare-ignored-by-enroot"]
+    assert [w["id"] for w in doc["pairing_warnings"]] == ["pyxis-unshare-fails-without-enroot-unshare"]

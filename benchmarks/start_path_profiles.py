@@ -19,7 +19,7 @@ What it does not measure: FSx (the store is a local directory), many nodes at on
 Run as root from the repo root (the real-runtime tier's Debian packages; enroot/pyxis are built and cached by
 tests/real_runtime/runtime_build.py):
 
-    python3 benchmarks/start_path_profiles.py [--size-mb 256] [--rounds 5]
+    .venv/bin/python benchmarks/start_path_profiles.py [--size-mb 256] [--rounds 5]
 """
 from __future__ import annotations
 
@@ -65,7 +65,9 @@ def measure(profile: str, stage: Path, work: Path, tree: Path, rounds: int) -> d
         node.start()
         node.start_slurm()
         with serve() as registry:
-            cluster = bring_up(node, registry, work / f"spec-{profile}")
+            spec_dir = work / f"spec-{profile}"
+            spec_dir.mkdir()
+            cluster = bring_up(node, registry, spec_dir)
             host_tree = node.fsx / ".bench-tree"
             shutil.copytree(tree, host_tree, symlinks=True)
             node.run(["mksquashfs", f"/fsx/{host_tree.name}", BENCH, "-all-root", "-noappend", "-no-progress",

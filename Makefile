@@ -17,11 +17,12 @@ DEB_PACKAGES := slurmctld slurmd slurm-client munge libslurm-dev gcc libc6-dev m
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(shell node -p "process.versions.node.split('.')[0]" 2>/dev/null)
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 
-.PHONY: help python-venv python39 synth test real-runtime render render-check lock validate deploy diff cdk-diff destroy-cluster destroy-all pcluster-venv system-packages clean
+.PHONY: help python-venv python39 synth test test-fast real-runtime render render-check lock validate deploy diff cdk-diff destroy-cluster destroy-all pcluster-venv system-packages clean
 
 help:
 	@echo "make synth                 synthesize the default cluster (demo) offline and summarize it"
 	@echo "make test                  install test dependencies, then run the whole test suite"
+	@echo "make test-fast             only the pure-Python tier (-m unit): seconds, for the edit-test loop"
 	@echo "make real-runtime          build the real enroot + pyxis the tests run (both generations)"
 	@echo "make python39              provide the Python 3.9 the node package is tested under"
 	@echo "make render                rewrite cluster_configs/rendered/*.yaml (and docs/spec-reference.md)"
@@ -87,6 +88,12 @@ synth: $(VENV)/.stamp-runtime node_modules/.stamp
 TEST_JOBS ?= 2
 test: $(VENV)/.stamp-dev $(PCVENV)/.stamp node_modules/.stamp system-packages python39
 	$(VENV)/bin/python -m pytest -n $(TEST_JOBS)
+
+# The Python-only tier alone (tests/tiers.py gives every test file its tier: unit, moto, node, synth, pcluster,
+# system), from its own folders so nothing else is even imported; `make test` runs every tier and is what CI runs.
+UNIT_FOLDERS = $(shell $(PYTHON) -c 'import runpy; print(" ".join("tests/" + f for f in runpy.run_path("tests/tiers.py")["folders"]("unit")))')
+test-fast: $(VENV)/.stamp-dev
+	$(VENV)/bin/python -m pytest -n $(TEST_JOBS) -m unit $(UNIT_FOLDERS)
 
 # The oldest Python the node package supports (clusterkit_node: 3.9, the python3 of alinux2023 and rhel9), which
 # the tests run the node zipapp under: one on this machine (CK_PYTHON39, python3.9 on PATH, pyenv), else Debian

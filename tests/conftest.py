@@ -1,5 +1,6 @@
-"""Suite-wide setup: no test may reach AWS or the internet, whatever the machine's environment holds; and
-the oldest Python the node package supports, for the tests that run it there."""
+"""Suite-wide setup: no test may reach AWS or the internet, whatever the machine's environment holds; the
+oldest Python the node package supports, for the tests that run it there; and every test's tier marker
+(tests/tiers.py: a file in no tier is a collection error, so a new folder has to choose one)."""
 import importlib.util
 import os
 import subprocess
@@ -21,11 +22,27 @@ os.environ.update({
 })
 
 
-def _oldest_python():
-    spec = importlib.util.spec_from_file_location("oldest_python", Path(__file__).resolve().parent / "oldest_python.py")
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(f"ck_{name}", Path(__file__).resolve().parent / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+_tiers = _load("tiers")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = _tiers.tier_of(Path(str(item.fspath)))
+        if tier is None:
+            raise pytest.UsageError(f"{item.fspath}: in no test tier: add its folder to TIER_OF_FOLDER in "
+                                    "tests/tiers.py")
+        item.add_marker(getattr(pytest.mark, tier))
+
+
+def _oldest_python():
+    return _load("oldest_python")
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,54 @@
+"""The test tiers: what each test needs to run, and so what it can prove (docs/testing.md "Test tiers").
+
+Each test gets the pytest marker of its file's tier (tests/conftest.py): its folder's, or the file's own where a
+folder mixes tiers. pyproject.toml registers the markers (--strict-markers); `make test-fast` runs the `unit`
+tier's folders with ``-m unit``; `make test` and CI run every tier.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+# Order: cheapest first. What each needs:
+TIERS = {
+    "unit": "Python only: the spec reader and rules, effective spec, render, advice, cost, diff structure, lint, "
+            "types, doc links, the lock over loopback HTTP",
+    "moto": "moto's stand-ins for AWS APIs (EC2 catalog snapshot, ECR, S3, CloudFormation, SSM)",
+    "node": "the node package and bootstrap scripts as processes: the zipapp under python3 and a real 3.9, bash "
+            "in a recording sandbox, shellcheck",
+    "synth": "aws-cdk-lib synth, cdk-nag, cfn-lint and the CDK CLI",
+    "pcluster": "ParallelCluster 3.16.1's own schema, validators and update policies (.venv-pcluster)",
+    "system": "root and real programs: Debian's Slurm, the real enroot + pyxis, squashfs-tools imports",
+}
+TIER_OF_FOLDER = {
+    "advice": "unit", "cli": "unit", "contracts": "unit", "cost": "unit", "diff": "unit", "images": "unit",
+    "render": "unit", "spec": "unit",
+    "catalog": "moto", "export": "moto", "status": "moto",
+    "compat": "node", "node": "node", "node_package": "node",
+    "app": "synth", "stacks": "synth", "ttl": "synth",
+    "pcluster": "pcluster",
+    "image_sync": "system", "real_runtime": "system", "slurm": "system",
+}
+# Files whose tier differs from their folder's, and what they run that the folder's others do not.
+TIER_OF_FILE = {
+    "diff/test_diff_cases.py": "pcluster",          # update policies from ParallelCluster's own schema
+    "diff/test_diff_cli.py": "pcluster",
+    "diff/test_diff_gate.py": "pcluster",
+    "diff/test_diff_impact.py": "pcluster",
+    "diff/test_diff_workflow.py": "pcluster",
+    "spec/test_aws_limits.py": "pcluster",          # ParallelCluster's validators draw the same lines
+    "images/test_images_ecr.py": "moto",
+    "cli/test_packaging.py": "synth",               # builds and installs a wheel with pip
+    "compat/test_compat_node_script.py": "node",
+}
+
+
+def tier_of(path: Path) -> str | None:
+    rel = path.resolve().relative_to(TESTS).as_posix()
+    return TIER_OF_FILE.get(rel) or TIER_OF_FOLDER.get(rel.split("/", 1)[0])
+
+
+def folders(tier: str) -> list[str]:
+    """The folders holding the tier's tests (what `make test-fast` passes for ``unit``)."""
+    return sorted({f for f, t in TIER_OF_FOLDER.items() if t == tier} |
+                  {rel.split("/", 1)[0] for rel, t in TIER_OF_FILE.items() if t == tier})

@@ -120,17 +120,29 @@ def libfabric_version(env: Dict[str, str], packaged: Optional[str]) -> Optional[
     return packaged
 
 
+def version_in_file(path: str, pattern: bytes, limit: int) -> Tuple[bool, Optional[str]]:
+    """(readable, the first group of ``pattern`` in the file's first ``limit`` bytes or None)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(limit)
+    except OSError:
+        return False, None
+    m = re.search(pattern, data)
+    return True, (m.group(1).decode() if m else None)
+
+
 def pyxis_version(env: Dict[str, str]) -> Optional[str]:
     """pyxis >= 0.11 compiles "pyxis: version vX.Y.Z" into its plugin (NVIDIA/pyxis pyxis_slurmd.c);
     an older plugin is recorded as "present"."""
-    path = host_path(env, PYXIS_SO)
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(64 << 20)
-    except OSError:
-        return None
-    m = re.search(rb"pyxis: version v(\d+\.\d+(?:\.\d+)?)", data)
-    return m.group(1).decode() if m else "present"
+    readable, version = version_in_file(host_path(env, PYXIS_SO), rb"pyxis: version v(\d+\.\d+(?:\.\d+)?)", 64 << 20)
+    return (version or "present") if readable else None
+
+
+def enroot_version(env: Dict[str, str]) -> Optional[str]:
+    """The version the enroot script states (``ENROOT_VERSION="X"``), read without running it (any enroot
+    command creates its runtime/cache dirs as the caller)."""
+    exe = find_tool("enroot", env, "/usr/bin/enroot")
+    return version_in_file(exe, rb'ENROOT_VERSION="(\d+(?:\.\d+)+)', 1 << 20)[1] if exe else None
 
 
 def tool_version(env: Dict[str, str], cmd: List[str], pattern: str) -> Optional[str]:

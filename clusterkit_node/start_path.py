@@ -20,7 +20,7 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from .facts import find_tool, host_path, pyxis_version
+from .facts import enroot_version, host_path, pyxis_version
 
 SQUASHFUSE, EXTRACT = "squashfuse", "extract"
 PYXIS_SQUASHFUSE_SINCE = (0, 24, 0)  # the pyxis whose importer answers start in place (pyxis_slurmstepd.c)
@@ -90,21 +90,6 @@ def choose(facts: StartFacts, wanted: bool = True) -> StartPath:
         reasons.append(f"/dev/fuse is not usable by unprivileged users ({facts.fuse_detail or 'unknown'}): "
                        "squashfuse runs as the job's user")
     return StartPath(EXTRACT if reasons else SQUASHFUSE, reasons, missing, facts)
-
-
-def enroot_version(env: Dict[str, str]) -> Optional[str]:
-    """The version the enroot script states (``ENROOT_VERSION="X"``), read without running it (any enroot
-    command creates its runtime/cache dirs as the caller)."""
-    exe = find_tool("enroot", env, "/usr/bin/enroot")
-    if not exe:
-        return None
-    try:
-        with open(exe, "rb") as fh:
-            head = fh.read(1 << 20)
-    except OSError:
-        return None
-    m = re.search(rb'ENROOT_VERSION="(\d+(?:\.\d+)+)', head)
-    return m.group(1).decode() if m else None
 
 
 def _open_as(dev: str, ids: Optional[Tuple[int, int]]) -> int:

@@ -28,6 +28,7 @@ be ``DEFAULT_IMAGE_GIB`` and the message says so.
 """
 from __future__ import annotations
 
+import functools
 import math
 import shlex
 from collections.abc import Iterator
@@ -177,9 +178,14 @@ def _assumed(sizes: list[ImageSize]) -> str:
 ASSUMED_PYXIS, ASSUMED_ENROOT = "0.24.0", "4.1.2"
 
 
+@functools.cache
+def _profiles() -> node_profiles.Profiles:
+    return node_profiles.load(str(NODE_PROFILES))
+
+
 def start_path(spec: EffectiveSpec) -> StartPath | None:
     """The start path nodes of the spec's OS take, on pyxis >= 0.24 (None: no profile for the OS)."""
-    profile = node_profiles.load(str(NODE_PROFILES)).get(spec.os)
+    profile = _profiles().get(spec.os)
     if profile is None:
         return None
     facts = StartFacts(pyxis=ASSUMED_PYXIS, enroot=ASSUMED_ENROOT, squashfuse=profile.has("squashfuse"),
@@ -194,7 +200,7 @@ def _start_path(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> Iterat
     decided = start_path(spec)
     if decided is None or decided.path == SQUASHFUSE:
         return
-    profile = node_profiles.load(str(NODE_PROFILES)).get(spec.os)
+    profile = _profiles().get(spec.os)
     assert profile is not None
     lacking = " or ".join(decided.missing) or f"/dev/fuse usable by users (mode {profile.dev_fuse_mode.value})"
     yield m.problem("os", f"containers on {spec.os} nodes start by extraction, not in place: ParallelCluster's "

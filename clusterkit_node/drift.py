@@ -148,7 +148,7 @@ def cmd_drift(args: argparse.Namespace) -> int:
                                    "groups": groups, "nodes": len(by_queue[queue])}
     incompatible, no_check = current_incompatibilities(store, fps, args.rules) if fps else ([], "")
     report["incompatible"] = incompatible
-    # enroot/pyxis pairs that silently drop an option (node_profiles.json "pairings"), recorded by each node
+    # enroot/pyxis pairs on which an option does not work (node_profiles.json "pairings"), as each node recorded them
     pairings: Dict[str, Dict[str, Any]] = {}
     for fp in fps:
         for item in fp.get("pairing_warnings") or []:

@@ -21,11 +21,7 @@ from .console import UsageError
 @dataclass(frozen=True)
 class Fact:
     value: Any
-    source: str
-
-    @property
-    def sourced(self) -> bool:
-        return not self.source.startswith("unsourced")
+    source: str  # the file it comes from, or "unsourced: why" for a stated guess
 
 
 @dataclass(frozen=True)
@@ -51,7 +47,8 @@ class NodeProfile:
 
 @dataclass(frozen=True)
 class Pairing:
-    """An enroot/pyxis pair on which an option is silently dropped (both versions known, both constraints met)."""
+    """An enroot/pyxis pair on which an option does not work (it applies when both versions are known and meet
+    their constraints)."""
 
     id: str
     when: Dict[str, str]  # "pyxis"/"enroot" -> constraint like ">=0.24.0"
@@ -73,7 +70,6 @@ class Pairing:
 class Profiles:
     programs: Dict[str, str]  # program -> why it matters
     profiles: Dict[str, NodeProfile]
-    cookbook: str
     pyxis: Fact
     pairings: Tuple[Pairing, ...] = ()
 
@@ -128,8 +124,7 @@ def parse(doc: Any) -> Profiles:
             if not isinstance(raw.get(key), str) or not raw[key]:
                 raise ValueError(f"{where}.{key}: missing")
         pairings.append(Pairing(raw["id"], {k: str(v) for k, v in when.items()}, raw["message"], raw["source"]))
-    return Profiles(dict(programs), out, str(doc.get("cookbook", "")), _fact(doc, "pyxis", "node_profiles"),
-                    tuple(pairings))
+    return Profiles(dict(programs), out, _fact(doc, "pyxis", "node_profiles"), tuple(pairings))
 
 
 def load(path: Optional[str] = None) -> Profiles:

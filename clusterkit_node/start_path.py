@@ -148,10 +148,10 @@ def measure(env: Dict[str, str]) -> StartFacts:
                       fuse_for_users=ok, fuse_detail=detail)
 
 
-def profile_differences(facts: StartFacts, os_name: str, profiles_path: Optional[str] = None) -> List[str]:
+def profile_differences(facts: StartFacts, os_name: str) -> List[str]:
     """Where this node differs from ParallelCluster's AMI of ``os_name`` (a custom AMI, a changed AMI)."""
     from . import profiles  # noqa: PLC0415 (only the CLI command needs the data file)
-    profile = profiles.load(profiles_path).get(os_name)
+    profile = profiles.load().get(os_name)
     if profile is None:
         return [f"no node profile for os {os_name}"]
     out = []

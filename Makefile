@@ -130,7 +130,7 @@ cdk-diff: $(VENV)/.stamp-runtime node_modules/.stamp
 	$(CDK) diff --all -c cluster=$(CLUSTER)
 
 destroy-cluster: $(VENV)/.stamp-runtime node_modules/.stamp
-	$(CDK) destroy -c cluster=$(CLUSTER) "$$($(VENV)/bin/python -c 'import sys; from clusterkit.naming import stack_names; print(stack_names(sys.argv[1])["cluster"])' $(CLUSTER))"
+	$(CDK) destroy -c cluster=$(CLUSTER) "$$($(VENV)/bin/python -c 'import sys; from clusterkit.spec.naming import stack_names; print(stack_names(sys.argv[1])["cluster"])' $(CLUSTER))"
 
 destroy-all: $(VENV)/.stamp-runtime node_modules/.stamp
 	$(CDK) destroy --all -c cluster=$(CLUSTER)

@@ -2,7 +2,7 @@
 """The CDK app: ``cdk synth -c cluster=<name>`` (default ``demo``) builds <Name>-Network, -Storage, -Cluster.
 
 This file only wires: it loads and validates the spec (all problems at once, one line each, exit 2),
-turns it and this deploy's context into the effective spec (``clusterkit.deploy_context``: ``deploy_time``,
+turns it and this deploy's context into the effective spec (``clusterkit.pipeline.deploy_context``: ``deploy_time``,
 ISO UTC, which ``make deploy`` passes, else "now", starts the TTL clock of ``lifecycle.ttl_hours``;
 ``ttl_hours``, ``make deploy TTL=...``, overrides the spec's value for one deploy), stages the node
 artifacts, and builds the three stacks from those values, passing what one needs from another. The
@@ -14,11 +14,11 @@ import sys
 
 import aws_cdk as cdk
 
-from clusterkit.bundle import node_artifacts
-from clusterkit.deploy_context import effective_for_deploy
-from clusterkit.errors import EXIT_USER_ERROR, ClusterKitError
-from clusterkit.loader import DEFAULT_CLUSTER, Loaded, load
-from clusterkit.stack_inputs import stage, version_guard_code
+from clusterkit.artifacts.bundle import node_artifacts
+from clusterkit.artifacts.stack_inputs import stage, version_guard_code
+from clusterkit.pipeline.deploy_context import effective_for_deploy
+from clusterkit.pipeline.loader import DEFAULT_CLUSTER, Loaded, load
+from clusterkit.spec.errors import EXIT_USER_ERROR, ClusterKitError
 from stacks.cluster import ClusterStack
 from stacks.nag import add_checks
 from stacks.network import NetworkStack

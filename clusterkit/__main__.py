@@ -1,6 +1,6 @@
 """``python -m clusterkit``: see cli.py."""
 import sys
 
-from .cli import main
+from clusterkit.cli.main import main
 
 sys.exit(main())

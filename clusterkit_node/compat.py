@@ -1,7 +1,7 @@
 """Evaluate ClusterKit's compatibility rules (compat_rules.json) against known software versions.
 
 One evaluator for both sides, so a rule means the same thing everywhere:
-- ``python -m clusterkit validate`` imports this module (clusterkit.compat) and checks the versions a
+- ``python -m clusterkit validate`` imports this module (clusterkit.rules.compat_rules) and checks the versions a
   spec *expects* in each image;
 - ``clusterkit_node.pyz fingerprint`` on every compute node checks the versions the head node *recorded*
   in the store manifest against the host's NVIDIA driver, and refuses to boot a node that cannot run them.

@@ -2,7 +2,7 @@
 
 A root volume filled by enroot's unpacked layers breaks the head node for everyone, and an import that
 fails after an hour wastes the hour; both are cheaper to refuse up front with a message that names the
-setting to change. The factors live in sizing.py, which clusterkit/advice.py imports for its sizing
+setting to change. The factors live in sizing.py, which clusterkit/rules/advice.py imports for its sizing
 advice: one set of numbers for the advice and the refusal.
 """
 from __future__ import annotations

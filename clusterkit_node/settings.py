@@ -3,8 +3,8 @@
 Why one table: the values end up in files other programs evaluate (enroot runs ``eval echo`` on every
 enroot.conf value; systemd parses the image-sync unit's ``Environment=`` lines; mksquashfs gets the
 squash options word-split), so the nodes check each one strictly, and the CLI must never accept a value
-a node would refuse at boot. ``clusterkit.rules`` checks every setting the spec produces against this
-table, ``clusterkit.spec`` takes its defaults from it, and ``bootstrap_scripts/enroot.sh`` states the
+a node would refuse at boot. ``clusterkit.rules.check`` checks every setting the spec produces against this
+table, ``clusterkit.spec.model`` takes its defaults from it, and ``bootstrap_scripts/enroot.sh`` states the
 same table in bash (``CK_DEFAULTS``/``CK_PATTERNS``/``CK_HINTS``), which
 ``tests/node/test_settings_contract.py`` sources and compares key by key.
 

@@ -1,7 +1,7 @@
 """How much disk an image import needs, relative to the lock's ``compressed_size``: the sizing factors.
 
 One set of numbers for two consumers: the head node's disk preflight (disk_preflight.py) refuses an
-import that would fill a file system, and the CLI's sizing advice (clusterkit/advice.py imports this
+import that would fill a file system, and the CLI's sizing advice (clusterkit/rules/advice.py imports this
 module) warns at ``validate`` time with the same factors, so the advice and the refusal cannot disagree.
 """
 from __future__ import annotations

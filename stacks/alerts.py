@@ -42,7 +42,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
-from clusterkit.naming import TTL_RETRY_MINUTES, alarm_prefix, alert_topic_name, stack_names
+from clusterkit.spec.naming import TTL_RETRY_MINUTES, alarm_prefix, alert_topic_name, stack_names
 
 STACK_STATUS_EVENT = {"source": "aws.cloudformation", "detail-type": "CloudFormation Stack Status Change"}
 PUBLISH_KEY_ACTIONS = ["kms:GenerateDataKey*", "kms:Decrypt"]

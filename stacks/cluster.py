@@ -3,12 +3,12 @@
 It holds everything whose lifetime is the cluster's: the PC provider (a nested stack from the pinned
 version's public template), the node artifacts as content-hashed S3 assets, least-privilege node
 policies, the SSM parameter naming the current bootstrap bundle, and ``Custom::PclusterCluster`` whose
-ClusterConfiguration is ``clusterkit.render.render_config`` given CDK tokens. Destroying this stack
+ClusterConfiguration is ``clusterkit.render.pcluster_config.render_config`` given CDK tokens. Destroying this stack
 never touches the network or storage stacks. With ``lifecycle.ttl_hours`` it also holds the schedule
 that deletes it (``stacks/ttl.py``) and says when in the ``ExpiresAt`` output.
 
-It receives everything: the effective spec of this deploy (``clusterkit.deploy_context``), the node
-artifacts already staged as files (``clusterkit.stack_inputs.stage``) and the version guard's handler
+It receives everything: the effective spec of this deploy (``clusterkit.pipeline.deploy_context``), the node
+artifacts already staged as files (``clusterkit.artifacts.stack_inputs.stage``) and the version guard's handler
 source. It validates no spec value and reads or writes no file.
 """
 from __future__ import annotations
@@ -22,14 +22,14 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from clusterkit.effective import EffectiveSpec, iso_z
-from clusterkit.render import Refs, bundle_arg, render_config
+from clusterkit.effective.expand import EffectiveSpec, iso_z
+from clusterkit.render.pcluster_config import Refs, bundle_arg, render_config
 from stacks import nag
 from stacks.ttl import TtlTeardown
 from stacks.version_guard import ParallelClusterVersionGuard, guard_depends
 
 if TYPE_CHECKING:
-    from clusterkit.stack_inputs import StagedArtifact, StagedArtifacts
+    from clusterkit.artifacts.stack_inputs import StagedArtifact, StagedArtifacts
 
 # ParallelCluster's provider Lambda attaches AdditionalIamPolicies to the node roles it creates, and may
 # attach only customer policies whose ARN is policy/parallelcluster* or policy/parallelcluster/*

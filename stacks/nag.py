@@ -5,7 +5,7 @@ cdk-nag 3 is a CDK policy-validation plugin, not an Aspect: any unacknowledged f
 Acknowledgements are CDK ``Validations`` on a construct (they cover its children) and must name the
 pack: ``AwsSolutions::AwsSolutions-S1``. Rules that report several findings per resource need the
 finding in brackets (``AwsSolutions-IAM5[Resource::*]``); acknowledging the bare rule id does not
-cover them (no prefix matching in cdk-nag 3.0). ``clusterkit.nag_report`` reads the report back
+cover them (no prefix matching in cdk-nag 3.0). ``clusterkit.artifacts.nag_report`` reads the report back
 (stacks do no file I/O).
 """
 from __future__ import annotations

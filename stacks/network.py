@@ -18,8 +18,8 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from clusterkit.effective import EffectiveSpec
-from clusterkit.spec import NewVpc
+from clusterkit.effective.expand import EffectiveSpec
+from clusterkit.spec.model import NewVpc
 
 # Lustre: LNet on 988, and the 1018-1023 range FSx file servers and clients connect from/to.
 LUSTRE_PORTS = (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023))
@@ -67,7 +67,7 @@ class NetworkStack(cdk.Stack):
 
     def _new_vpc(self, cfg: NewVpc) -> None:
         # The compute subnet comes first so it starts at the VPC's base address, where
-        # clusterkit.rules sized it; the public subnet takes the next aligned block.
+        # clusterkit.rules.check sized it; the public subnet takes the next aligned block.
         vpc = ec2.Vpc(
             self, "Vpc",
             ip_addresses=ec2.IpAddresses.cidr(cfg.cidr),

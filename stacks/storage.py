@@ -10,7 +10,7 @@ so image_sync keeps only published content there (``<name>/<hex>.sqsh``, the ``<
 ``.<store name>.clusterkit/`` (``/fsx/.containers.clusterkit``) and never reach S3.
 
 Existing FSx: no storage is created; the file system id comes from the spec. Everything is read from the
-effective spec (``clusterkit.effective``: throughput default, store path inside the file system); the
+effective spec (``clusterkit.effective.expand``: throughput default, store path inside the file system); the
 loader's rules already refused what FSx would (e.g. a customer-managed key on SCRATCH_2), so this checks
 nothing. The stack outlives clusters
 and never refers to the cluster stack, which is why it also holds the cluster's alert topic and the rule
@@ -30,7 +30,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from clusterkit.effective import EffectiveNewFsx, EffectiveSpec
+from clusterkit.effective.expand import EffectiveNewFsx, EffectiveSpec
 from stacks.alerts import ClusterAlerts
 
 LUSTRE_VERSION = "2.15"  # newest; required for PERSISTENT_2 metadata configuration, supports DRAs everywhere

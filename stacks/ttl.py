@@ -7,7 +7,7 @@ and the schedule, is gone. Network and storage are separate stacks and are never
 file system and the image store survive every teardown.
 
 The clock: the expiry is ``deploy time + ttl_hours`` (to the minute), computed before synth by
-``clusterkit.effective`` (``EffectiveLifecycle.expires_at``). ``clusterkit.deploy_context`` takes the
+``clusterkit.effective.expand`` (``EffectiveLifecycle.expires_at``). ``clusterkit.pipeline.deploy_context`` takes the
 deploy time from the ``deploy_time`` context (``make deploy`` passes the UTC time it starts), otherwise
 "now", and checks a ``ttl_hours`` override with the spec's own rule; this construct only receives the
 result. So every deploy moves the expiry: the TTL counts from the latest deploy, which is exactly how a
@@ -92,8 +92,8 @@ from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from clusterkit.effective import EffectiveLifecycle, iso_z
-from clusterkit.naming import TTL_RETRY_MINUTES, teardown_alarm_names, ttl_schedule_group_name, ttl_schedule_name
+from clusterkit.effective.expand import EffectiveLifecycle, iso_z
+from clusterkit.spec.naming import TTL_RETRY_MINUTES, teardown_alarm_names, ttl_schedule_group_name, ttl_schedule_name
 
 DELETE_STACK_TARGET = "arn:{partition}:scheduler:::aws-sdk:cloudformation:deleteStack"
 RETRY_EVERY = cdk.Duration.minutes(TTL_RETRY_MINUTES)

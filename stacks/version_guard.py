@@ -25,7 +25,7 @@ How (facts from the AWS CloudFormation User Guide):
   answers in seconds, and a lost answer should not hold the deploy for an hour.
 
 The handler's source (``stacks/version_guard_handler.py``) ships inline; the caller passes its text
-(``clusterkit.stack_inputs.version_guard_code``), as stacks read no files.
+(``clusterkit.artifacts.stack_inputs.version_guard_code``), as stacks read no files.
 
 Not covered: a stack deployed before the guard existed gets it through a Create, which always succeeds,
 so a version bump in that same deploy is not caught (deploy once without the bump first).

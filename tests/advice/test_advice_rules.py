@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit import advice
-from clusterkit.errors import SpecError
-from clusterkit.loader import load
+from clusterkit.pipeline.loader import load
+from clusterkit.rules import advice
+from clusterkit.spec.errors import SpecError
 from clusterkit_node import sizing
 
 GIB = 1024 ** 3
@@ -290,7 +290,7 @@ def test_uncompressed_test_is_the_nodes(options):
 def test_compute_queue_without_nvme_needs_a_root_volume_for_the_largest_image(tmp_path):
     """Pyxis unpacks the job's image into ENROOT_DATA_PATH; without NVMe that is the root volume,
     which ParallelCluster sizes like the AMI unless the queue says otherwise."""
-    from clusterkit.advice import compute_root_need_gib
+    from clusterkit.rules.advice import compute_root_need_gib
 
     text = textwrap.dedent("""\
         name: t

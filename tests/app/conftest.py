@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from clusterkit.loader import all_spec_paths
+from clusterkit.pipeline.loader import all_spec_paths
 
 SPECS = [p.stem for p in all_spec_paths()]
 
@@ -14,7 +14,7 @@ def synthesized(tmp_path_factory):
     import aws_cdk as cdk
 
     import app as cdk_app
-    from clusterkit.loader import load
+    from clusterkit.pipeline.loader import load
 
     out = {}
     for name in SPECS:

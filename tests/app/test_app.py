@@ -11,9 +11,9 @@ import pytest
 import yaml
 from aws_cdk.assertions import Match, Template
 
-from clusterkit.bundle import node_artifacts
-from clusterkit.loader import all_spec_paths, load
-from clusterkit.render_files import rendered_path
+from clusterkit.artifacts.bundle import node_artifacts
+from clusterkit.pipeline.loader import all_spec_paths, load
+from clusterkit.render.rendered_files import rendered_path
 
 SPECS = [p.stem for p in all_spec_paths()]
 

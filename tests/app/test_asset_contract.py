@@ -18,7 +18,7 @@ import pytest
 from aws_cdk.assertions import Template
 from test_provider_contract import ACCOUNT, PARTITION, SPECS, arn_like, resolve
 
-from clusterkit.naming import artifact_prefix
+from clusterkit.spec.naming import artifact_prefix
 
 REGION = "us-east-1"
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from test_provider_contract import SPECS
 
-from clusterkit.loader import load
-from clusterkit.naming import stack_names
+from clusterkit.pipeline.loader import load
+from clusterkit.spec.naming import stack_names
 
 REPO = Path(__file__).resolve().parents[2]
 CDK = REPO / "node_modules/.bin/cdk"

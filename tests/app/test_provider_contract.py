@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Template
 
-from clusterkit.loader import all_spec_paths, load
+from clusterkit.pipeline.loader import all_spec_paths, load
 
 ACCOUNT = "123456789012"
 PARTITION = "aws"
@@ -116,7 +116,7 @@ def ecr_cluster(tmp_path_factory) -> Template:
     import aws_cdk as cdk
 
     import app as cdk_app
-    from clusterkit.cli import main as clusterkit_main
+    from clusterkit.cli.main import main as clusterkit_main
 
     work = tmp_path_factory.mktemp("ecr-spec")
     text = (REPO / "cluster_configs" / "demo.yaml").read_text().replace("name: demo", "name: ecrdemo", 1)

@@ -2,8 +2,8 @@
 decided by ParallelCluster 3.16.1's own update policies.
 
 Real: the update-policy table read from the installed aws-parallelcluster schema in .venv-pcluster
-(clusterkit/pcluster_runner.py), the conditional policies resolved as pcluster/config/update_policy.py
-does (clusterkit/diff_impact.py, pinned by tests/diff/test_diff_impact.py), and configs rendered by the
+(clusterkit/pcluster/runner.py), the conditional policies resolved as pcluster/config/update_policy.py
+does (clusterkit/diff/impact.py, pinned by tests/diff/test_diff_impact.py), and configs rendered by the
 real loader and renderer from the demo spec. Each case changes one input the way a pull request would
 (new lock digest, an edited node script, a resized queue) and asserts the exact set of rendered paths
 that change and the impact PC gives each, so a regression in where ClusterKit puts things (for example,
@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from clusterkit.bundle import Artifact, NodeArtifacts, node_artifacts
-from clusterkit.diff_impact import FLEET, LIVE, QUEUE, RECREATE, Assessor
-from clusterkit.diff_struct import diff_values
-from clusterkit.effective import expand
-from clusterkit.loader import Loaded, load
-from clusterkit.pcluster_runner import pcluster_python
-from clusterkit.render import placeholder_refs, render_config
+from clusterkit.artifacts.bundle import Artifact, NodeArtifacts, node_artifacts
+from clusterkit.diff.impact import FLEET, LIVE, QUEUE, RECREATE, Assessor
+from clusterkit.diff.structure import diff_values
+from clusterkit.effective.expand import expand
+from clusterkit.pcluster.runner import pcluster_python
+from clusterkit.pipeline.loader import Loaded, load
+from clusterkit.render.pcluster_config import placeholder_refs, render_config
 
 pytestmark = pytest.mark.skipif(not pcluster_python().exists(), reason="run `make pcluster-venv`")
 DRAIN = "QueueUpdateStrategy DRAIN: nodes replaced as their jobs finish"

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit import catalog, catalog_build
+from clusterkit.catalog import build as catalog_build
+from clusterkit.catalog import lookup as catalog
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "clusterkit" / "data"
@@ -139,7 +140,7 @@ def test_catalog_source_names_api_and_date():
 def test_data_files_are_up_to_date_with_moto_snapshot():
     as_of = json.loads(_committed(catalog_build.INSTANCE_TYPES_FILE))["as_of"]
     types_doc, regions_doc = catalog_build.from_moto(as_of)
-    hint = f"stale catalog data: run `python -m clusterkit.catalog_build --as-of {as_of}`"
+    hint = f"stale catalog data: run `python -m clusterkit.catalog.build --as-of {as_of}`"
     assert catalog_build.render_instance_types(types_doc) == _committed(catalog_build.INSTANCE_TYPES_FILE), hint
     assert catalog_build.render_regions(regions_doc) == _committed(catalog_build.REGIONS_FILE), hint
 
@@ -288,7 +289,7 @@ def test_catalog_import_is_light_and_fast():
     code = (
         "import sys, time\n"
         "t = time.perf_counter()\n"
-        "import clusterkit.catalog as c\n"
+        "import clusterkit.catalog.lookup as c\n"
         "assert c.instance_type('p5.48xlarge').gpus == 8\n"
         "assert c.offered_azs('us-east-1', 'p5.48xlarge')\n"
         "elapsed = time.perf_counter() - t\n"

@@ -1,5 +1,5 @@
 """Machine-readable CLI output: validate/cost/lock ``--format json``, ``validate --format github``,
-``validate --strict`` and ``--version``. Each JSON shape is pinned here (clusterkit/output.py documents
+``validate --strict`` and ``--version``. Each JSON shape is pinned here (clusterkit/cli/machine_output.py documents
 them); the specs are the shipped ones, through the real loader, rules and price file."""
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.cli import main
-from clusterkit.errors import Problem
-from clusterkit.output import github_annotations
+from clusterkit.cli.machine_output import github_annotations
+from clusterkit.cli.main import main
 from clusterkit.paths import CONFIG_DIR
+from clusterkit.spec.errors import Problem
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.cli import build_parser, main
-from clusterkit.completion import bash_script
-from clusterkit.diff_gate import FAIL_ON
+from clusterkit.cli.completion_command import bash_script
+from clusterkit.cli.main import build_parser, main
+from clusterkit.diff.gate import FAIL_ON
 from clusterkit.paths import ROOT
 
 SHELLCHECK = Path(sys.executable).parent / "shellcheck"

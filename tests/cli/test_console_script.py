@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.loader import all_spec_paths
 from clusterkit.paths import ROOT
+from clusterkit.pipeline.loader import all_spec_paths
 
 BIN = Path(sys.executable).parent
 CONSOLE_SCRIPT = BIN / "clusterkit"
@@ -49,7 +49,7 @@ def test_editable_install_of_this_checkout(distribution: importlib.metadata.Dist
 
 def test_console_script_entry_point(distribution: importlib.metadata.Distribution) -> None:
     scripts = {e.name: e.value for e in distribution.entry_points if e.group == "console_scripts"}
-    assert scripts == {"clusterkit": "clusterkit.cli:main"}
+    assert scripts == {"clusterkit": "clusterkit.cli.main:main"}
     assert CONSOLE_SCRIPT.is_file(), f"no {CONSOLE_SCRIPT}: {INSTALL_HINT}"
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from clusterkit.cli import main
+from clusterkit.cli.main import main
 
 GOLDEN = Path(__file__).parent / "golden" / "demo.expanded.yaml"
 REGENERATE = f".venv/bin/python -m clusterkit expand demo > {GOLDEN.relative_to(Path(__file__).parents[2])}"

@@ -34,5 +34,5 @@ def test_every_data_file_is_package_data() -> None:
 
 
 def test_console_script_and_build_backend() -> None:
-    assert CONFIG["project"]["scripts"] == {"clusterkit": "clusterkit.cli:main"}
+    assert CONFIG["project"]["scripts"] == {"clusterkit": "clusterkit.cli.main:main"}
     assert CONFIG["build-system"]["build-backend"] == "setuptools.build_meta"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from clusterkit import paths
-from clusterkit.errors import ClusterKitError
+from clusterkit.spec.errors import ClusterKitError
 
 OPTIONAL = {"PCLUSTER_VENV", "PCLUSTER_PYTHON"}  # built by `make pcluster-venv`; the tests that need it skip
 

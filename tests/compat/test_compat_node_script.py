@@ -24,8 +24,8 @@ sys.path.insert(0, str(REPO / "tests" / "node"))
 from compat_harness import COMPAT_FAKES, COMPAT_PY, RULES  # noqa: E402
 from node_sandbox import COMPUTE_ARGS, FORBIDDEN, IMAGES_LOCK, Sandbox, bundle_zip  # noqa: E402
 
-from clusterkit.bundle import ZIPAPP, node_artifacts  # noqa: E402
-from clusterkit.loader import load  # noqa: E402
+from clusterkit.artifacts.bundle import ZIPAPP, node_artifacts  # noqa: E402
+from clusterkit.pipeline.loader import load  # noqa: E402
 
 SHARED = "opt/parallelcluster/shared/clusterkit"
 HOST = socket.gethostname().split(".")[0]

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit import compat
-from clusterkit.errors import SpecError
-from clusterkit.loader import load
+from clusterkit.pipeline.loader import load
+from clusterkit.rules import compat_rules as compat
+from clusterkit.spec.errors import SpecError
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from clusterkit.bundle import ZIPAPP
+from clusterkit.artifacts.bundle import ZIPAPP
 
 STACK_13 = {"cuda": "13.0.2", "nccl": "2.30.4", "aws_ofi_nccl": "1.19.0", "efa_installer": "1.48.0",
             "libfabric": "2.4.0amzn2.0"}

@@ -90,7 +90,7 @@ def test_the_checker_finds_a_cycle() -> None:
 
 def test_no_import_cycles() -> None:
     graph = _graph()
-    assert len(graph) > 30 and "clusterkit.diff_struct" in graph["clusterkit.diff_impact"]
+    assert len(graph) > 30 and "clusterkit.diff.structure" in graph["clusterkit.diff.impact"]
     assert _cycles(graph) == []
 
 

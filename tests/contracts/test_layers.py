@@ -23,8 +23,8 @@ REPO = Path(__file__).resolve().parents[2]
 CDK = {"aws_cdk", "constructs", "cdk_nag", "jsii"}
 STACK_MODULES = sorted((REPO / "stacks").glob("*.py"))
 # What a stack may import from clusterkit at run time (type-only imports: also stack_inputs).
-STACKS_MAY_IMPORT = {"clusterkit.effective", "clusterkit.naming", "clusterkit.render", "clusterkit.spec"}
-STACKS_MAY_IMPORT_FOR_TYPES = STACKS_MAY_IMPORT | {"clusterkit.stack_inputs"}
+STACKS_MAY_IMPORT = {"clusterkit.effective.expand", "clusterkit.spec.naming", "clusterkit.render.pcluster_config", "clusterkit.spec.model"}
+STACKS_MAY_IMPORT_FOR_TYPES = STACKS_MAY_IMPORT | {"clusterkit.artifacts.stack_inputs"}
 NO_FILE_MODULES = {"os", "io", "pathlib", "shutil", "tempfile", "glob", "subprocess", "fileinput", "zipfile", "tarfile"}
 FILE_IO_METHODS = {"open", "read_text", "read_bytes", "write_text", "write_bytes", "mkdir", "makedirs", "touch",
                    "unlink", "rmdir", "rename", "iterdir", "glob", "rglob", "exists", "is_file", "is_dir", "stat",
@@ -81,19 +81,19 @@ def test_clusterkit_imports_neither_cdk_nor_stacks(name):
 
 # --- render reads the effective spec, never the rules --------------------------------------------------------
 
-@pytest.mark.parametrize("module", ["clusterkit.render", "clusterkit.effective"])
+@pytest.mark.parametrize("module", ["clusterkit.render.pcluster_config", "clusterkit.effective.expand"])
 def test_render_and_the_effective_spec_never_reach_the_rules(module):
     reached = _closure(module)
-    assert "clusterkit.effective" in reached | {module}
-    forbidden = {"clusterkit.rules", "clusterkit.aws_limits", "clusterkit.advice", "clusterkit.loader",
-                 "clusterkit.bundle", "clusterkit.deploy_context"}
+    assert "clusterkit.effective.expand" in reached | {module}
+    forbidden = {"clusterkit.rules.check", "clusterkit.rules.aws_limits", "clusterkit.rules.advice", "clusterkit.pipeline.loader",
+                 "clusterkit.artifacts.bundle", "clusterkit.pipeline.deploy_context"}
     assert sorted(reached & forbidden) == []
 
 
 def test_importing_render_loads_no_rules():
     """The same at run time, in a fresh interpreter."""
-    code = ("import sys, clusterkit.render; "
-            "print(sorted(m for m in sys.modules if m in ('clusterkit.rules', 'clusterkit.loader', 'aws_cdk')))")
+    code = ("import sys, clusterkit.render.pcluster_config; "
+            "print(sorted(m for m in sys.modules if m in ('clusterkit.rules.check', 'clusterkit.pipeline.loader', 'aws_cdk')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

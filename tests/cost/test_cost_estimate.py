@@ -1,7 +1,7 @@
 """Cost estimates of the shipped specs, checked against figures worked by hand from prices.json.
 
 Real: the committed price file, the spec loader and lock, the report and the CLI. The prices are the ones
-clusterkit.price_build made of the recorded GetProducts answers in tests/cost/recorded (reconstructed from
+clusterkit.cost.price_build made of the recorded GetProducts answers in tests/cost/recorded (reconstructed from
 the sources its README.md cites); nothing is fetched here (see test_cost_refresh.py, test_price_build.py).
 """
 from __future__ import annotations
@@ -10,10 +10,10 @@ import json
 
 import pytest
 
-from clusterkit import cost
-from clusterkit.cli import main
-from clusterkit.effective import expand
-from clusterkit.loader import load, lock_or_none
+from clusterkit.cli.main import main
+from clusterkit.cost import estimate as cost
+from clusterkit.effective.expand import expand
+from clusterkit.pipeline.loader import load, lock_or_none
 
 HOURS_PER_MONTH = 730
 DAYS_30 = 720
@@ -89,7 +89,7 @@ def test_a_price_the_shipped_specs_do_not_need_is_named_with_the_rebuild_command
                     "storage:\n  fsx_lustre:\n    new:\n      deployment_type: PERSISTENT_1\n")
     est = cost.estimate(expand(load(str(path))))
     assert est.missing == ["no price for FSx PERSISTENT_1 200 MB/s/TiB in us-east-1 (prices.json prices what the "
-                           "shipped specs use: python -m clusterkit.price_build --from-aws)"]
+                           "shipped specs use: python -m clusterkit.cost.price_build --from-aws)"]
 
 
 def test_unknown_region_names_every_missing_price(tmp_path):
@@ -136,7 +136,7 @@ def test_one_line_for_make_synth():
 
 
 def test_summary_ends_with_the_estimate(tmp_path):
-    from clusterkit.summary import summarize
+    from clusterkit.cli.summary_command import summarize
 
     (tmp_path / "manifest.json").write_text(json.dumps({"artifacts": {}}))
     assert summarize(tmp_path, "demo")[-1] == "  " + cost.one_line(_estimate("demo"))

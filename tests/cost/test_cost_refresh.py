@@ -13,11 +13,11 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from clusterkit import cost
-from clusterkit import price_list as price_list_module
-from clusterkit.cli import main
-from clusterkit.effective import expand
-from clusterkit.loader import load, lock_or_none
+from clusterkit.cli.main import main
+from clusterkit.cost import estimate as cost
+from clusterkit.cost import price_list as price_list_module
+from clusterkit.effective.expand import expand
+from clusterkit.pipeline.loader import load, lock_or_none
 
 
 def _product(instance_type: str, usd: str, region: str = "us-east-1", term: str = "OnDemand") -> str:

@@ -1,4 +1,4 @@
-"""The price builder (clusterkit.price_build): prices.json from AWS Price List API (GetProducts) answers.
+"""The price builder (clusterkit.cost.price_build): prices.json from AWS Price List API (GetProducts) answers.
 
 Real: boto3's ``pricing`` client and botocore's request validation against the service model (the Stubber
 checks every parameter the builder sends, page by page), the shipped specs through the loader and the
@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 from botocore.stub import Stubber
 
-from clusterkit import cost, price_build
-from clusterkit import price_list as price_list_module
-from clusterkit.effective import expand
-from clusterkit.loader import all_spec_paths, load, lock_or_none
+from clusterkit.cost import estimate as cost
+from clusterkit.cost import price_build
+from clusterkit.cost import price_list as price_list_module
+from clusterkit.effective.expand import expand
+from clusterkit.pipeline.loader import all_spec_paths, load, lock_or_none
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDED = REPO / "tests" / "cost" / "recorded"
@@ -100,7 +101,7 @@ def test_what_the_shipped_specs_need():
 
 # -- coverage: never less than the hand-curated file the builder replaced ----------------------------------
 
-# Every (region, instance type) the previous prices.json (hand-curated, before clusterkit.price_build) priced:
+# Every (region, instance type) the previous prices.json (hand-curated, before clusterkit.cost.price_build) priced:
 # 66 pairs, 25 types, 4 regions. Spelled out here, apart from price_build.EC2_COVERAGE, so that shrinking the
 # coverage list (or the file) fails a test instead of silently turning a user's price into "no price".
 PREVIOUS_COVERAGE = {

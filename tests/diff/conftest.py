@@ -8,7 +8,7 @@ import pytest
 from diff_fixtures import PRICES
 from diff_repo import make_repo
 
-from clusterkit import cost
+from clusterkit.cost import estimate as cost
 
 
 @pytest.fixture

@@ -57,7 +57,7 @@ def _files(name: str) -> list[str]:
 def _bump_lock(text: str) -> str:
     import dataclasses
 
-    from clusterkit.lock_file import lock_text, parse_lock_text
+    from clusterkit.images.lock_file import lock_text, parse_lock_text
 
     lock, problems = parse_lock_text(text, "lock")
     assert lock is not None and not problems, problems
@@ -70,8 +70,8 @@ def _bump_lock(text: str) -> str:
 
 def _render(name: str, spec_text: str, lock_text: str) -> str:
     """The rendered config of a spec, through the real loader (rules + lock check) and renderer."""
-    from clusterkit.loader import load
-    from clusterkit.render_files import rendered_text
+    from clusterkit.pipeline.loader import load
+    from clusterkit.render.rendered_files import rendered_text
 
     with tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp) / f"{name}.yaml"

@@ -2,7 +2,7 @@
 
 Real: git (two commits; the default base is the merge base with ``main``), the committed fixture files
 (rendered by the real renderer when tests/diff/diff_fixtures.py built them), ParallelCluster 3.16.1's
-own update-policy metadata read in .venv-pcluster, and clusterkit.cost over both sides' specs, priced
+own update-policy metadata read in .venv-pcluster, and clusterkit.cost.estimate over both sides' specs, priced
 from a snapshot of the price file (tests/diff/fixtures/prices.json) so the goldens do not move with
 price updates. Made up: the bumped pytorch digest.
 
@@ -18,10 +18,10 @@ import pytest
 from diff_fixtures import CASES, NEW_PYTORCH, OLD_PYTORCH, PRICES
 from diff_repo import check_golden, make_repo
 
-from clusterkit.cli import main
-from clusterkit.diff import CostDelta, build_report
-from clusterkit.diff_impact import FLEET, LIVE, RECREATE, VERSION_LABEL
-from clusterkit.pcluster_runner import pcluster_python
+from clusterkit.cli.main import main
+from clusterkit.diff.impact import FLEET, LIVE, RECREATE, VERSION_LABEL
+from clusterkit.diff.report import CostDelta, build_report
+from clusterkit.pcluster.runner import pcluster_python
 
 pytestmark = [pytest.mark.skipif(not pcluster_python().exists(), reason="run `make pcluster-venv`"),
               pytest.mark.usefixtures("snapshot_prices")]

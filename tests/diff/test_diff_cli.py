@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from diff_repo import git, make_repo
 
-from clusterkit.cli import main
-from clusterkit.pcluster_runner import pcluster_python
+from clusterkit.cli.main import main
+from clusterkit.pcluster.runner import pcluster_python
 
 REPO = Path(__file__).resolve().parents[2]
 needs_pcluster = pytest.mark.skipif(not pcluster_python().exists(), reason="run `make pcluster-venv`")

@@ -14,9 +14,9 @@ import pytest
 from diff_fixtures import CASES
 from diff_repo import git, make_repo
 
-from clusterkit.cli import main
-from clusterkit.diff_gate import FAIL_ON, ORDER
-from clusterkit.pcluster_runner import pcluster_python
+from clusterkit.cli.main import main
+from clusterkit.diff.gate import FAIL_ON, ORDER
+from clusterkit.pcluster.runner import pcluster_python
 
 pytestmark = [pytest.mark.skipif(not pcluster_python().exists(), reason="run `make pcluster-venv`"),
               pytest.mark.usefixtures("snapshot_prices")]
@@ -87,7 +87,7 @@ def test_fail_on_and_exit_code_exclude_each_other_and_levels_are_checked(capsys)
 
 
 def test_json_shape_is_pinned(repo_for, capsys) -> None:
-    """clusterkit.diff/v1 (clusterkit/diff_json.py): keys and types a CI script may rely on."""
+    """clusterkit.diff/v1 (clusterkit/diff/json_output.py): keys and types a CI script may rely on."""
     code, out, _ = run(capsys, "--repo", str(repo_for("mixed")), "--format", "json")
     data = json.loads(out)
     assert code == 0 and data["schema"] == "clusterkit.diff/v1"

@@ -13,9 +13,9 @@ import pytest
 import yaml
 from diff_fixtures import FIXTURES
 
-from clusterkit.diff_impact import FLEET, LIVE, QUEUE, RECREATE, UNKNOWN, Assessor, load_policies, lookup
-from clusterkit.diff_struct import diff_values
-from clusterkit.pcluster_runner import pcluster_python
+from clusterkit.diff.impact import FLEET, LIVE, QUEUE, RECREATE, UNKNOWN, Assessor, load_policies, lookup
+from clusterkit.diff.structure import diff_values
+from clusterkit.pcluster.runner import pcluster_python
 
 pytestmark = pytest.mark.skipif(not pcluster_python().exists(), reason="run `make pcluster-venv`")
 BASE: dict[str, Any] = yaml.safe_load((FIXTURES / "base/cluster_configs/rendered/demo.yaml").read_text())
@@ -159,7 +159,7 @@ def test_without_the_policy_table_impact_is_unknown() -> None:
 
 
 def test_a_whole_rendered_file_appearing_is_a_create() -> None:
-    from clusterkit.diff_struct import MISSING
+    from clusterkit.diff.structure import MISSING
 
     (item,) = Assessor().assess(diff_values(MISSING, BASE), MISSING, BASE)
     assert (item.change.dotted, item.impact.rank) == ("(whole file)", RECREATE)

@@ -7,11 +7,11 @@ it picks the provider template (stacks/cluster.py), so the rendered file does no
 """
 from __future__ import annotations
 
-from clusterkit.diff import ClusterDiff, Report
-from clusterkit.diff_impact import RECREATE, VERSION_LABEL, default_version, spec_impacts
-from clusterkit.diff_render import render_markdown, render_text
-from clusterkit.diff_struct import diff_values
-from clusterkit.spec import ClusterSpec
+from clusterkit.diff.impact import RECREATE, VERSION_LABEL, default_version, spec_impacts
+from clusterkit.diff.report import ClusterDiff, Report
+from clusterkit.diff.structure import diff_values
+from clusterkit.diff.text import render_markdown, render_text
+from clusterkit.spec.model import ClusterSpec
 
 
 def impacts(old: dict, new: dict, default: str = "3.16.1") -> list[tuple[str, int, str]]:

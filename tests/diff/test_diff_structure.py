@@ -4,8 +4,8 @@ Pure Python, no git and no ParallelCluster: the documents are written inline.
 """
 from __future__ import annotations
 
-from clusterkit.diff_render import before_after, show
-from clusterkit.diff_struct import MISSING, Change, Item, diff_values
+from clusterkit.diff.structure import MISSING, Change, Item, diff_values
+from clusterkit.diff.text import before_after, show
 
 
 def dotted(changes: list[Change]) -> list[str]:
@@ -74,15 +74,15 @@ def test_values_show_on_one_line_with_hashes_shortened() -> None:
 def test_cost_delta_without_the_cost_module_says_so(monkeypatch) -> None:
     import sys
 
-    from clusterkit.diff import _cost_delta
+    from clusterkit.diff.report import _cost_delta
 
-    monkeypatch.setitem(sys.modules, "clusterkit.cost", None)  # import now raises ImportError
+    monkeypatch.setitem(sys.modules, "clusterkit.cost.estimate", None)  # import now raises ImportError
     assert _cost_delta("name: x\n", "name: x\n").startswith("cost delta unavailable (")
 
 
 def test_markdown_is_cut_to_fit_a_github_comment() -> None:
-    from clusterkit.diff import ClusterDiff, Report
-    from clusterkit.diff_render import MARKDOWN_LIMIT, render_markdown
+    from clusterkit.diff.report import ClusterDiff, Report
+    from clusterkit.diff.text import MARKDOWN_LIMIT, render_markdown
 
     spec = tuple(Change(("queues", Item(f"q{i}"), "max"), i, i + 1) for i in range(5000))
     text = render_markdown(Report("main", "0" * 40, (ClusterDiff("big", "changed", spec=spec),)))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clusterkit.diff_render import MARKER
+from clusterkit.diff.text import MARKER
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / ".github" / "workflows" / "pr.yml"
@@ -98,7 +98,7 @@ def test_run_scripts_pass_shellcheck() -> None:
 
 
 def test_diff_job_annotates_spec_problems_and_gates_on_update_impact() -> None:
-    from clusterkit.diff_gate import FAIL_ON
+    from clusterkit.diff.gate import FAIL_ON
 
     steps = workflow()["jobs"]["config-diff"]["steps"]
     runs = [s.get("run", "") for s in steps]

@@ -12,12 +12,12 @@ import pytest
 import yaml
 from moto import mock_aws
 
-from clusterkit.bundle import node_artifacts
-from clusterkit.cli import main
-from clusterkit.errors import ClusterKitError
-from clusterkit.export import export, stable_bundle_key
-from clusterkit.loader import load
-from clusterkit.pcluster_runner import pcluster_python, run_check
+from clusterkit.artifacts.bundle import node_artifacts
+from clusterkit.cli.main import main
+from clusterkit.deployed.export import export, stable_bundle_key
+from clusterkit.pcluster.runner import pcluster_python, run_check
+from clusterkit.pipeline.loader import load
+from clusterkit.spec.errors import ClusterKitError
 
 IDS = {"HeadNodeSubnetId": "subnet-0aaaaaaaaaaaaaaa1", "ComputeSubnetId": "subnet-0bbbbbbbbbbbbbbb2",
        "ClusterSecurityGroupId": "sg-0ccccccccccccccc3", "FileSystemId": "fs-0ddddddddddddddd4"}

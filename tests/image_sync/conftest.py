@@ -1,6 +1,6 @@
 """Helpers for the image_sync tests.
 
-Real: the node zipapp (clusterkit_node.pyz, built by clusterkit.bundle exactly as the bundle ships it, next
+Real: the node zipapp (clusterkit_node.pyz, built by clusterkit.artifacts.bundle exactly as the bundle ships it, next
 to compat_rules.json) run as a subprocess (as the head node runs it), NVIDIA enroot 4.1.2
 built from the pinned source (real_enroot.py: registry pull, layer extraction, mksquashfs with our
 options), squashfs-tools, flock, rename, tmpfs, su/runuser. Stand-ins: the loopback registry and the image
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.bundle import BUNDLE_DATA, ZIPAPP, build_zipapp
+from clusterkit.artifacts.bundle import BUNDLE_DATA, ZIPAPP, build_zipapp
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -24,8 +24,8 @@ import pytest
 from images_fakes import OCI_CONFIG, OCI_INDEX, OCI_LAYER, OCI_MANIFEST, sha256
 from moto import mock_aws
 
-from clusterkit.images import ImageSpec, LockResolveError, resolve_lock
-from clusterkit.registry import ACCEPTED_MEDIA_TYPES, RegistryClient
+from clusterkit.images.registry import ACCEPTED_MEDIA_TYPES, RegistryClient
+from clusterkit.images.resolve import ImageSpec, LockResolveError, resolve_lock
 
 ACCOUNT = "123456789012"  # moto's default account
 HOST = f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com"

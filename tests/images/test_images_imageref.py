@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from clusterkit.imageref import ImageRefError, parse_image_ref
+from clusterkit.images.ref import ImageRefError, parse_image_ref
 
 D = "sha256:" + "0123456789abcdef" * 4
 HUB = "registry-1.docker.io"

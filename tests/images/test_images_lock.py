@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from clusterkit.images import ImageSpec, LockResolveError, offline_lock, resolve_lock, staleness
-from clusterkit.lock_file import ImageLock, LockedImage, LockError, lock_text, read_lock, write_lock
-from clusterkit.registry import RegistryClient
+from clusterkit.images.lock_file import ImageLock, LockedImage, LockError, lock_text, read_lock, write_lock
+from clusterkit.images.registry import RegistryClient
+from clusterkit.images.resolve import ImageSpec, LockResolveError, offline_lock, resolve_lock, staleness
 
 D1 = "sha256:" + "1" * 64
 D2 = "sha256:" + "2" * 64

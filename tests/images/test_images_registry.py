@@ -12,8 +12,8 @@ import socket
 import pytest
 from images_fakes import DOCKER_LIST, DOCKER_MANIFEST, OCI_MANIFEST, sha256
 
-from clusterkit.imageref import parse_image_ref
-from clusterkit.registry import RegistryClient, RegistryError, credentials_from_env, parse_platform
+from clusterkit.images.ref import parse_image_ref
+from clusterkit.images.registry import RegistryClient, RegistryError, credentials_from_env, parse_platform
 
 AMD64 = parse_platform("linux/amd64")
 ARM64 = parse_platform("linux/arm64")

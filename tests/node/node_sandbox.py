@@ -148,13 +148,13 @@ sys.exit(rc)
 '''
 
 
-from clusterkit.bundle import ZIPAPP  # noqa: E402
+from clusterkit.artifacts.bundle import ZIPAPP  # noqa: E402
 
 
 def bundle_zip(dest: Path, *, drop: tuple[str, ...] = (), zipapp: str | bytes = ZIPAPP_STANDIN,
                lock: dict | None = None) -> Path:
     """The bundle zip as the contract describes it (files at its root), with the stand-in zipapp (or the
-    real one: clusterkit.bundle.build_zipapp())."""
+    real one: clusterkit.artifacts.bundle.build_zipapp())."""
     files = {name: (SCRIPTS / name).read_bytes()
              for name in ("enroot.sh", "compute_node_start.sh", "compute_node_configured.sh")}
     for data in ("compat_rules.json", "node_profiles.json"):

@@ -1,7 +1,7 @@
 """head_node_stage0.sh: the HeadNode OnNodeConfigured action, frozen because PC never lets it change.
 
 Real: stage 0 and the real head_node_launcher.sh under bash, python3's zipfile, sha256sum, and the bundle
-clusterkit/bundle.py builds for the demo spec (with head_node.sh swapped for a recorder: the real one has
+clusterkit/artifacts/bundle.py builds for the demo spec (with head_node.sh swapped for a recorder: the real one has
 its own tests). Stand-in: the `aws` CLI script of test_node_launcher.py (`ssm get-parameter`, `s3 cp` from a folder).
 """
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from test_node_launcher import FAKE_AWS
 
-from clusterkit.bundle import LAUNCHER, SCRIPTS, STAGE0, STAGE0_SHA256, build_zip, node_artifacts
-from clusterkit.loader import load
+from clusterkit.artifacts.bundle import LAUNCHER, SCRIPTS, STAGE0, STAGE0_SHA256, build_zip, node_artifacts
+from clusterkit.pipeline.loader import load
 
 STAGE0_PATH = SCRIPTS / STAGE0
 RECORDER = b'printf "%s\\n" "$@" > "$RECORD"\n'
@@ -31,7 +31,8 @@ def test_stage0_bytes_are_frozen() -> None:
     assert actual == STAGE0_SHA256, (
         f"{STAGE0_PATH.relative_to(SCRIPTS.parent)} changed (sha256 {actual}): it is the HeadNode OnNodeConfigured "
         f"script, which ParallelCluster never updates, so existing clusters could no longer be updated. Put the "
-        f"change in {LAUNCHER}; only if clusters must be recreated anyway, set STAGE0_SHA256 in clusterkit/bundle.py")
+        f"change in {LAUNCHER}; only if clusters must be recreated anyway, set STAGE0_SHA256 in "
+        f"clusterkit/artifacts/bundle.py")
 
 
 @pytest.fixture

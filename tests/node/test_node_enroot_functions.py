@@ -13,7 +13,7 @@ from pathlib import Path
 
 from node_sandbox import SCRIPTS
 
-from clusterkit.spec import DEFAULT_SQUASH_OPTIONS
+from clusterkit.spec.model import DEFAULT_SQUASH_OPTIONS
 
 ENROOT_SH = SCRIPTS / "enroot.sh"
 
@@ -113,7 +113,7 @@ def test_parse_args_ignores_environment(tmp_path: Path) -> None:
     """Settings come only from Args: an exported ENROOT_SQUASH_OPTIONS must not leak in."""
     r = bash("ck_parse_args compute CK_CLUSTER=c CK_OS=rhel9; echo \"[$ENROOT_SQUASH_OPTIONS] [$CK_STORE]\"",
              tmp_path, ENROOT_SQUASH_OPTIONS="-comp lzo", CK_STORE="/elsewhere")
-    # the node's default is the spec's (clusterkit.spec.DEFAULT_SQUASH_OPTIONS), not a copy that drifted
+    # the node's default is the spec's (clusterkit.spec.model.DEFAULT_SQUASH_OPTIONS), not a copy that drifted
     assert r.stdout.strip().splitlines()[-1] == f"[{DEFAULT_SQUASH_OPTIONS}] [/fsx/containers]"
 
 
@@ -135,7 +135,7 @@ def test_pyxis_option_releases_agree_with_validate() -> None:
     name the same pyxis release for each option, until both read one definition."""
     import re
 
-    from clusterkit.rules import PYXIS_OPTION_SINCE
+    from clusterkit.rules.check import PYXIS_OPTION_SINCE
 
     text = (Path(__file__).resolve().parents[2] / "bootstrap_scripts/enroot.sh").read_text()
     m = re.search(r"^declare -gA CK_PYXIS_OPTION_SINCE=\((.*)\)$", text, re.M)

@@ -267,10 +267,10 @@ def test_bundle_lacking_a_file_fails_and_stays_inactive(sandbox: Sandbox, tmp_pa
 
 
 def test_head_checks_for_every_file_the_bundle_ships() -> None:
-    """head_node.sh's BUNDLE_FILES (checked before a bundle goes live) is what clusterkit/bundle.py zips,
+    """head_node.sh's BUNDLE_FILES (checked before a bundle goes live) is what clusterkit/artifacts/bundle.py zips,
     less head_node.sh and node.args (the launcher checks and uses those) and the launcher (stage 0 checks
     and runs it), so nothing the nodes run or read can be missing on them."""
-    from clusterkit.bundle import BUNDLE_DATA, BUNDLE_FILES, LAUNCHER, SCRIPTS, ZIPAPP
+    from clusterkit.artifacts.bundle import BUNDLE_DATA, BUNDLE_FILES, LAUNCHER, SCRIPTS, ZIPAPP
 
     m = re.search(r"^readonly BUNDLE_FILES=\(([^)]*)\)", (SCRIPTS / "head_node.sh").read_text(), re.M)
     assert m, "readonly BUNDLE_FILES=(...) not found in head_node.sh"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.bundle import PYXIS_IMPORTER, ZIPAPP_SHEBANG, build_zipapp
-from clusterkit.lock_file import ImageLock, LockedImage, lock_text
+from clusterkit.artifacts.bundle import PYXIS_IMPORTER, ZIPAPP_SHEBANG, build_zipapp
+from clusterkit.images.lock_file import ImageLock, LockedImage, lock_text
 
 HEX_A = "a" * 64
 HEX_B = "b" * 64

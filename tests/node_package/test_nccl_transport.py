@@ -1,6 +1,6 @@
 """``nccl-check`` (clusterkit_node/nccl_transport.py): did NCCL use EFA through aws-ofi-nccl, or TCP sockets?
 
-Real: the zipapp clusterkit.bundle builds, run by CPython (this interpreter; one case under the real 3.9),
+Real: the zipapp clusterkit.artifacts.bundle builds, run by CPython (this interpreter; one case under the real 3.9),
 on NCCL_DEBUG=INFO excerpts recorded from public issues (tests/node_package/nccl_logs/*.log, each with a
 .source naming where it comes from); the ``constructed-*`` logs are written for these tests and say so.
 jobs/nccl-tests.sbatch itself runs with bash, a stand-in ``srun`` that prints a recorded log, and the zipapp.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.bundle import ZIPAPP, build_zipapp
+from clusterkit.artifacts.bundle import ZIPAPP, build_zipapp
 
 HERE = Path(__file__).resolve().parent
 LOGS = HERE / "nccl_logs"

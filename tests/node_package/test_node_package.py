@@ -1,6 +1,6 @@
 """clusterkit_node: a real stdlib-only package (Python 3.9+) shipped to the nodes as ONE deterministic zipapp.
 
-Real: clusterkit.bundle building the zipapp, CPython running it (this interpreter and a real 3.9, the oldest
+Real: clusterkit.artifacts.bundle building the zipapp, CPython running it (this interpreter and a real 3.9, the oldest
 python3 on supported AMIs: tests/oldest_python.py), a symlinked bundle directory like the nodes' shared link.
 The commands themselves are tested where their behaviour is (tests/image_sync, tests/compat, tests/node).
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.bundle import (
+from clusterkit.artifacts.bundle import (
     LEGACY_ENTRY_POINTS,
     ZIPAPP,
     ZIPAPP_MAIN,
@@ -27,9 +27,9 @@ from clusterkit.bundle import (
     node_artifacts,
     node_package_files,
 )
-from clusterkit.errors import SpecError
-from clusterkit.loader import load
 from clusterkit.paths import NODE_PACKAGE_DIR
+from clusterkit.pipeline.loader import load
+from clusterkit.spec.errors import SpecError
 from clusterkit_node.layout import image_name_problem
 
 PACKAGE = NODE_PACKAGE_DIR.name
@@ -193,7 +193,7 @@ containers:
                                   "app.sqsh", ".hidden", "-dash", "a" * 129, "with space", "UPPER"])
 def test_the_cli_refuses_every_image_name_the_nodes_lock_reader_refuses(tmp_path: Path, name: str) -> None:
     """The lock reader on the nodes (clusterkit_node/lock.py, via layout.image_name_problem) refuses some
-    names; `validate` must refuse each of them first (clusterkit/rules.py imports the same rule)."""
+    names; `validate` must refuse each of them first (clusterkit/rules/check.py imports the same rule)."""
     spec = tmp_path / "t.yaml"
     spec.write_text(SPEC.format(name=json.dumps(name)))
     try:

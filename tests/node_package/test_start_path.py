@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from clusterkit.paths import NODE_PROFILES
-from clusterkit.spec import OsName
+from clusterkit.spec.model import OsName
 from clusterkit_node import profiles
 from clusterkit_node.selftest_image import MESSAGE, rootfs_files, static_program
 from clusterkit_node.settings import BY_KEY

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-from clusterkit.pcluster_runner import pcluster_python
+from clusterkit.pcluster.runner import pcluster_python
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE_PATH = Path(__file__).parent / "fixtures" / "sample.yaml"

@@ -15,9 +15,9 @@ from pcluster_helpers import needs_pcluster_venv
 
 from clusterkit import DEFAULT_PC_VERSION
 from clusterkit.paths import PCLUSTER_REQUIREMENTS
-from clusterkit.pcluster_runner import pcluster_python
-from clusterkit.rules import MAX_PC_VERSION, parse_version
-from clusterkit.spec import ClusterSpec
+from clusterkit.pcluster.runner import pcluster_python
+from clusterkit.rules.check import MAX_PC_VERSION, parse_version
+from clusterkit.spec.model import ClusterSpec
 
 PIN = re.compile(r"^\s*([A-Za-z0-9_.-]+)\s*==\s*([^\s;#]+)", re.MULTILINE)
 

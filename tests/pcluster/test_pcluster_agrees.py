@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import pytest
 
-from clusterkit.bundle import node_artifacts
-from clusterkit.effective import expand_spec
-from clusterkit.errors import SpecError
-from clusterkit.loader import CONFIG_DIR, Loaded, load
-from clusterkit.pcluster_runner import pcluster_python, run_check
-from clusterkit.render import placeholder_refs, render_config
-from clusterkit.render_files import NoAliasDumper
-from clusterkit.spec import LoadedSpec, parse_spec
+from clusterkit.artifacts.bundle import node_artifacts
+from clusterkit.effective.expand import expand_spec
+from clusterkit.pcluster.runner import pcluster_python, run_check
+from clusterkit.pipeline.loader import CONFIG_DIR, Loaded, load
+from clusterkit.render.pcluster_config import placeholder_refs, render_config
+from clusterkit.render.rendered_files import NoAliasDumper
+from clusterkit.spec.errors import SpecError
+from clusterkit.spec.model import LoadedSpec, parse_spec
 
 pytestmark = pytest.mark.skipif(not pcluster_python().exists(), reason="run `make pcluster-venv`")
 DEMO = (CONFIG_DIR / "demo.yaml").read_text()

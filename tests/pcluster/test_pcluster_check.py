@@ -1,7 +1,7 @@
 """ParallelCluster 3.16.1's own schema and validators, run on ClusterKit-shaped configs.
 
 Real: the aws-parallelcluster package (its ClusterSchema, its cfg.validate() and validator messages),
-run in its own venv through clusterkit.pcluster_runner.
+run in its own venv through clusterkit.pcluster.runner.
 Stand-in: AWS is moto (moto.mock_aws) with fixtures built from each config (clusterkit.pcluster.moto_world):
 a VPC/subnets/security groups/bucket/FSx that exist only because the config names them, a fake
 official AMI, and two launch-template validators suppressed because moto rejects PC's dry-run request
@@ -30,7 +30,7 @@ from pcluster_helpers import (
 )
 
 from clusterkit.pcluster.check import MOTO_GAP_SUPPRESSIONS
-from clusterkit.pcluster_runner import format_problems, pcluster_python, run_check
+from clusterkit.pcluster.runner import format_problems, pcluster_python, run_check
 
 pytestmark = needs_pcluster_venv
 

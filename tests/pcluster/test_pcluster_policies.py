@@ -6,7 +6,7 @@ import subprocess
 import pytest
 from pcluster_helpers import REPO, needs_pcluster_venv
 
-from clusterkit.pcluster_runner import pcluster_python, update_policies
+from clusterkit.pcluster.runner import pcluster_python, update_policies
 
 pytestmark = needs_pcluster_venv
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from clusterkit.loader import all_spec_paths, load
-from clusterkit.pcluster_runner import format_problems, pcluster_python, run_check
-from clusterkit.render_files import rendered_path
+from clusterkit.pcluster.runner import format_problems, pcluster_python, run_check
+from clusterkit.pipeline.loader import all_spec_paths, load
+from clusterkit.render.rendered_files import rendered_path
 
 pytestmark = pytest.mark.skipif(not pcluster_python().exists(), reason="run `make pcluster-venv`")
 
@@ -34,6 +34,6 @@ def test_rendered_configs_pass_parallelcluster(configs, mode):
 
 
 def test_cli_validate_pcluster(capsys):
-    from clusterkit.cli import main
+    from clusterkit.cli.main import main
 
     assert main(["validate", "--pcluster", "demo"]) == 0, capsys.readouterr().err

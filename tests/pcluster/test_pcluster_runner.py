@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from clusterkit.errors import ClusterKitError
-from clusterkit.pcluster_runner import PclusterVenvMissing, format_problems, pcluster_python, run_check
+from clusterkit.pcluster.runner import PclusterVenvMissing, format_problems, pcluster_python, run_check
+from clusterkit.spec.errors import ClusterKitError
 
 
 def test_missing_venv_names_the_make_target(monkeypatch, tmp_path):

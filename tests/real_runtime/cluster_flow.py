@@ -2,9 +2,9 @@
 
 The flow, as on a ParallelCluster cluster (one node plays head and compute):
   1. a loopback registry serves an image the test builds (busybox-static rootfs + a CUDA version file);
-  2. ClusterKit's own lock code resolves the spec's image against it (clusterkit/images.py, the code
+  2. ClusterKit's own lock code resolves the spec's image against it (clusterkit/images/resolve.py, the code
      `clusterkit lock` runs; the registry client is told plain http is fine for loopback);
-  3. ClusterKit's bundle for the spec is built (clusterkit/bundle.py) and "uploaded" (aws stand-in);
+  3. ClusterKit's bundle for the spec is built (clusterkit/artifacts/bundle.py) and "uploaded" (aws stand-in);
   4. the head node's launcher runs, which runs head_node.sh from the bundle: enroot.conf, hooks, the
      pyxis plugstack line + `scontrol reconfigure`, the store, and the image-sync unit, whose ExecStart
      imports the image with the REAL `enroot import` into /fsx/containers;
@@ -24,12 +24,12 @@ from typing import Iterator
 from images_fakes import FakeRegistry, add_rootfs_image
 from node_root import NodeRoot
 
-from clusterkit import images
-from clusterkit.bundle import node_artifacts
-from clusterkit.effective import expand
-from clusterkit.loader import image_specs, load, platform
-from clusterkit.lock_file import ImageLock, write_lock
-from clusterkit.registry import RegistryClient
+from clusterkit.artifacts.bundle import node_artifacts
+from clusterkit.effective.expand import expand
+from clusterkit.images import resolve as images
+from clusterkit.images.lock_file import ImageLock, write_lock
+from clusterkit.images.registry import RegistryClient
+from clusterkit.pipeline.loader import image_specs, load, platform
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "bootstrap_scripts"

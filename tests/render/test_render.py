@@ -12,12 +12,12 @@ import zipfile
 import pytest
 import yaml
 
-from clusterkit.bundle import node_artifacts
-from clusterkit.effective import expand
-from clusterkit.loader import all_spec_paths, load
+from clusterkit.artifacts.bundle import node_artifacts
+from clusterkit.effective.expand import expand
 from clusterkit.paths import ROOT, SPEC_REFERENCE
-from clusterkit.render import placeholder_refs, render_config
-from clusterkit.render_files import render_all, rendered_path, spec_reference_text
+from clusterkit.pipeline.loader import all_spec_paths, load
+from clusterkit.render.pcluster_config import placeholder_refs, render_config
+from clusterkit.render.rendered_files import render_all, rendered_path, spec_reference_text
 
 SPECS = [p.stem for p in all_spec_paths()]
 
@@ -46,9 +46,10 @@ def test_render_is_deterministic_across_processes():
     import subprocess
     import sys
 
-    code = ("import hashlib; from clusterkit.loader import load; from clusterkit.bundle import node_artifacts; "
-            "from clusterkit.render_files import rendered_text; l = load('p5-capacity-block'); "
-            "from clusterkit.render_files import spec_reference_text; "
+    code = ("import hashlib; from clusterkit.pipeline.loader import load; "
+            "from clusterkit.artifacts.bundle import node_artifacts; "
+            "from clusterkit.render.rendered_files import rendered_text; l = load('p5-capacity-block'); "
+            "from clusterkit.render.rendered_files import spec_reference_text; "
             "print(hashlib.sha256(rendered_text(l).encode()).hexdigest(), node_artifacts(l).bundle.sha256, "
             "hashlib.sha256(spec_reference_text().encode()).hexdigest())")
     outputs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
@@ -145,7 +146,7 @@ def test_bundle_contents():
 def test_compute_nodes_get_the_ecr_registries_of_private_images(tmp_path):
     """A compute node pulls a private ECR image when a job names it: its enroot needs the credentials
     line, which compute_node_configured.sh writes from CK_ECR_REGISTRIES (tests/real_runtime runs it)."""
-    from clusterkit.loader import load
+    from clusterkit.pipeline.loader import load
 
     ecr = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
     spec = (tmp_path / "t.yaml")

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.cli import main
-from clusterkit.errors import SpecError
-from clusterkit.loader import load
+from clusterkit.cli.main import main
 from clusterkit.paths import CONFIG_DIR
-from clusterkit.render_files import rendered_text
+from clusterkit.pipeline.loader import load
+from clusterkit.render.rendered_files import rendered_text
+from clusterkit.spec.errors import SpecError
 
 DEMO = (CONFIG_DIR / "demo.yaml").read_text(encoding="utf-8")
 DEMO_LINES = DEMO.count("\n")  # the k-th appended line is line DEMO_LINES + k

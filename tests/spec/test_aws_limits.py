@@ -1,4 +1,4 @@
-"""AWS and ParallelCluster limits (clusterkit.aws_limits, data in clusterkit/data/aws_limits.json).
+"""AWS and ParallelCluster limits (clusterkit.rules.aws_limits, data in clusterkit/data/aws_limits.json).
 
 Real: the shipped specs, edited one line at a time, parsed by the spec loader's own parser; the data file; the
 instance-type catalog; the installed aws-parallelcluster wheel and its validation when .venv-pcluster exists.
@@ -15,14 +15,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clusterkit import aws_limits, catalog
-from clusterkit.bundle import node_artifacts
-from clusterkit.effective import expand_spec
-from clusterkit.loader import CONFIG_DIR, Loaded, all_spec_paths
-from clusterkit.pcluster_runner import pcluster_python, run_check
-from clusterkit.render import placeholder_refs, render_config
-from clusterkit.render_files import NoAliasDumper
-from clusterkit.spec import LoadedSpec, parse_spec
+from clusterkit.artifacts.bundle import node_artifacts
+from clusterkit.catalog import lookup as catalog
+from clusterkit.effective.expand import expand_spec
+from clusterkit.pcluster.runner import pcluster_python, run_check
+from clusterkit.pipeline.loader import CONFIG_DIR, Loaded, all_spec_paths
+from clusterkit.render.pcluster_config import placeholder_refs, render_config
+from clusterkit.render.rendered_files import NoAliasDumper
+from clusterkit.rules import aws_limits
+from clusterkit.spec.model import LoadedSpec, parse_spec
 
 CHECKED = "2026-12-01"
 TAG = "  project: clusterkit-demo\n"

@@ -5,9 +5,9 @@ import textwrap
 
 import pytest
 
-from clusterkit.effective import expand
-from clusterkit.errors import SpecError
-from clusterkit.loader import load
+from clusterkit.effective.expand import expand
+from clusterkit.pipeline.loader import load
+from clusterkit.spec.errors import SpecError
 
 BASE = """\
 name: t
@@ -295,7 +295,7 @@ def test_defaults_follow_their_neighbours(tmp_path):
      "(write a plain value without a YAML tag)"),
 ])
 def test_unreadable_files_are_one_line_errors(tmp_path, capsys, data, expected):
-    from clusterkit.cli import main
+    from clusterkit.cli.main import main
 
     path = tmp_path / "t.yaml"
     path.write_bytes(data)
@@ -305,7 +305,7 @@ def test_unreadable_files_are_one_line_errors(tmp_path, capsys, data, expected):
 
 
 def test_cli_exit_code_and_no_traceback(tmp_path, capsys):
-    from clusterkit.cli import main
+    from clusterkit.cli.main import main
 
     path = tmp_path / "t.yaml"
     path.write_text(_with("max: 2", "max: zero"))

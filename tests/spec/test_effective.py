@@ -1,4 +1,4 @@
-"""The effective spec (clusterkit/effective.py): every default and derived value, resolved in one place.
+"""The effective spec (clusterkit/effective/expand.py): every default and derived value, resolved in one place.
 
 Real: the loader (types, rules, lock check), the committed catalog and the expansion itself. The values
 render, the stacks, cost, advice and the node settings used to derive on their own are pinned here
@@ -12,10 +12,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from clusterkit import catalog, rules
-from clusterkit.effective import EcrRepository, Tag, efa_enabled, expand, expand_spec
-from clusterkit.loader import load
-from clusterkit.spec import ComputeResource, NewVpc, parse_spec
+from clusterkit.catalog import lookup as catalog
+from clusterkit.effective.expand import EcrRepository, Tag, efa_enabled, expand, expand_spec
+from clusterkit.pipeline.loader import load
+from clusterkit.rules import check as rules
+from clusterkit.spec.model import ComputeResource, NewVpc, parse_spec
 
 MINIMAL = ("name: t\nregion: us-east-1\navailability_zone: us-east-1a\nqueues:\n"
            "  - name: gpu\n    compute_resources:\n"
@@ -109,7 +110,7 @@ def test_the_effective_spec_is_frozen():
 # --- one definition: what the remaining readers of the spec see is the effective value ----------------------
 
 def test_rules_and_the_effective_spec_agree_on_the_efa_default():
-    """rules.py keeps its own efa_enabled until it imports clusterkit.effective's (see the #15 notes)."""
+    """rules.py keeps its own efa_enabled until it imports clusterkit.effective.expand's (see the #15 notes)."""
     for name, efa in itertools.product(catalog.instance_type_names(), (None, True, False)):
         resource = ComputeResource(name="r", instance_type=name, max=1, efa=efa)
         assert rules.efa_enabled(resource) == efa_enabled(resource), (name, efa)

@@ -14,10 +14,10 @@ import pytest
 import yaml
 from test_bad_specs import BASE, CASES, _extra, _with
 
-from clusterkit.loader import all_spec_paths, load
 from clusterkit.paths import SPEC_SCHEMA
-from clusterkit.schema import schema_text, spec_schema
-from clusterkit.spec import parse_spec
+from clusterkit.pipeline.loader import all_spec_paths, load
+from clusterkit.render.spec_schema import schema_text, spec_schema
+from clusterkit.spec.model import parse_spec
 
 SPECS = all_spec_paths()
 MODELINE = f"# yaml-language-server: $schema=./{SPEC_SCHEMA.name}"
@@ -159,5 +159,5 @@ def test_shipped_specs_pass_the_schema_and_the_reader(validator, path):
                                    "{id: image-fanout-slow, reason: ''}", "{id: image-fanout-slow, reason: '  '}",
                                    "{id: image-fanout-slow}"])
 def test_schema_refuses_acknowledgements_validate_refuses(validator, entry):
-    """The ids a spec may acknowledge are an enum from clusterkit/warning_ids.py; a reason needs visible text."""
+    """The ids a spec may acknowledge are an enum from clusterkit/spec/warning_ids.py; a reason needs visible text."""
     assert _schema_errors(validator, _extra(f"acknowledge:\n  - {entry}\n"))

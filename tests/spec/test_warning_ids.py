@@ -1,4 +1,4 @@
-"""Warning ids (clusterkit/warning_ids.py): one case per registered id that really raises it, every warning
+"""Warning ids (clusterkit/spec/warning_ids.py): one case per registered id that really raises it, every warning
 site in the code names a registered id, and docs/spec.md's table is the registry.
 
 Real: the loader, rules, advice and catalog on specs written to tmp_path; the CLI's ParallelCluster step
@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from test_bad_specs import BASE, _extra, _with
 
-from clusterkit.errors import Problem
-from clusterkit.loader import load
 from clusterkit.paths import CONFIG_DIR, ROOT
-from clusterkit.warning_ids import NOT_ACKNOWLEDGEABLE, WARNINGS, acknowledgeable
+from clusterkit.pipeline.loader import load
+from clusterkit.spec.errors import Problem
+from clusterkit.spec.warning_ids import NOT_ACKNOWLEDGEABLE, WARNINGS, acknowledgeable
 
 GIB = 1024 ** 3
 DIGEST = "sha256:" + "ab" * 32
@@ -53,7 +53,8 @@ def _demo_copy(tmp_path: Path, extra: str = "") -> Path:
 
 
 def _pcluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Problem]:
-    from clusterkit import cli, pcluster_runner
+    from clusterkit.cli import main as cli
+    from clusterkit.pcluster import runner as pcluster_runner
 
     def run_check(configs: list[tuple[str, str, str, str]], mode: str) -> list[dict[str, object]]:
         return [{"path": path, "ok": True, "errors": [
@@ -160,7 +161,7 @@ def test_every_warning_site_names_a_registered_id():
 
 
 def test_problem_refuses_an_unregistered_id():
-    with pytest.raises(ValueError, match="not in clusterkit/warning_ids.py"):
+    with pytest.raises(ValueError, match="not in clusterkit/spec/warning_ids.py"):
         Problem("f.yaml", 1, 1, "x", "m", level="warning", id="image-fanout-sloww")
 
 

@@ -4,7 +4,7 @@ Real: aws-cdk-lib synthesis of the stacks exactly as app.py wires them (same sta
 tags), with cdk-nag AwsSolutions enabled, so any unacknowledged finding fails the synth that builds a
 fixture. Not real: nothing is deployed; no AWS call is made (dummy credentials, explicit AZs).
 
-Variants are the shipped specs plus small YAML edits of them, loaded through ``clusterkit.loader`` so
+Variants are the shipped specs plus small YAML edits of them, loaded through ``clusterkit.pipeline.loader`` so
 every variant is a spec the loader accepts. They are built lazily and cached: the first synth in a
 process costs about 5 s, later ones well under a second.
 """
@@ -32,9 +32,9 @@ for _key, _value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "t
 import aws_cdk as cdk  # noqa: E402
 from aws_cdk.assertions import Template  # noqa: E402
 
-from clusterkit.effective import EffectiveSpec, expand  # noqa: E402
-from clusterkit.loader import CONFIG_DIR, load  # noqa: E402
-from clusterkit.nag_report import Finding, findings  # noqa: E402
+from clusterkit.artifacts.nag_report import Finding, findings  # noqa: E402
+from clusterkit.effective.expand import EffectiveSpec, expand  # noqa: E402
+from clusterkit.pipeline.loader import CONFIG_DIR, load  # noqa: E402
 from stacks import nag  # noqa: E402
 from stacks.network import NetworkStack  # noqa: E402
 from stacks.storage import StorageStack  # noqa: E402

@@ -10,9 +10,9 @@ import ipaddress
 import pytest
 from aws_cdk.assertions import Match
 
-from clusterkit import rules
-from clusterkit.loader import load
-from clusterkit.typed_yaml import Marks
+from clusterkit.pipeline.loader import load
+from clusterkit.rules import check as rules
+from clusterkit.spec.yaml_reader import Marks
 from stacks.network import INTERFACE_ENDPOINTS
 
 ALL = "-1"
@@ -121,7 +121,7 @@ def test_new_vpc_has_one_az_a_public_and_a_compute_subnet(synths, name):
     compute_net = ipaddress.ip_network(compute["Properties"]["CidrBlock"])
     public_net = ipaddress.ip_network(public["Properties"]["CidrBlock"])
     assert compute_net.prefixlen == vpc_cfg.compute_subnet_mask and public_net.prefixlen == vpc_cfg.public_subnet_mask
-    assert compute_net.network_address == vpc_net.network_address  # where clusterkit.rules sized it
+    assert compute_net.network_address == vpc_net.network_address  # where clusterkit.rules.check sized it
     assert compute_net.subnet_of(vpc_net) and public_net.subnet_of(vpc_net) and not compute_net.overlaps(public_net)
     assert (compute["Properties"]["MapPublicIpOnLaunch"] is False
             and public["Properties"]["MapPublicIpOnLaunch"] is False)

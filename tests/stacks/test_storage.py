@@ -16,10 +16,11 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from cfnlint.api import ManualArgs, lint
 
-from clusterkit import nag_report, rules
-from clusterkit.effective import expand, expand_spec, image_store_fs_path
-from clusterkit.loader import load
-from clusterkit.typed_yaml import Marks
+from clusterkit.artifacts import nag_report
+from clusterkit.effective.expand import expand, expand_spec, image_store_fs_path
+from clusterkit.pipeline.loader import load
+from clusterkit.rules import check as rules
+from clusterkit.spec.yaml_reader import Marks
 from stacks import nag
 from stacks.storage import StorageStack
 
@@ -318,7 +319,7 @@ def test_delete_failed_of_the_cluster_stack_reaches_the_topic(synths):
 
 
 def _storage_with(notify_email: str | None, outdir) -> dict:
-    from clusterkit.spec import Lifecycle
+    from clusterkit.spec.model import Lifecycle
 
     loaded = load("demo", check_lock=False)
     spec = dataclasses.replace(loaded.spec, lifecycle=Lifecycle(ttl_hours=loaded.spec.lifecycle.ttl_hours,

@@ -26,8 +26,8 @@ import pytest
 from aws_cdk import aws_lambda as lambda_
 from cfnlint.api import ManualArgs, lint
 
-from clusterkit import nag_report
-from clusterkit.stack_inputs import version_guard_code as handler_code
+from clusterkit.artifacts import nag_report
+from clusterkit.artifacts.stack_inputs import version_guard_code as handler_code
 from stacks import nag, version_guard
 from stacks.version_guard import RESOURCE_TYPE, ParallelClusterVersionGuard, guard_depends
 

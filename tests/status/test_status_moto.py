@@ -3,7 +3,7 @@
 Real: boto3's CloudFormation and CloudWatch clients, botocore's paginator and Stubber, the status code.
 Stand-in: moto holds three stacks named as app.py names them, made from a one-parameter template whose
 Outputs carry the values the real cluster stack exports (ExpiresAt, HeadNodeInstanceId, SsmSession), and the
-two TTL alarms by the names clusterkit.naming gives them; no real cluster exists. moto never fails a
+two TTL alarms by the names clusterkit.spec.naming gives them; no real cluster exists. moto never fails a
 deletion and has no busy states, so those stack states and their events are written into moto's backend
 (``_fail_deletion``) with the field names and order of CloudFormation's DescribeStackEvents (StackEvents
 newest first; a deletion starts with the stack's own DELETE_IN_PROGRESS "User Initiated" event).
@@ -20,10 +20,10 @@ from moto import mock_aws
 from moto.cloudformation.models import Event, cloudformation_backends
 from moto.core import DEFAULT_ACCOUNT_ID
 
-from clusterkit.cli import main
-from clusterkit.loader import load
-from clusterkit.naming import stack_names, teardown_alarm_names
-from clusterkit.status import first_delete_failure, status_lines, time_left
+from clusterkit.cli.main import main
+from clusterkit.deployed.status_report import first_delete_failure, status_lines, time_left
+from clusterkit.pipeline.loader import load
+from clusterkit.spec.naming import stack_names, teardown_alarm_names
 
 NOW = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 LATER = datetime(2026, 12, 4, 9, 25, tzinfo=UTC)  # 1h 25m after the demo expiry

@@ -12,7 +12,7 @@ def synth_ttl(tmp_path_factory):
     import aws_cdk as cdk
 
     import app as cdk_app
-    from clusterkit.loader import load
+    from clusterkit.pipeline.loader import load
 
     cache = {}
 

@@ -1,6 +1,6 @@
 """The TTL clock and override: context parsing, one-line errors, the Makefile wiring, the schedule name.
 
-Real: the parsing code (``clusterkit.deploy_context``, outside the stacks), the spec rule shared with
+Real: the parsing code (``clusterkit.pipeline.deploy_context``, outside the stacks), the spec rule shared with
 ``validate``, app.py run as a process (as the CDK CLI runs it), GNU make's dry run of the deploy recipe, a
 CDK stack with another synthesizer.
 """
@@ -17,10 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.deploy_context import TtlError, effective_for_deploy, parse_deploy_time, with_ttl_override
-from clusterkit.effective import expand, expiry, lifecycle
-from clusterkit.loader import load
-from clusterkit.naming import SCHEDULE_GROUP_NAME_MAX, SCHEDULE_NAME_MAX, ttl_schedule_group_name, ttl_schedule_name
+from clusterkit.effective.expand import expand, expiry, lifecycle
+from clusterkit.pipeline.deploy_context import TtlError, effective_for_deploy, parse_deploy_time, with_ttl_override
+from clusterkit.pipeline.loader import load
+from clusterkit.spec.naming import (
+    SCHEDULE_GROUP_NAME_MAX,
+    SCHEDULE_NAME_MAX,
+    ttl_schedule_group_name,
+    ttl_schedule_name,
+)
 from stacks.ttl import TtlTeardown
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,8 +16,8 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ssm as ssm
 
-from clusterkit.effective import lifecycle
-from clusterkit.nag_report import findings
+from clusterkit.artifacts.nag_report import findings
+from clusterkit.effective.expand import lifecycle
 from stacks import nag
 from stacks.alerts import ClusterAlerts
 from stacks.ttl import TtlTeardown

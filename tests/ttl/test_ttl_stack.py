@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from aws_cdk.assertions import Template
 
-from clusterkit.nag_report import findings
-from clusterkit.naming import teardown_alarm_names
+from clusterkit.artifacts.nag_report import findings
+from clusterkit.spec.naming import teardown_alarm_names
 
 TTL_TYPES = ("AWS::Scheduler::ScheduleGroup", "AWS::Scheduler::Schedule", "AWS::IAM::Role", "AWS::CloudWatch::Alarm")
 TTL_PREFIX = "TtlTeardown"  # the construct id stacks/cluster.py gives the teardown; other roles live in the stack too

@@ -1,13 +1,13 @@
 """Writes the GetProducts answers in this directory: reconstructions, not captures (see README.md).
 
-No AWS account is reachable where this project is built, so the answers ``clusterkit.price_build``
+No AWS account is reachable where this project is built, so the answers ``clusterkit.cost.price_build``
 replays are assembled here in the response shape boto3's ``pricing.get_products`` returns
 (``{"FormatVersion": "aws_v1", "PriceList": [<JSON string>, ...], "NextToken"?}``), with product
 attributes named as the Price List API names them and the prices taken from the sources cited next to
 each value below (README.md lists them too). Run it after changing a value, then rebuild the price file:
 
     .venv/bin/python tests/cost/recorded/reconstruct.py
-    .venv/bin/python -m clusterkit.price_build --from-recorded tests/cost/recorded
+    .venv/bin/python -m clusterkit.cost.price_build --from-recorded tests/cost/recorded
 
 SKUs (``RECON...``) and rate codes are made up; the OnDemand offer term code ``JRTCKXETXF`` and the
 dimension suffix ``6YS6EN2CT7`` are the ones the aws-cli ``pricing get-products`` example shows. Only
@@ -36,7 +36,7 @@ READ = "2026-11-30T00:00:00Z"  # the day the sources of the previous hand-curate
 READ_NOW = "2026-12-01T00:00:00Z"  # the day the FSx tier table below was read
 
 # EC2 on-demand Linux prices: exactly the values of the previous, hand-curated clusterkit/data/prices.json
-# (commit a604446, the version before clusterkit.price_build), each with the source that file's
+# (commit a604446, the version before clusterkit.cost.price_build), each with the source that file's
 # `ec2_on_demand_linux` section cited for its region (quoted below), for every (region, instance type) it
 # priced, and nothing it did not price. These pairs are price_build.EC2_COVERAGE (the shipped specs' types
 # are all among them). vCPUs and memory: clusterkit/data/instance_types.json.

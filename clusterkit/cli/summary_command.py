@@ -1,0 +1,32 @@
+"""The short report ``make synth`` prints: stacks, resource counts, where the rendered config is, the cost."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from clusterkit.cost import estimate as cost
+from clusterkit.effective.expand import expand
+from clusterkit.pipeline.loader import load, lock_or_none
+from clusterkit.render.rendered_files import rendered_path
+
+
+def summarize(cdk_out: Path, name: str) -> list[str]:
+    loaded = load(name)
+    manifest = json.loads((cdk_out / "manifest.json").read_text())
+    lines = [f"cluster {loaded.spec.name} ({loaded.spec.region}/{loaded.spec.availability_zone}), "
+             f"ParallelCluster {loaded.spec.parallelcluster_version}, {loaded.spec.os}"]
+    for artifact_id, artifact in sorted(manifest["artifacts"].items()):
+        if artifact.get("type") != "aws:cloudformation:stack":
+            continue
+        template = json.loads((cdk_out / artifact["properties"]["templateFile"]).read_text())
+        kinds = Counter(r["Type"] for r in template.get("Resources", {}).values())
+        top = ", ".join(f"{n} {t.removeprefix('AWS::')}"
+                        for t, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))[:5])
+        lines.append(f"  {artifact_id:<28} {sum(kinds.values()):>3} resources  ({top})")
+    rendered = rendered_path(loaded)
+    shown = rendered.relative_to(Path.cwd()) if rendered.is_relative_to(Path.cwd()) else rendered
+    lines.append(f"  rendered ParallelCluster config: {shown}")
+    lines.append(f"  templates: {cdk_out}/")
+    lines.append(f"  {cost.one_line(cost.estimate(expand(loaded), lock_or_none(loaded.source.path)))}")
+    return lines

@@ -1,0 +1,38 @@
+"""``clusterkit --version``: what this checkout runs with, for bug reports and CI logs.
+
+ClusterKit's own version from its installed metadata (pyproject.toml), the ParallelCluster version a spec
+gets by default, the aws-cdk-lib the stacks synthesize with, and the CDK CLI ``make`` installed under
+node_modules. A piece that is not installed says so instead of failing.
+"""
+from __future__ import annotations
+
+import json
+from importlib import metadata
+
+from clusterkit import DEFAULT_PC_VERSION
+from clusterkit.paths import ROOT
+
+
+def _dist(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _cdk_cli() -> str:
+    try:
+        data = json.loads((ROOT / "node_modules" / "aws-cdk" / "package.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "not installed (make synth installs it)"
+    version = data.get("version") if isinstance(data, dict) else None
+    return str(version) if version else "unknown"
+
+
+def version_lines() -> list[str]:
+    return [
+        f"clusterkit {_dist('clusterkit')}",
+        f"ParallelCluster {DEFAULT_PC_VERSION} (default for specs; parallelcluster_version overrides)",
+        f"aws-cdk-lib {_dist('aws-cdk-lib')}",
+        f"aws-cdk (CLI) {_cdk_cli()}",
+    ]

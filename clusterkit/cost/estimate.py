@@ -1,0 +1,296 @@
+"""What a cluster costs to keep and to run flat out: an hourly and a 30-day estimate from list prices.
+
+``estimate(effective, lock)`` prices the head node, every compute resource at min nodes (idle: static
+nodes only) and at max nodes (busy), the FSx for Lustre file system ClusterKit creates, the NAT
+gateway of a new VPC and the S3 twin of the image store, from ``clusterkit/data/prices.json``, which
+``python -m clusterkit.cost.price_build`` generates from the AWS Price List API (each section names the service
+code it came from and the offer's publication date). Prices are never guessed: a missing one is named in
+the report. ``refresh_ec2`` replaces instance prices with the Price List API's for one run (boto3).
+
+Spot queues are priced at on-demand (an upper bound). Capacity blocks are paid up front when the
+block is bought, so they are not in the hourly figures. Existing VPCs and file systems belong to
+their owners and are not counted.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clusterkit.cost.price_list import PRICING_REGION as PRICING_REGION
+from clusterkit.cost.price_list import PriceError as PriceError
+from clusterkit.cost.price_list import ec2_query, fetch, on_demand_hourly, products
+from clusterkit.effective.expand import EffectiveComputeResource, EffectiveQueue, EffectiveSpec
+from clusterkit.paths import PRICES
+from clusterkit.rules import advice
+from clusterkit_node.lock import ImageLock
+
+PRICES_PATH = PRICES  # the name tests and callers use
+HOURS_30_DAYS = 720
+NAT_GB_ASSUMED = 0  # data through the NAT gateway is workload-dependent; its per-GB rate is printed instead
+FILE_HINT = "prices.json prices what the shipped specs use: python -m clusterkit.cost.price_build --from-aws"
+
+
+@dataclass(frozen=True)
+class PriceBook:
+    """The price file, plus any instance prices refreshed from the API for this run."""
+
+    doc: dict[str, Any]
+    refreshed: dict[tuple[str, str], float] = field(default_factory=dict)  # (region, type) -> USD/h
+
+    @property
+    def hours_per_month(self) -> float:
+        return float(self.doc.get("hours_per_month", 730))
+
+    def _section(self, region: str, name: str) -> dict[str, Any] | None:
+        section: dict[str, Any] | None = self.doc.get("regions", {}).get(region, {}).get(name)
+        return section
+
+    def ec2(self, region: str, instance_type: str) -> float | None:
+        if (region, instance_type) in self.refreshed:
+            return self.refreshed[(region, instance_type)]
+        section = self._section(region, "ec2_on_demand_linux") or {}
+        price: float | None = section.get("usd_per_hour", {}).get(instance_type)
+        return price
+
+    def fsx(self, region: str, key: str) -> float | None:
+        price: float | None = (self._section(region, "fsx_lustre_usd_per_gb_month") or {}).get("prices", {}).get(key)
+        return price
+
+    def nat(self, region: str) -> tuple[float, float] | None:
+        section = self._section(region, "nat_gateway")
+        return None if section is None else (section["usd_per_hour"], section["usd_per_gb"])
+
+    def s3(self, region: str) -> float | None:
+        return (self._section(region, "s3_standard_usd_per_gb_month") or {}).get("price")
+
+    def sources(self, region: str) -> list[str]:
+        """``section: source (as of)`` for every section of ``region`` in the file."""
+        sections = self.doc.get("regions", {}).get(region, {})
+        return [f"{name}: {s['source']}; as of {s['as_of']}" for name, s in sorted(sections.items())]
+
+
+def load_prices(path: Path = PRICES_PATH) -> PriceBook:
+    try:
+        return PriceBook(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise PriceError(f"{path}: cannot read the price file: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Line:
+    """One priced (or unpriceable) part of the cluster. Hourly figures are None when not priced."""
+
+    item: str
+    detail: str
+    idle: float | None
+    busy: float | None
+    note: str = ""
+    missing: str = ""  # what has no price (the report names it)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    cluster: str
+    region: str
+    lines: tuple[Line, ...]
+    refreshed: tuple[str, ...] = ()  # instance types priced by the Price List API in this run
+
+    @property
+    def idle_hourly(self) -> float:
+        return sum(line.idle or 0.0 for line in self.lines)
+
+    @property
+    def busy_hourly(self) -> float:
+        return sum(line.busy or 0.0 for line in self.lines)
+
+    @property
+    def missing(self) -> list[str]:
+        return [line.missing for line in self.lines if line.missing]
+
+    @property
+    def idle_30_days(self) -> float:
+        return self.idle_hourly * HOURS_30_DAYS
+
+    @property
+    def busy_30_days(self) -> float:
+        return self.busy_hourly * HOURS_30_DAYS
+
+
+def instance_types(spec: EffectiveSpec) -> list[str]:
+    """Every instance type the estimate needs a price for, sorted."""
+    types = {spec.head_node.instance_type}
+    types |= {cr.instance_type for q in spec.queues for cr in q.compute_resources
+              if q.capacity_type != "capacity_block"}
+    return sorted(types)
+
+
+def estimate(spec: EffectiveSpec, lock: ImageLock | None = None, prices: PriceBook | None = None) -> Estimate:
+    """The cost lines of ``spec`` in its region (``lock`` gives image sizes for the S3 store)."""
+    book = prices or load_prices()
+    region = spec.region
+    lines: list[Line | None] = [_head(spec, book)]
+    lines += [_compute(q, cr, region, book) for q in spec.queues for cr in q.compute_resources]
+    lines += [_fsx(spec, book), _nat(spec, book), _s3(spec, lock, book)]
+    refreshed = tuple(sorted(t for (r, t) in book.refreshed if r == region))
+    return Estimate(spec.name, region, tuple(line for line in lines if line is not None), refreshed)
+
+
+def _no_price(what: str, region: str, hint: str) -> str:
+    return f"no price for {what} in {region} ({hint})"
+
+
+def _head(spec: EffectiveSpec, book: PriceBook) -> Line:
+    itype = spec.head_node.instance_type
+    price = book.ec2(spec.region, itype)
+    if price is None:
+        return Line("head node", itype, None, None, missing=_no_price(itype, spec.region, "run --refresh"))
+    return Line("head node", itype, price, price)
+
+
+def _compute(queue: EffectiveQueue, cr: EffectiveComputeResource, region: str, book: PriceBook) -> Line:
+    capacity_type = queue.capacity_type
+    item = f"queue {queue.name}/{cr.name}"
+    detail = f"{cr.instance_type} x {cr.min}..{cr.max} ({capacity_type})"
+    if capacity_type == "capacity_block":
+        return Line(item, detail, None, None, note="capacity block: billed at reservation purchase, not included")
+    price = book.ec2(region, cr.instance_type)
+    if price is None:
+        return Line(item, detail, None, None, missing=_no_price(cr.instance_type, region, "run --refresh"))
+    note = "spot: on-demand price shown as the upper bound" if capacity_type == "spot" else ""
+    return Line(item, detail, cr.min * price, cr.max * price, note=note)
+
+
+def fsx_price_key(deployment_type: str, throughput: int | None) -> str:
+    """``PERSISTENT_2/250`` (per-unit throughput tiers) or ``SCRATCH_2`` (no tier)."""
+    return (deployment_type if deployment_type == "SCRATCH_2" or throughput is None
+            else f"{deployment_type}/{throughput}")
+
+
+def _fsx(spec: EffectiveSpec, book: PriceBook) -> Line:
+    new = spec.storage.new
+    if new is None:
+        return Line("FSx for Lustre", "existing file system", None, None, note="owned elsewhere, not included")
+    key = fsx_price_key(new.deployment_type, new.throughput_mb_per_tib)
+    tier = f" {new.throughput_mb_per_tib} MB/s/TiB" if "/" in key else ""
+    detail = f"{new.capacity_gib} GiB {new.deployment_type}{tier}"
+    rate = book.fsx(spec.region, key)
+    if rate is None:
+        return Line("FSx for Lustre", detail, None, None,
+                    missing=_no_price(f"FSx {new.deployment_type}{tier}", spec.region, FILE_HINT))
+    hourly = new.capacity_gib * rate / book.hours_per_month
+    return Line("FSx for Lustre", detail, hourly, hourly, note=f"${rate:g} per GB-month")
+
+
+def _nat(spec: EffectiveSpec, book: PriceBook) -> Line | None:
+    vpc = spec.network.new
+    if vpc is None:
+        return None  # an existing VPC's egress belongs to its owner
+    note = "interface endpoints: not priced" if vpc.interface_endpoints else ""
+    rates = book.nat(spec.region)
+    if rates is None:
+        return Line("NAT gateway", "1 gateway", None, None, note=note,
+                    missing=_no_price("the NAT gateway", spec.region, FILE_HINT))
+    hourly, per_gb = rates
+    hourly_total = hourly + NAT_GB_ASSUMED * per_gb / book.hours_per_month
+    extra = f"+${per_gb:g} per GB processed, {NAT_GB_ASSUMED} GB assumed"
+    return Line("NAT gateway", "1 gateway", hourly_total, hourly_total, note=f"{extra}; {note}" if note else extra)
+
+
+def _s3(spec: EffectiveSpec, lock: ImageLock | None, book: PriceBook) -> Line | None:
+    new = spec.storage.new
+    if new is None or not new.image_store_bucket:
+        return None
+    sizes = advice.image_sizes(spec, lock)
+    gib = advice.sqsh_bytes(spec, sizes) / advice.GIB
+    assumed = sum(s.assumed for s in sizes)
+    detail = f"{gib:.1f} GiB of .sqsh" + (
+        f" ({assumed} of {len(sizes)} assumed {advice.DEFAULT_IMAGE_GIB} GiB)" if assumed else "")
+    rate = book.s3(spec.region)
+    if rate is None:
+        return Line("S3 image store", detail, None, None, missing=_no_price("S3 Standard", spec.region, FILE_HINT))
+    hourly = gib * rate / book.hours_per_month
+    return Line("S3 image store", detail, hourly, hourly, note=f"${rate:g} per GB-month")
+
+
+# -- the Price List API -------------------------------------------------------------------------------
+
+def refresh_ec2(book: PriceBook, region: str, types: list[str], client: Any = None) -> tuple[PriceBook, list[str]]:
+    """``book`` with current on-demand prices for ``types`` in ``region``; also the types the API lacked.
+
+    The question is the price builder's (``price_list.ec2_query``, paged with NextToken)."""
+    if client is None:
+        import boto3
+
+        client = boto3.client("pricing", region_name=PRICING_REGION)
+    refreshed = dict(book.refreshed)
+    unknown = []
+    for itype in types:
+        query = ec2_query(region, itype)
+        answer = fetch(client, query, "(check AWS credentials, or drop --refresh)")
+        price = on_demand_hourly(query, products(query, answer))
+        if price is None:
+            unknown.append(itype)
+        else:
+            refreshed[(region, itype)] = price
+    return dataclasses.replace(book, refreshed=refreshed), unknown
+
+
+# -- reports ------------------------------------------------------------------------------------------
+
+def money(value: float) -> str:
+    return f"${value:,.2f}"
+
+
+def hourly(value: float) -> str:
+    return f"${value:,.4f}/h"
+
+
+def report(est: Estimate, book: PriceBook, unknown: Sequence[str] = ()) -> list[str]:
+    """The ``clusterkit cost`` text: one line per item, the totals, what is missing, where prices came from."""
+    lines = [f"{est.cluster} ({est.region}): list prices in USD; idle = min nodes, busy = max nodes"]
+    for line in est.lines:
+        if line.missing:
+            figure = "no price (below)"
+        elif line.idle is None or line.busy is None:  # both or neither (Line)
+            figure = "-"
+        elif line.idle == line.busy:
+            figure = hourly(line.idle)
+        else:
+            figure = f"{hourly(line.idle)} .. {hourly(line.busy)}"
+        note = f"  [{line.note}]" if line.note else ""
+        lines.append(f"  {line.item:<18} {line.detail:<42} {figure}{note}")
+    lines.append(f"  {'total':<18} idle {hourly(est.idle_hourly)} = {money(est.idle_30_days)} per 30 days; "
+                 f"busy {hourly(est.busy_hourly)} = {money(est.busy_30_days)} per 30 days")
+    lines += [f"  not in the totals: {m}" for m in est.missing]
+    lines.append("  never included: EBS volumes, data transfer, CloudWatch, capacity block fees")
+    if est.refreshed:
+        lines.append(f"  from the AWS Price List API now: {', '.join(est.refreshed)}")
+    for itype in unknown:
+        lines.append(f"  the AWS Price List API has no on-demand Linux price for {itype} in {est.region}")
+    file_priced = [t for t in instance_types_of(est) if t not in est.refreshed]
+    what = ("instance prices " + ", ".join(file_priced) + " and " if file_priced else "") + "every other price"
+    lines.append(f"  from {PRICES_PATH.name} ({what}):")
+    lines += [f"    {s}" for s in book.sources(est.region)] or ["    (no section for this region)"]
+    return lines
+
+
+def instance_types_of(est: Estimate) -> list[str]:
+    found = []
+    for line in est.lines:
+        if line.item == "head node":
+            found.append(line.detail)
+        elif line.item.startswith("queue ") and "capacity_block" not in line.detail:
+            found.append(line.detail.split(" ", 1)[0])
+    return sorted(set(found))
+
+
+def one_line(est: Estimate) -> str:
+    """The estimate in one line (``make synth``)."""
+    missing = f"; {len(est.missing)} item(s) without a price" if est.missing else ""
+    return (f"cost estimate: {hourly(est.idle_hourly)} idle, {hourly(est.busy_hourly)} with all max nodes "
+            f"(30 days: {money(est.idle_30_days)} .. {money(est.busy_30_days)}; list prices{missing}; "
+            f"python -m clusterkit cost {est.cluster})")

@@ -1,0 +1,99 @@
+"""``clusterkit export NAME``: a concrete ParallelCluster YAML for teams that run ``pcluster create-cluster``.
+
+Ids come from the deployed ``<Name>-Network`` and ``<Name>-Storage`` stacks' outputs (boto3). The
+node artifacts go to a bucket the team names, under ``clusterkit/<name>/``; the bundle also goes to a
+stable key that the head-node launcher reads (so OnNodeConfigured never changes), and nodes get read
+access through ParallelCluster's own ``Iam.S3Access`` on that prefix. Nothing here needs the Cluster
+stack: that stack and ``export`` are two alternative ways to create the cluster.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from clusterkit.artifacts.bundle import NodeArtifacts, node_artifacts
+from clusterkit.effective.expand import EffectiveSpec, expand
+from clusterkit.pipeline.loader import Loaded
+from clusterkit.render.pcluster_config import Refs, render_config
+from clusterkit.render.rendered_files import NoAliasDumper
+from clusterkit.spec.errors import ClusterKitError
+from clusterkit.spec.naming import artifact_prefix
+
+NETWORK_OUTPUTS = ("HeadNodeSubnetId", "ComputeSubnetId", "ClusterSecurityGroupId")
+STORAGE_OUTPUTS = ("FileSystemId",)
+
+
+@dataclass(frozen=True)
+class Exported:
+    text: str
+    uploaded: list[str]  # s3:// URIs written (empty without --upload)
+
+
+def stable_bundle_key(name: str) -> str:
+    return f"{artifact_prefix(name)}bundle.zip"
+
+
+def stack_outputs(cfn: Any, stack_name: str, wanted: tuple[str, ...]) -> dict[str, str]:
+    """The named outputs of one deployed stack; a clear error naming what is missing."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        stacks = cfn.describe_stacks(StackName=stack_name)["Stacks"]
+    except ClientError as exc:
+        raise ClusterKitError(f"stack {stack_name}: {exc.response['Error'].get('Message', exc)} "
+                              f"(deploy it first: make deploy)") from None
+    except BotoCoreError as exc:  # no credentials, no network, bad region
+        raise ClusterKitError(f"stack {stack_name}: {exc} (check AWS credentials and region)") from None
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
+    missing = [k for k in wanted if k not in outputs]
+    if missing:
+        raise ClusterKitError(f"stack {stack_name} has no output {', '.join(missing)} (redeploy it with this version)")
+    return outputs
+
+
+def resolve_refs(effective: EffectiveSpec, cfn: Any, bucket: str) -> Refs:
+    names = effective.names
+    net = stack_outputs(cfn, names.network_stack, NETWORK_OUTPUTS)
+    fs_id = (effective.storage.existing_file_system_id
+             or stack_outputs(cfn, names.storage_stack, STORAGE_OUTPUTS)["FileSystemId"])
+    return Refs(
+        head_node_subnet_id=net["HeadNodeSubnetId"], compute_subnet_id=net["ComputeSubnetId"],
+        security_group_id=net["ClusterSecurityGroupId"], file_system_id=fs_id, assets_bucket=bucket,
+        bundle_arg=f"CK_BUNDLE_URI=s3://{bucket}/{stable_bundle_key(effective.name)}",
+        assets_prefix=names.artifact_prefix,
+    )
+
+
+def upload(s3: Any, bucket: str, name: str, artifacts: NodeArtifacts) -> list[str]:
+    """Content-addressed objects first, the stable bundle key last, so a node never sees a bundle
+    whose scripts are not there yet."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    objects = [(artifact_prefix(name) + a.key, a.data) for a in artifacts.all()]
+    objects.append((stable_bundle_key(name), artifacts.bundle.data))
+    written: list[str] = []
+    for key, data in objects:
+        try:
+            s3.put_object(Bucket=bucket, Key=key, Body=data, ServerSideEncryption="AES256")
+        except (BotoCoreError, ClientError) as exc:
+            done = f"; uploaded before the failure: {', '.join(written)}" if written else ""
+            raise ClusterKitError(f"s3://{bucket}/{key}: upload failed: {exc}{done} (rerun export --upload)") from None
+        written.append(f"s3://{bucket}/{key}")
+    return written
+
+
+def export(loaded: Loaded, *, bucket: str, do_upload: bool, session: Any = None) -> Exported:
+    import boto3
+
+    effective = expand(loaded)
+    session = session or boto3.session.Session(region_name=effective.region)
+    refs = resolve_refs(effective, session.client("cloudformation"), bucket)
+    artifacts = node_artifacts(loaded)
+    uploaded = upload(session.client("s3"), bucket, effective.name, artifacts) if do_upload else []
+    config = render_config(effective, refs, artifacts)
+    header = (f"# Exported by `python -m clusterkit export {effective.name}` for `pcluster create-cluster`.\n"
+              f"# Node artifacts: s3://{bucket}/{effective.names.artifact_prefix} "
+              f"({'uploaded' if do_upload else 'NOT uploaded: rerun with --upload'}).\n")
+    return Exported(header + yaml.dump(config, Dumper=NoAliasDumper, sort_keys=False, width=120), uploaded)

@@ -1,0 +1,223 @@
+"""Semantic diff of the cluster configs between a git ref and the working tree, for pull-request review.
+
+Per cluster it compares three committed files as data, not text: the spec
+(``cluster_configs/<name>.yaml``), the rendered ParallelCluster config
+(``cluster_configs/rendered/<name>.yaml``) and the image lock (``<name>.images.lock``). Lists of named
+things (queues, compute resources, images, shared storage, tags) are matched by name, so reordering is
+no change and a path reads ``Scheduling.SlurmQueues[gpu].ComputeResources[p5].MaxCount``.
+
+The base side is what is committed at the ref, never re-rendered with today's code: a review is about
+the committed files. Seams: ``diff_sources`` reads both sides, ``diff_struct`` compares documents,
+``diff_impact`` gives rendered changes ParallelCluster's own update impact (and a spec's ParallelCluster
+version, not in the rendered file yet a new cluster, its own), this module builds the report (with the cost
+delta from ``clusterkit.cost.estimate`` when it is there) and ``diff_render`` formats it.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from clusterkit.diff.impact import Assessed, Assessor, spec_impacts
+from clusterkit.diff.sources import KINDS, DiffError, by_cluster, file_path, git_snapshot, resolve_base, tree_snapshot
+from clusterkit.diff.structure import MISSING, Change, diff_values
+from clusterkit.paths import ROOT
+from clusterkit.spec.errors import ClusterKitError
+
+REPO = ROOT  # the default work tree: this checkout
+
+
+def _parse(text: str | None, kind: str) -> tuple[Any, str | None]:
+    """(document or MISSING, problem)."""
+    if text is None:
+        return MISSING, None
+    try:
+        return (json.loads(text) if kind == "lock" else yaml.safe_load(text)), None
+    except (ValueError, yaml.YAMLError) as exc:
+        return MISSING, " ".join(str(exc).split())
+
+
+# -- the report -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImageChange:
+    """One image of the lock that was added, removed or re-pinned (``old``/``new``: lock entries)."""
+
+    name: str
+    kind: str  # added | removed | changed
+    old: dict[str, Any] | None
+    new: dict[str, Any] | None
+
+    @property
+    def fields(self) -> list[str]:
+        """Lock keys whose values differ (for a changed image)."""
+        if self.old is None or self.new is None:
+            return []
+        keys = list(self.old) + [k for k in self.new if k not in self.old]
+        return [k for k in keys if self.old.get(k) != self.new.get(k)]
+
+
+@dataclass(frozen=True)
+class CostSide:
+    """One side's estimate (``clusterkit.cost.estimate``): USD per hour idle (min nodes) and busy (max nodes)."""
+
+    idle_hourly: float
+    busy_hourly: float
+    missing: tuple[str, ...] = ()  # items the price file has no price for (not in the figures)
+
+
+@dataclass(frozen=True)
+class CostDelta:
+    """Both sides' estimates; a side is None when the cluster does not exist there."""
+
+    old: CostSide | None
+    new: CostSide | None
+    hours_30_days: int = 720
+
+    def delta(self, figure: str) -> float:
+        return getattr(self.new, figure, 0.0) - getattr(self.old, figure, 0.0)
+
+
+@dataclass(frozen=True)
+class ClusterDiff:
+    name: str
+    status: str  # added | removed | changed | unchanged
+    spec: tuple[Change, ...] = ()
+    rendered: tuple[Assessed, ...] = ()  # most disruptive first
+    images: tuple[ImageChange, ...] = ()
+    lock: tuple[Change, ...] = ()  # lock changes outside the image list
+    cost: CostDelta | str | None = None  # str: why there is no number
+    notes: tuple[str, ...] = ()
+    text_only: tuple[str, ...] = ()  # files whose text changed with the same data (comments, layout)
+    spec_impacts: tuple[Assessed, ...] = ()  # spec changes outside the rendered config (PC version)
+
+    @property
+    def changed(self) -> bool:
+        return self.status != "unchanged"
+
+
+@dataclass(frozen=True)
+class Report:
+    base: str  # how the base was chosen: the ref given, or "merge base with origin/main"
+    base_sha: str
+    clusters: tuple[ClusterDiff, ...]
+    notes: tuple[str, ...] = field(default=())
+    head: str = "working tree"
+
+
+def _image_changes(old: Any, new: Any) -> tuple[list[ImageChange], list[Change]]:
+    def images(doc: Any) -> dict[str, dict[str, Any]]:
+        entries = doc.get("images", []) if isinstance(doc, dict) else []
+        return {e["name"]: e for e in entries if isinstance(e, dict) and "name" in e}
+
+    before, after = images(old), images(new)
+    found: list[ImageChange] = []
+    for name in sorted(set(before) | set(after)):
+        a, b = before.get(name), after.get(name)
+        if a != b:
+            kind = "added" if a is None else "removed" if b is None else "changed"
+            found.append(ImageChange(name, kind, a, b))
+    if old is MISSING or new is MISSING:
+        return found, []
+    return found, diff_values(_without_images(old), _without_images(new))
+
+
+def _without_images(doc: Any) -> Any:
+    return {k: v for k, v in doc.items() if k != "images"} if isinstance(doc, dict) else doc
+
+
+def diff_cluster(
+    name: str,
+    base: dict[str, str | None],
+    head: dict[str, str | None],
+    assess: Callable[[list[Change], Any, Any], list[Any]],
+    cost: Callable[..., CostDelta | str] | None = None,
+    assess_spec: Callable[[list[Change]], list[Any]] | None = None,
+) -> ClusterDiff:
+    """Compare one cluster's files; ``assess`` turns rendered changes into assessed, sorted ones,
+    ``assess_spec`` the spec changes whose impact the rendered config cannot show."""
+    notes: list[str] = []
+    docs: dict[str, tuple[Any, Any]] = {}
+    for kind in KINDS:
+        pair, broken = [], False
+        for side, texts in (("base", base), ("working tree", head)):
+            doc, problem = _parse(texts.get(kind), kind)
+            if problem:
+                notes.append(f"{file_path(name, kind)} ({side}): cannot parse: {problem}")
+                broken = True
+            pair.append(doc)
+        docs[kind] = (MISSING, MISSING) if broken else (pair[0], pair[1])  # no diff against a broken file
+    def priced() -> CostDelta | str | None:
+        return cost(base.get("spec"), head.get("spec"), base.get("lock"), head.get("lock")) if cost else None
+
+    if not any(base.get(k) is not None for k in KINDS):
+        images, _ = _image_changes(MISSING, docs["lock"][1])
+        return ClusterDiff(name, "added", images=tuple(images), cost=priced(), notes=tuple(notes))
+    if not any(head.get(k) is not None for k in KINDS):
+        return ClusterDiff(name, "removed", cost=priced(), notes=tuple(notes))
+    spec = diff_values(*docs["spec"])
+    rendered = diff_values(*docs["rendered"])
+    images, lock = _image_changes(*docs["lock"])
+    text_only = [file_path(name, k) for k in KINDS
+                 if base.get(k) != head.get(k) and docs[k][0] == docs[k][1] and docs[k][0] is not MISSING]
+    assessed = assess(rendered, *docs["rendered"]) if rendered else []
+    changed = bool(spec or rendered or images or lock or notes)
+    if not changed:
+        return ClusterDiff(name, "unchanged", text_only=tuple(text_only))
+    spec_assessed = assess_spec(spec) if assess_spec and spec else []
+    return ClusterDiff(name, "changed", tuple(spec), tuple(assessed), tuple(images), tuple(lock), priced(),
+                       tuple(notes), tuple(text_only), tuple(spec_assessed))
+
+
+def build_report(root: Path, base_ref: str | None = None, names: list[str] | None = None) -> Report:
+    """Diff every cluster (or ``names``) between ``base_ref`` and the working tree of ``root``."""
+
+    how, sha = resolve_base(root, base_ref)
+    base, head = by_cluster(git_snapshot(root, sha)), by_cluster(tree_snapshot(root))
+    known = sorted(set(base) | set(head))
+    unknown = [n for n in names or [] if n not in known]
+    if unknown:
+        raise DiffError(f"no cluster named {', '.join(unknown)} at {how} or in the working tree "
+                        f"(known: {', '.join(known) or 'none'})")
+    assessor = Assessor()
+    clusters = [diff_cluster(n, base.get(n, {}), head.get(n, {}), assessor.assess, _cost_delta, spec_impacts)
+                for n in (names or known)]
+    return Report(how, sha, tuple(clusters), tuple(assessor.notes))
+
+
+# -- cost ------------------------------------------------------------------------------------------------
+
+
+def _cost_delta(base_spec_text: str | None, head_spec_text: str | None,
+                base_lock_text: str | None = None, head_lock_text: str | None = None) -> CostDelta | str:
+    """Both sides priced by ``clusterkit.cost.estimate`` from the committed spec text (and lock, for image sizes);
+    a short reason instead when a side cannot be priced."""
+    try:
+        from clusterkit.cost import estimate as cost
+        from clusterkit.effective.expand import expand_spec
+        from clusterkit.images.lock_file import parse_lock_text
+        from clusterkit.spec.model import parse_spec
+    except ImportError as exc:
+        return f"cost delta unavailable ({exc})"
+    try:
+        prices = cost.load_prices()
+        sides: list[CostSide | None] = []
+        for label, text, lock_text in (("base", base_spec_text, base_lock_text),
+                                       ("working tree", head_spec_text, head_lock_text)):
+            if text is None:
+                sides.append(None)
+                continue
+            spec, _, _ = parse_spec(text, label)
+            if spec is None:
+                return f"cost delta unavailable (the {label} spec does not parse)"
+            lock, broken = parse_lock_text(lock_text, label) if lock_text is not None else (None, [])
+            found = cost.estimate(expand_spec(spec), None if broken else lock, prices)
+            sides.append(CostSide(found.idle_hourly, found.busy_hourly, tuple(found.missing)))
+    except ClusterKitError as exc:
+        return f"cost delta unavailable ({' '.join(exc.lines())})"
+    return CostDelta(sides[0], sides[1], cost.HOURS_30_DAYS)

@@ -1,0 +1,284 @@
+"""The image lock: pin every image the cluster spec names to one platform manifest digest.
+
+`resolve_lock` asks registries (ECR private through boto3, everything else through registry.py) and
+returns the lock; `offline_lock` locks only what the spec already pins; `staleness` says, without any
+network, whether a committed lock still matches the spec so render/validate can refuse a stale one and
+name the command that fixes it. The lock's model and rules: clusterkit_node.lock; its file: lock_file.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from clusterkit.images.ref import ImageRef, ImageRefError, parse_image_ref
+from clusterkit.images.registry import (
+    ACCEPTED_MEDIA_TYPES,
+    Manifest,
+    Platform,
+    RegistryClient,
+    RegistryError,
+    ResolvedImage,
+    credentials_from_env,
+    parse_manifest,
+    parse_platform,
+    resolve_image,
+)
+from clusterkit.spec.errors import ClusterKitError
+from clusterkit_node.lock import LOCK_VERSION, ImageLock, LockedImage
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    """What the cluster spec declares for one image (the spec model converts its entries to this)."""
+
+    name: str
+    uri: str
+    expect: dict[str, str]
+
+
+class LockResolveError(ClusterKitError):
+    """Some images could not be resolved; one line per image so the user fixes them all in one go."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("\n".join(problems))
+        self.problems = list(problems)
+
+    def lines(self) -> list[str]:
+        return list(self.problems)
+
+
+def _fix(cluster: str) -> str:
+    return f"(run `make lock CLUSTER={cluster}`)"
+
+
+# -- resolving ---------------------------------------------------------------------------------------
+
+
+def resolve_lock(
+    cluster: str,
+    images: list[ImageSpec],
+    platform: str,
+    *,
+    ecr_client_factory: Callable[[str], Any] | None = None,
+    registry_client: RegistryClient | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> ImageLock:
+    """Ask the registries for every image; raise LockResolveError listing every failure.
+
+    `ecr_client_factory(region)` returns a boto3 ECR client (default: boto3.client("ecr", region_name=...)),
+    called once per region that private ECR images live in. `progress` gets one line per resolved image.
+    """
+    target = parse_platform(platform)
+    problems: list[str] = []
+    seen: set[str] = set()
+    for spec in images:
+        if spec.name in seen:
+            problems.append(f"image '{spec.name}' is declared twice (image names must be unique)")
+        seen.add(spec.name)
+    ecr_clients: dict[str, Any] = {}
+    entries: list[LockedImage] = []
+    for spec in sorted(images, key=lambda s: s.name):
+        try:
+            ref = parse_image_ref(spec.uri)
+        except ImageRefError as err:
+            problems.append(f"image '{spec.name}': {err}")
+            continue
+        try:
+            if ref.is_ecr_private:
+                if registry_client is None:
+                    registry_client = RegistryClient(credentials=credentials_from_env())
+                region = ref.ecr_account_region[1]  # type: ignore[index]
+                if region not in ecr_clients:
+                    ecr_clients[region] = (ecr_client_factory or _default_ecr_client)(region)
+                resolved = _resolve_ecr(ref, target, ecr_clients[region], registry_client)
+            else:
+                if registry_client is None:
+                    registry_client = RegistryClient(credentials=credentials_from_env())
+                resolved = registry_client.resolve(ref, target)
+        except RegistryError as err:
+            problems.append(f"image '{spec.name}': {err}")
+            continue
+        if ref.digest and ref.digest not in (resolved.digest, resolved.index_digest):
+            problems.append(f"image '{spec.name}': resolved {resolved.digest}, not the pinned {ref.digest}")
+            continue
+        entries.append(locked_image(spec, ref, str(target), resolved.digest, resolved.compressed_size))
+        if progress is not None:
+            size = f"{resolved.compressed_size / 1e9:.2f} GB" if resolved.compressed_size else "size unknown"
+            progress(f"{cluster}: {spec.name} {spec.uri} -> {resolved.digest} ({size})")
+    if problems:
+        raise LockResolveError(problems)
+    return ImageLock(cluster=cluster, images=tuple(entries), lock_version=LOCK_VERSION)
+
+
+def offline_lock(cluster: str, images: list[ImageSpec], platform: str) -> ImageLock:
+    """A lock without registry calls: only images the spec pins by digest, sizes unknown (null)."""
+    entries = []
+    for spec in images:
+        ref = parse_image_ref(spec.uri)
+        if ref.digest is None:
+            raise ClusterKitError(f"{cluster}: image '{spec.name}' ({spec.uri}) has no @sha256 digest; "
+                                  "offline locking needs one (or run `make lock` with registry access)")
+        entries.append(locked_image(spec, ref, str(parse_platform(platform)), ref.digest, None))
+    return ImageLock(cluster=cluster, images=tuple(entries), lock_version=LOCK_VERSION)
+
+
+def locked_image(spec: ImageSpec, ref: ImageRef, platform: str, digest: str, size: int | None) -> LockedImage:
+    """The lock entry of one spec image pinned to ``digest`` (every derived field from ``ref``)."""
+    return LockedImage(name=spec.name, source=spec.uri, registry=ref.registry, repository=ref.repository,
+                       digest=digest, enroot_uri=ref.enroot_uri(digest), platform=platform,
+                       compressed_size=size, expect=dict(spec.expect))
+
+
+def _default_ecr_client(region: str) -> Any:
+    import boto3  # imported here: spec validation and render never need boto3
+
+    return boto3.client("ecr", region_name=region)
+
+
+def _resolve_ecr(ref: ImageRef, platform: Platform, ecr: Any, http: RegistryClient) -> ResolvedImage:
+    """ECR private: manifests via BatchGetImage, the config blob via GetDownloadUrlForLayer (presigned).
+
+    imageId.imageDigest plays the role of Docker-Content-Digest: parse_manifest checks it against the
+    sha256 of the returned manifest text, so the lock's digest is both ECR's and the bytes'.
+    """
+    account, region = ref.ecr_account_region  # type: ignore[misc]
+
+    def fetch_manifest(reference: str) -> Manifest:
+        label = ref.with_reference(reference)
+        image_id = {"imageDigest": reference} if reference.startswith("sha256:") else {"imageTag": reference}
+        try:
+            response = ecr.batch_get_image(
+                registryId=account,
+                repositoryName=ref.repository,
+                imageIds=[image_id],
+                acceptedMediaTypes=list(ACCEPTED_MEDIA_TYPES),
+            )
+        except Exception as err:  # botocore errors: turned into one line, anything else re-raised
+            raise RegistryError(_aws_error(label, ref, region, err)) from None
+        found = response.get("images") or []
+        if not found:
+            failures = response.get("failures") or [{}]
+            code = failures[0].get("failureCode") or "ImageNotFound"
+            reason = failures[0].get("failureReason") or "image not found"
+            raise RegistryError(f"{label}: {reason} ({code} in ECR {region}; check the tag or digest)")
+        image = found[0]
+        text = image.get("imageManifest")
+        if not isinstance(text, str):
+            raise RegistryError(f"{label}: ECR returned no manifest text")
+        return parse_manifest(
+            label,
+            text.encode("utf-8"),
+            content_type=image.get("imageManifestMediaType"),
+            header_digest=(image.get("imageId") or {}).get("imageDigest"),
+            expected_digest=reference if reference.startswith("sha256:") else None,
+        )
+
+    def fetch_config(digest: str) -> bytes:
+        label = ref.with_reference(digest)
+        try:
+            response = ecr.get_download_url_for_layer(
+                registryId=account, repositoryName=ref.repository, layerDigest=digest
+            )
+        except Exception as err:
+            raise RegistryError(_aws_error(label, ref, region, err)) from None
+        return http.get_url(response["downloadUrl"], label)
+
+    return resolve_image(ref, platform, fetch_manifest, fetch_config)
+
+
+def _aws_error(label: str, ref: ImageRef, region: str, err: Exception) -> str:
+    import botocore.exceptions as bce
+
+    if isinstance(err, bce.NoCredentialsError):
+        return f"{label}: no AWS credentials for ECR (configure a profile or set AWS_PROFILE)"
+    if isinstance(err, bce.ClientError):
+        code = err.response.get("Error", {}).get("Code", "")
+        message = err.response.get("Error", {}).get("Message", "")
+        if code == "RepositoryNotFoundException":
+            return f"{label}: repository '{ref.repository}' does not exist in ECR {region} (create it or fix the name)"
+        if code in ("AccessDeniedException", "AccessDenied"):
+            return (
+                f"{label}: access denied by ECR {region} (the AWS identity needs ecr:BatchGetImage and "
+                "ecr:GetDownloadUrlForLayer)"
+            )
+        return f"{label}: ECR {code}: {message} (region {region})"
+    if isinstance(err, bce.BotoCoreError):
+        return f"{label}: ECR request failed ({err}) (check network access and the AWS configuration)"
+    raise err
+
+
+# -- staleness ----------------------------------------------------------------------------------------
+
+
+def staleness(lock: ImageLock | None, cluster: str, images: Iterable[ImageSpec], platform: str) -> list[str]:
+    """Why the lock does not match the spec (no network): [] when it does.
+
+    A spec uri pinned with @sha256 must equal the locked digest, except when the lock was resolved from
+    that very text (same `source`): a pin to a manifest list locks the platform manifest's digest, which
+    the lock format cannot tell apart from a hand edit, and resolve_lock has already verified that case.
+    """
+    fix = _fix(cluster)
+    if lock is None:
+        return [f"no image lock for cluster '{cluster}' {fix}"]
+    target = str(parse_platform(platform))
+    problems: list[str] = []
+    if lock.cluster != cluster:
+        problems.append(f"image lock is for cluster '{lock.cluster}', not '{cluster}' {fix}")
+    locked = {entry.name: entry for entry in lock.images}
+    specs = sorted(images, key=lambda s: s.name)
+    for spec in specs:
+        entry = locked.get(spec.name)
+        if entry is None:
+            problems.append(f"image '{spec.name}' is in the spec but not in the lock {fix}")
+            continue
+        pinned = _pinned_digest(spec.uri)
+        if entry.source != spec.uri:
+            if pinned and pinned != entry.digest:
+                problems.append(
+                    f"image '{spec.name}': pinned digest {pinned} is not the locked digest {entry.digest} {fix}"
+                )
+            else:
+                problems.append(
+                    f"image '{spec.name}': uri '{spec.uri}' differs from the locked source '{entry.source}' {fix}"
+                )
+        else:
+            inconsistency = _entry_inconsistency(entry)
+            if inconsistency:
+                problems.append(f"image '{spec.name}': {inconsistency} {fix}")
+        if entry.platform != target:
+            problems.append(f"image '{spec.name}': locked for {entry.platform}, the cluster runs {target} {fix}")
+        if entry.expect != dict(spec.expect):
+            problems.append(
+                f"image '{spec.name}': expect {_compact(spec.expect)} differs from the locked "
+                f"{_compact(entry.expect)} {fix}"
+            )
+    for name in sorted(set(locked) - {spec.name for spec in specs}):
+        problems.append(f"image '{name}' is in the lock but not in the spec {fix}")
+    return problems
+
+
+def _pinned_digest(uri: str) -> str | None:
+    try:
+        return parse_image_ref(uri).digest
+    except ImageRefError:
+        return None  # spec validation reports the bad uri; here it only differs from the lock
+
+
+def _entry_inconsistency(entry: LockedImage) -> str | None:
+    """Locked fields that do not follow from source + digest: a hand edit the lock must not hide."""
+    try:
+        ref = parse_image_ref(entry.source)
+    except ImageRefError as err:
+        return f"locked source is invalid ({err})"
+    if (entry.registry, entry.repository) != (ref.registry, ref.repository):
+        return f"locked registry/repository {entry.registry}/{entry.repository} do not match the source"
+    if entry.enroot_uri != ref.enroot_uri(entry.digest):
+        return f"locked enroot_uri {entry.enroot_uri} does not match the source and digest"
+    return None
+
+
+def _compact(expect: dict[str, str]) -> str:
+    return json.dumps(expect, sort_keys=True, separators=(",", ":"))

@@ -1,0 +1,157 @@
+"""Find spec files by name or path, and load them fully checked: types, rules and the image lock.
+
+``load`` is the one door into a spec for the CLI, the render check and app.py, so every consumer sees
+the same validation and the same error lines.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clusterkit.effective.expand import expand_spec, image_platform
+from clusterkit.images import resolve as images
+from clusterkit.images.lock_file import LOCK_SUFFIX, ImageLock, LockError, read_lock
+from clusterkit.paths import CONFIG_DIR
+from clusterkit.rules import advice
+from clusterkit.rules import check as rules
+from clusterkit.spec.errors import Acknowledged, ClusterKitError, Problem, SpecError
+from clusterkit.spec.model import ClusterSpec, LoadedSpec, parse_spec
+from clusterkit.spec.yaml_reader import Marks
+
+DEFAULT_CLUSTER = "demo"
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A spec that has no errors, with its warnings (sizing advice and the like): those the spec does not
+    acknowledge in ``warnings``, the ones it does in ``acknowledged``."""
+
+    spec: ClusterSpec
+    source: LoadedSpec
+    warnings: list[Problem] = field(default_factory=list)
+    acknowledged: list[Acknowledged] = field(default_factory=list)
+
+    @property
+    def lock_path(self) -> Path:
+        return lock_path(self.source.path)
+
+
+def display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def resolve(name_or_path: str) -> Path:
+    """A bare name means ``cluster_configs/<name>.yaml``; anything with a slash or .yaml is a path."""
+    if "/" in name_or_path or name_or_path.endswith((".yaml", ".yml")):
+        return Path(name_or_path)
+    return CONFIG_DIR / f"{name_or_path}.yaml"
+
+
+def all_spec_paths() -> list[Path]:
+    return sorted(CONFIG_DIR.glob("*.yaml"))
+
+
+def lock_path(spec_path: Path) -> Path:
+    return spec_path.with_name(spec_path.name.rsplit(".", 1)[0] + LOCK_SUFFIX)
+
+
+def platform(spec: ClusterSpec) -> str:
+    """The image platform of the compute fleet (``EffectiveSpec.containers.platform``)."""
+    return image_platform(spec)
+
+
+def image_specs(spec: ClusterSpec) -> list[images.ImageSpec]:
+    return [images.ImageSpec(name=i.name, uri=i.uri, expect=i.expect.as_dict()) for i in spec.containers.images]
+
+
+def _lock_problems(spec: ClusterSpec, source: LoadedSpec) -> list[Problem]:
+    if not spec.containers.images:
+        return []
+    path = lock_path(source.path)
+    try:
+        lock = read_lock(path) if path.exists() else None
+    except LockError as exc:  # positioned in the lock file, with the `make lock` hint
+        return exc.problems
+    found = images.staleness(lock, spec.name, image_specs(spec), platform(spec))
+    return [source.marks.problem("containers.images", text) for text in found]
+
+
+def lock_or_none(spec_path: Path) -> ImageLock | None:
+    """The committed lock of a spec, or None when it is missing or unreadable (the lock check reports why)."""
+    path = lock_path(spec_path)
+    try:
+        return read_lock(path) if path.exists() else None
+    except LockError:
+        return None
+
+
+def acknowledge(spec: ClusterSpec, marks: Marks, warnings: list[Problem]) -> tuple[list[Problem], list[Acknowledged]]:
+    """Split ``warnings`` by the spec's ``acknowledge`` entries (checked by rules.py): the rest, plus one
+    ``acknowledgement-unused`` warning per entry no warning matched, and the acknowledged ones with their reason."""
+    reasons = {ack.id: ack.reason for ack in spec.acknowledge}
+    rest = [w for w in warnings if w.id not in reasons]
+    accepted = [Acknowledged(w, reasons[w.id]) for w in warnings if w.id in reasons]
+    used = {a.problem.id for a in accepted}
+    for i, ack in enumerate(spec.acknowledge):
+        if ack.id not in used:
+            rest.append(marks.problem(f"acknowledge[{i}].id", f"{ack.id} is acknowledged, but this spec raises no "
+                                      "such warning", "remove the entry: what it accepted is gone", level="warning",
+                                      id="acknowledgement-unused"))
+    return rest, accepted
+
+
+def load(name_or_path: str, *, check_lock: bool = True) -> Loaded:
+    """Load one spec; raise ``SpecError`` with every error found (warnings ride along on success, less the
+    ones the spec acknowledges)."""
+    path = resolve(name_or_path)
+    shown = display(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        known = ", ".join(p.stem for p in all_spec_paths()) or "none"
+        raise SpecError([Problem(shown, 0, 0, "", "no such spec file", f"known clusters: {known}")]) from None
+    except UnicodeDecodeError as exc:
+        raise SpecError([Problem(shown, 0, 0, "", f"not UTF-8 text (byte {exc.start}: {exc.reason})",
+                                 "a spec is plain UTF-8 YAML")]) from None
+    except OSError as exc:
+        raise SpecError([Problem(shown, 0, 0, "", f"cannot read: {exc.strerror}")]) from None
+    spec, marks, problems = parse_spec(text, shown)
+    if spec is None:
+        raise SpecError(problems or [Problem(shown, 1, 1, "", "not a cluster spec")])
+    source = LoadedSpec(spec=spec, path=path, marks=marks)
+    problems += rules.check(spec, marks)
+    if path.stem != spec.name and path.parent.resolve() == CONFIG_DIR.resolve():
+        problems.append(marks.problem("name", f"'{spec.name}' differs from the file name '{path.stem}'",
+                                      f"rename the file to {spec.name}.yaml or set name: {path.stem}"))
+    if check_lock:
+        problems += _lock_problems(spec, source)
+    errors = [p for p in problems if p.level == "error"]
+    if errors:  # acknowledged warnings stay quiet; whether an entry is unused is judged once advice has run
+        acknowledged = {ack.id for ack in spec.acknowledge}
+        raise SpecError([p for p in problems if p.level == "error" or not p.id or p.id not in acknowledged])
+    warnings = [p for p in problems if p.level == "warning"] + advice.advise(expand_spec(spec), marks,
+                                                                           lock_or_none(path))
+    warnings, accepted = acknowledge(spec, marks, warnings)
+    return Loaded(spec=spec, source=source, warnings=warnings, acknowledged=accepted)
+
+
+def load_many(names: list[str], *, check_lock: bool = True) -> tuple[list[Loaded], list[Problem]]:
+    """Load several specs, collecting every problem of every file instead of stopping at the first (the
+    warnings a spec acknowledges are not among them: they stay on its ``Loaded``)."""
+    loaded: list[Loaded] = []
+    problems: list[Problem] = []
+    for name in names or [p.stem for p in all_spec_paths()]:
+        try:
+            item = load(name, check_lock=check_lock)
+        except SpecError as exc:
+            problems += exc.problems
+        else:
+            loaded.append(item)
+            problems += item.warnings
+    return loaded, problems
+
+
+__all__ = ["ClusterKitError", "Loaded", "all_spec_paths", "load", "load_many", "lock_path", "resolve"]

@@ -1,0 +1,200 @@
+"""Render the ParallelCluster 3 cluster configuration from an effective spec.
+
+One pure function serves two callers: the committed ``cluster_configs/rendered/<name>.yaml`` (given
+readable placeholders such as ``${Network.ComputeSubnetId}``) and the Cluster stack's
+``Custom::PclusterCluster`` (given CDK tokens). Keys come out in a fixed order so diffs stay small.
+
+It maps resolved values to ParallelCluster's format and decides nothing: defaults and derived values (EFA,
+placement groups, exclusive GPU nodes, local NVMe, capacity names, node settings) come from
+``clusterkit.effective.expand``. It imports neither the rules nor CDK.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from clusterkit.effective.expand import EffectiveComputeResource, EffectiveQueue, EffectiveSpec
+
+EPHEMERAL_MOUNT = "/scratch"  # bootstrap scripts put enroot's local dirs here when it is a mount point
+SSM_CORE = "arn:{partition}:iam::aws:policy/AmazonSSMManagedInstanceCore"
+
+
+class _Keyed(Protocol):
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def sha256(self) -> str: ...
+
+
+class NodeArtifactKeys(Protocol):
+    """What render needs of the node artifacts: their S3 keys and the bundle's hash. ``bundle.NodeArtifacts``
+    (the committed file, ``export``) and ``stack_inputs.StagedArtifacts`` (the Cluster stack) both fit;
+    neither module is imported here."""
+
+    @property
+    def stage0(self) -> _Keyed: ...
+
+    @property
+    def launcher(self) -> _Keyed: ...
+
+    @property
+    def compute_start(self) -> _Keyed: ...
+
+    @property
+    def compute_configured(self) -> _Keyed: ...
+
+    @property
+    def bundle(self) -> _Keyed: ...
+
+
+@dataclass(frozen=True)
+class Refs:
+    """Ids that exist only after deploy, and how nodes reach their bootstrap artifacts.
+
+    Two deployments use this: the Cluster stack (CDK tokens, managed node policies, the bundle named by
+    an SSM parameter) and ``clusterkit export`` (concrete ids, PC's own ``S3Access`` on an artifact
+    prefix, the bundle at a stable S3 key). ``bundle_arg`` is the launcher's stable Arg for either.
+    """
+
+    head_node_subnet_id: str
+    compute_subnet_id: str
+    security_group_id: str
+    file_system_id: str
+    assets_bucket: str
+    bundle_arg: str  # CK_BUNDLE_PARAMETER=<ssm name> or CK_BUNDLE_URI=s3://<stable key>
+    head_node_policy_arn: str | None = None  # None: read access through Iam.S3Access on assets_prefix
+    compute_node_policy_arn: str | None = None
+    assets_prefix: str = ""
+    partition: str = "aws"
+
+
+def placeholder_refs(eff: EffectiveSpec) -> Refs:
+    """Readable stand-ins for the committed file; literal ids where the spec names existing resources."""
+    net, fs_id = eff.network.existing, eff.storage.existing_file_system_id
+    return Refs(
+        head_node_subnet_id=net.head_node_subnet_id if net else "${Network.HeadNodeSubnetId}",
+        compute_subnet_id=net.compute_subnet_id if net else "${Network.ComputeSubnetId}",
+        security_group_id="${Network.ClusterSecurityGroupId}",
+        file_system_id=fs_id if fs_id else "${Storage.FileSystemId}",
+        assets_bucket="${Assets.Bucket}",
+        bundle_arg=bundle_arg(eff),
+        head_node_policy_arn="${Cluster.HeadNodePolicyArn}",
+        compute_node_policy_arn="${Cluster.ComputeNodePolicyArn}",
+        assets_prefix=eff.names.artifact_prefix,
+        partition="${AWS::Partition}",
+    )
+
+
+def bundle_arg(eff: EffectiveSpec) -> str:
+    """The launcher's stable Arg when an SSM parameter names the current bundle (the Cluster stack's way)."""
+    return f"CK_BUNDLE_PARAMETER={eff.names.bundle_parameter}"
+
+
+def render_config(spec: EffectiveSpec, refs: Refs, artifacts: NodeArtifactKeys) -> dict[str, Any]:
+    """The ParallelCluster configuration as plain dicts and lists (YAML- and JSON-ready)."""
+    config: dict[str, Any] = {
+        "Region": spec.region,
+        "Image": {"Os": spec.os},
+        "Imds": {"ImdsSupport": "v2.0"},
+        "HeadNode": _head_node(spec, refs, artifacts),
+        "Scheduling": {
+            "Scheduler": "slurm",
+            "SlurmSettings": {
+                "QueueUpdateStrategy": spec.scheduling.queue_update_strategy,
+                "ScaledownIdletime": spec.scheduling.scaledown_idletime_minutes,
+            },
+            "SlurmQueues": [_queue(spec, q, refs, artifacts) for q in spec.queues],
+        },
+        "SharedStorage": [{
+            "Name": "fsx",
+            "StorageType": "FsxLustre",
+            "MountDir": spec.storage.mount_dir,
+            "FsxLustreSettings": {"FileSystemId": refs.file_system_id},
+        }],
+        "Monitoring": {
+            "DetailedMonitoring": spec.monitoring.detailed_monitoring,
+            "Logs": {"CloudWatch": {"Enabled": True, "RetentionInDays": spec.monitoring.log_retention_days,
+                                    "DeletionPolicy": "Retain"}},
+        },
+        "Tags": _tags(spec),
+    }
+    return config
+
+
+def _s3(refs: Refs, key: str) -> str:
+    return f"s3://{refs.assets_bucket}/{refs.assets_prefix}{key}"
+
+
+def _iam(refs: Refs, policy_arn: str | None) -> dict[str, Any]:
+    """SSM Session Manager instead of SSH, plus read access to this role's bootstrap objects only."""
+    iam: dict[str, Any] = {"AdditionalIamPolicies": [{"Policy": SSM_CORE.format(partition=refs.partition)}]}
+    if policy_arn is not None:
+        iam["AdditionalIamPolicies"].append({"Policy": policy_arn})
+    else:
+        iam["S3Access"] = [{"BucketName": refs.assets_bucket, "KeyName": f"{refs.assets_prefix}*",
+                            "EnableWriteAccess": False}]
+    return iam
+
+
+def _head_node(spec: EffectiveSpec, refs: Refs, artifacts: NodeArtifactKeys) -> dict[str, Any]:
+    stable_args = [f"CK_REGION={spec.region}", refs.bundle_arg]
+    return {
+        "InstanceType": spec.head_node.instance_type,
+        "Networking": {"SubnetId": refs.head_node_subnet_id, "SecurityGroups": [refs.security_group_id]},
+        "LocalStorage": {"RootVolume": {"Size": spec.head_node.root_volume_gib, "Encrypted": True,
+                                        "VolumeType": "gp3"}},
+        "Imds": {"Secured": True},
+        "Iam": _iam(refs, refs.head_node_policy_arn),
+        "CustomActions": {
+            # OnNodeConfigured cannot change once the cluster exists (PC update policy UNSUPPORTED), so
+            # it names the frozen stage 0, which runs the launcher of the bundle it finds at a stable place.
+            "OnNodeConfigured": {"Script": _s3(refs, artifacts.stage0.key), "Args": stable_args},
+            # OnNodeUpdated may change: the bundle hash makes every bundle change re-run it (re-sync).
+            "OnNodeUpdated": {"Script": _s3(refs, artifacts.launcher.key),
+                              "Args": stable_args + [f"CK_BUNDLE_SHA256={artifacts.bundle.sha256}"]},
+        },
+    }
+
+
+def _queue(spec: EffectiveSpec, queue: EffectiveQueue, refs: Refs,
+           artifacts: NodeArtifactKeys) -> dict[str, Any]:
+    networking: dict[str, Any] = {"SubnetIds": [refs.compute_subnet_id], "SecurityGroups": [refs.security_group_id]}
+    if queue.placement_group:
+        networking["PlacementGroup"] = {"Enabled": True}
+    elif queue.efa:
+        networking["PlacementGroup"] = {"Enabled": False}  # PC wants EFA queues to say so explicitly
+    local: dict[str, Any] = {"RootVolume": {"Encrypted": True}}
+    if queue.root_volume_gib is not None:
+        local["RootVolume"] = {"Size": queue.root_volume_gib, "Encrypted": True}
+    if queue.has_nvme:
+        local["EphemeralVolume"] = {"MountDir": EPHEMERAL_MOUNT}
+    args = list(spec.node.compute)  # no bundle hash: an image change must not replace the compute fleet
+    out: dict[str, Any] = {"Name": queue.name, "CapacityType": queue.pc_capacity_type}
+    if queue.allocation_strategy is not None:
+        out["AllocationStrategy"] = queue.allocation_strategy
+    out["Networking"] = networking
+    out["ComputeSettings"] = {"LocalStorage": local}
+    out["JobExclusiveAllocation"] = queue.job_exclusive
+    if queue.has_gpu:
+        out["HealthChecks"] = {"Gpu": {"Enabled": True}}
+    out["Iam"] = _iam(refs, refs.compute_node_policy_arn)
+    out["CustomActions"] = {
+        "OnNodeStart": {"Script": _s3(refs, artifacts.compute_start.key), "Args": args},
+        "OnNodeConfigured": {"Script": _s3(refs, artifacts.compute_configured.key), "Args": args},
+    }
+    out["ComputeResources"] = [_compute_resource(cr) for cr in queue.compute_resources]
+    return out
+
+
+def _compute_resource(cr: EffectiveComputeResource) -> dict[str, Any]:
+    out: dict[str, Any] = {"Name": cr.name, "InstanceType": cr.instance_type, "MinCount": cr.min, "MaxCount": cr.max}
+    if cr.efa:
+        out["Efa"] = {"Enabled": True}
+    if cr.capacity_reservation_id:
+        out["CapacityReservationTarget"] = {"CapacityReservationId": cr.capacity_reservation_id}
+    return out
+
+
+def _tags(spec: EffectiveSpec) -> list[dict[str, str]]:
+    return [{"Key": t.key, "Value": t.value} for t in spec.tags]

@@ -67,7 +67,7 @@ class NetworkStack(cdk.Stack):
 
     def _new_vpc(self, cfg: NewVpc) -> None:
         # The compute subnet comes first so it starts at the VPC's base address, where
-        # clusterkit.rules.check sized it; the public subnet takes the next aligned block.
+        # clusterkit.rules.network sized it; the public subnet takes the next aligned block.
         vpc = ec2.Vpc(
             self, "Vpc",
             ip_addresses=ec2.IpAddresses.cidr(cfg.cidr),

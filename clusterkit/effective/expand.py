@@ -166,7 +166,7 @@ class Names:
 class NodeSettings:
     """KEY=VALUE lines the node scripts read, in a fixed order (the order shows up in rendered diffs).
 
-    Keys and values are the nodes' contract (clusterkit_node/settings.py; rules.py checks every value
+    Keys and values are the nodes' contract (clusterkit_node/settings.py; clusterkit.rules checks every value
     against it; ``node_settings.SETTING_FIELDS`` names the spec field of each key)."""
 
     head: tuple[str, ...]  # node.args in the bootstrap bundle

@@ -89,7 +89,7 @@ def lock_or_none(spec_path: Path) -> ImageLock | None:
 
 
 def acknowledge(spec: ClusterSpec, marks: Marks, warnings: list[Problem]) -> tuple[list[Problem], list[Acknowledged]]:
-    """Split ``warnings`` by the spec's ``acknowledge`` entries (checked by rules.py): the rest, plus one
+    """Split ``warnings`` by the spec's ``acknowledge`` entries (checked by the rules): the rest, plus one
     ``acknowledgement-unused`` warning per entry no warning matched, and the acknowledged ones with their reason."""
     reasons = {ack.id: ack.reason for ack in spec.acknowledge}
     rest = [w for w in warnings if w.id not in reasons]

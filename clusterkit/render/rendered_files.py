@@ -36,8 +36,8 @@ def rendered_path(loaded: Loaded) -> Path:
 
 _REFERENCE_HEAD = ("# Spec reference\n\n"
                    "Generated from `clusterkit/spec/model.py` by `make render` (`python -m clusterkit reference`\n"
-                   "prints the same table); do not edit: a test fails when this file is stale. The rules `validate` applies\n"
-                   "beyond these types and defaults: [The cluster spec](spec.md).\n\n")
+                   "prints the same table); do not edit: a test fails when this file is stale. The rules\n"
+                   "`validate` applies beyond these types and defaults: [The cluster spec](spec.md).\n\n")
 
 
 def spec_reference_text() -> str:

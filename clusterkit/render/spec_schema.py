@@ -4,9 +4,9 @@
 reports it stale), and every shipped spec names it on its first line for yaml-language-server. It walks the
 dataclasses the way ``clusterkit.render.spec_reference`` does and reads them the way
 ``clusterkit.spec.yaml_reader`` does: the types, the required keys (no default), no unknown keys, the choices
-of each ``Literal``, the defaults and the ``doc`` strings. Value limits come only from rules that are data: the constants of ``clusterkit.rules.check``,
-the nodes' settings contract (``clusterkit_node.settings``, via the spec fields of
-``clusterkit.effective.node_settings.SETTING_FIELDS``), and the warning ids a spec may acknowledge
+of each ``Literal``, the defaults and the ``doc`` strings. Value limits come only from rules that are data:
+the constants of ``clusterkit.rules.limits``, the nodes' settings contract (``clusterkit_node.settings``,
+via the spec fields of ``clusterkit.effective.node_settings.SETTING_FIELDS``), and the warning ids a spec may acknowledge
 (``clusterkit.spec.warning_ids``). Limits written only as code stay with ``clusterkit validate``,
 as do cross-field rules and the catalog (instance types, regions, zones): the schema may accept a spec that
 validate refuses, never the other way round.
@@ -21,7 +21,7 @@ import typing
 from typing import Any, Literal, Union
 
 from clusterkit.effective.node_settings import SETTING_FIELDS
-from clusterkit.rules import check as rules
+from clusterkit.rules import limits
 from clusterkit.spec import warning_ids
 from clusterkit.spec.model import ClusterSpec
 from clusterkit_node import settings as node
@@ -37,37 +37,37 @@ def _pattern(regex: str | re.Pattern[str]) -> str:
 
 
 def _name(regex: re.Pattern[str]) -> dict[str, Any]:
-    return {"pattern": _pattern(regex), "not": {"enum": sorted(rules.RESERVED_NAMES)}}
+    return {"pattern": _pattern(regex), "not": {"enum": sorted(limits.RESERVED_NAMES)}}
 
 
 def _rule_limits() -> dict[str, dict[str, Any]]:
-    """Keywords per spec path (``[]`` marks list items), each from a constant of clusterkit/rules/check.py."""
-    ids = rules.IDS
-    throughputs = sorted({value for allowed in rules.FSX_THROUGHPUT.values() for value in allowed})
+    """Keywords per spec path (``[]`` marks list items), each from a constant of clusterkit/rules/limits.py."""
+    ids = limits.IDS
+    throughputs = sorted({value for allowed in limits.FSX_THROUGHPUT.values() for value in allowed})
     return {
-        "name": {"pattern": _pattern(rules.CLUSTER_NAME)},
+        "name": {"pattern": _pattern(limits.CLUSTER_NAME)},
         "account": {"pattern": _pattern(ids["account"])},
-        "network.new.flow_logs_retention_days": {"enum": sorted(rules.LOG_RETENTION_DAYS)},
+        "network.new.flow_logs_retention_days": {"enum": sorted(limits.LOG_RETENTION_DAYS)},
         "network.existing.vpc_id": {"pattern": _pattern(ids["vpc"])},
         "network.existing.head_node_subnet_id": {"pattern": _pattern(ids["subnet"])},
         "network.existing.compute_subnet_id": {"pattern": _pattern(ids["subnet"])},
-        "head_node.root_volume_gib": {"minimum": rules.MIN_HEAD_ROOT_GIB},
+        "head_node.root_volume_gib": {"minimum": limits.MIN_HEAD_ROOT_GIB},
         # any deployment type's values: which one applies is a cross-field rule
         "storage.fsx_lustre.new.throughput_mb_per_tib": {"enum": throughputs},
         "storage.fsx_lustre.existing.file_system_id": {"pattern": _pattern(ids["fs"])},
-        "queues": {"maxItems": rules.MAX_QUEUES},
-        "queues[].name": _name(rules.QUEUE_NAME),
-        "queues[].root_volume_gib": {"minimum": rules.MIN_HEAD_ROOT_GIB, "maximum": rules.MAX_EBS_GIB},
+        "queues": {"maxItems": limits.MAX_QUEUES},
+        "queues[].name": _name(limits.QUEUE_NAME),
+        "queues[].root_volume_gib": {"minimum": limits.MIN_HEAD_ROOT_GIB, "maximum": limits.MAX_EBS_GIB},
         # the limit is per cluster, so no one queue can have more
-        "queues[].compute_resources": {"maxItems": rules.MAX_COMPUTE_RESOURCES},
-        "queues[].compute_resources[].name": _name(rules.RESOURCE_NAME),
+        "queues[].compute_resources": {"maxItems": limits.MAX_COMPUTE_RESOURCES},
+        "queues[].compute_resources[].name": _name(limits.RESOURCE_NAME),
         "queues[].compute_resources[].capacity_reservation_id": {"pattern": _pattern(ids["cr"])},
-        "containers.images[].name": {"pattern": _pattern(rules.IMAGE_NAME)},
-        "monitoring.log_retention_days": {"enum": sorted(rules.PC_LOG_RETENTION_DAYS)},
-        "lifecycle.ttl_hours": {"minimum": rules.TTL_MIN_HOURS, "maximum": rules.TTL_MAX_HOURS},
-        "lifecycle.notify_email": {"pattern": _pattern(rules.NOTIFY_EMAIL), "maxLength": rules.EMAIL_MAX},
+        "containers.images[].name": {"pattern": _pattern(limits.IMAGE_NAME)},
+        "monitoring.log_retention_days": {"enum": sorted(limits.PC_LOG_RETENTION_DAYS)},
+        "lifecycle.ttl_hours": {"minimum": limits.TTL_MIN_HOURS, "maximum": limits.TTL_MAX_HOURS},
+        "lifecycle.notify_email": {"pattern": _pattern(limits.NOTIFY_EMAIL), "maxLength": limits.EMAIL_MAX},
         "acknowledge[].id": {"enum": warning_ids.acknowledgeable()},
-        "acknowledge[].reason": {"pattern": rules.ACK_REASON.pattern},  # searched: some visible text
+        "acknowledge[].reason": {"pattern": limits.ACK_REASON.pattern},  # searched: some visible text
     }
 
 

@@ -21,7 +21,7 @@ a warning (with its id from ``clusterkit.spec.warning_ids``), so ``validate`` st
   AMI lacks squashfuse (alinux2023), pyxis extracts every image onto node-local disk even with
   ``use_squashfuse`` on: a warning with the fix, and the fan-out figures use the extraction numbers.
 
-A compute subnet too small for max nodes x EFA interfaces is an error, not advice: rules.py owns it.
+A compute subnet too small for max nodes x EFA interfaces is an error, not advice: rules/network.py owns it.
 
 Sizes come from the lock's ``compressed_size``; an image without one (``lock --offline``) is assumed to
 be ``DEFAULT_IMAGE_GIB`` and the message says so.
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from clusterkit.effective.expand import EffectiveNewFsx, EffectiveSpec
 from clusterkit.paths import NODE_PROFILES
-from clusterkit.rules import check as rules
+from clusterkit.rules import limits
 from clusterkit.spec.errors import Problem
 from clusterkit.spec.yaml_reader import Marks
 from clusterkit_node import profiles as node_profiles
@@ -57,9 +57,10 @@ MB = 1000 ** 2  # FSx quotes MBps: 10^6 bytes per second
 DEFAULT_IMAGE_GIB = 20  # compressed size assumed for an image the lock has no size for (deliberately large)
 FANOUT_WARN_SECONDS = 600  # a job on all max nodes should not wait more than 10 min for its image
 SCRATCH_2_MB_PER_TIB = 200  # SCRATCH_2 baseline disk throughput (FSx user guide, SSD performance table)
-OS_RESERVE_GIB = rules.MIN_HEAD_ROOT_GIB  # what the ParallelCluster AMI itself occupies, as rules.py counts it
-FSX_TIERS = {"PERSISTENT_2": rules.FSX_THROUGHPUT["PERSISTENT_2"], "PERSISTENT_1": rules.FSX_THROUGHPUT["PERSISTENT_1"]}
+OS_RESERVE_GIB = limits.MIN_HEAD_ROOT_GIB  # the AMI's own share, as the rules count it
+FSX_TIERS = {tier: limits.FSX_THROUGHPUT[tier] for tier in ("PERSISTENT_2", "PERSISTENT_1")}
 FSX_CAPACITY_STEP_GIB = 2400
+
 
 # Squashfuse starts: bytes read from the store, as a share of the .sqsh, by a job that reads JOB_READS of
 # its image's bytes, by (squashfs block size, -no-fragments). Measured with the real enroot 4.1.2 + pyxis

@@ -6,8 +6,8 @@ date, and a refresh is an edit there, not a code change. Why here and not at dep
 ParallelCluster's provider Lambda would reject the same spec only after the network and storage stacks
 exist, with a message that no longer names the spec line.
 
-The generators have the signature of ``rules.py``'s checks, ``(spec, marks) -> Iterator[Problem]``; ``check``
-runs them all. What ``rules.py`` already checks (the queue root volume range, a malformed KMS key ARN, an
+The generators have the signature of the rule modules' checks, ``(spec, marks) -> Iterator[Problem]``; ``check``
+runs them all. What the other rule modules already check (the queue root volume range, a malformed KMS key ARN, an
 unknown instance type) is left to it, so a mistake is reported once.
 """
 from __future__ import annotations
@@ -66,7 +66,7 @@ def _document() -> dict[str, Any]:
 
 @functools.cache
 def limits() -> Limits:
-    """The limits, read once on first use: importing this module costs nothing (rules.py imports it)."""
+    """The limits, read once on first use: importing this module costs nothing (clusterkit.rules.check imports it)."""
     v = {name: entry["value"] for name, entry in raw().items()}
     return Limits(
         tags_per_resource_max=v["tags_per_resource_max"],
@@ -96,6 +96,7 @@ def check(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
 
 # -- helpers -----------------------------------------------------------------------------------------------
 
+
 def kms_key_region(arn: str) -> str | None:
     """The Region of a KMS key ARN (single- or multi-Region key), or None when ``arn`` is not one."""
     match = limits().kms_key_arn.fullmatch(arn)
@@ -124,8 +125,9 @@ def _bad_character(text: str) -> str | None:
 
 # -- checks ------------------------------------------------------------------------------------------------
 
+
 def _ebs(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
-    """The head node's root volume has only a lower bound in rules.py; queue root volumes are fully checked there."""
+    """The head node's root volume has only a lower bound in rules/queues.py, which fully checks queue root volumes."""
     size, most = spec.head_node.root_volume_gib, limits().gp3_max_gib
     if size > most:
         yield m.problem("head_node.root_volume_gib", f"{size} GiB is larger than ParallelCluster allows for a gp3 "
@@ -136,7 +138,7 @@ def _ebs(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
 def _kms(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
     """A key in another Region: KMS keys are regional and FSx only uses one in its own Region.
 
-    A malformed ARN is rules.py's to report (``storage.fsx_lustre.new.kms_key_arn: not a KMS key ARN``).
+    A malformed ARN is rules/storage.py's to report (``storage.fsx_lustre.new.kms_key_arn: not a KMS key ARN``).
     """
     fsx = spec.storage.fsx_lustre
     new = created_fsx(fsx)
@@ -158,7 +160,7 @@ def _capacity_blocks(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
             continue
         for j, cr in enumerate(queue.compute_resources):
             name = cr.instance_type
-            if name in offered or catalog.instance_type(name) is None:  # rules.py reports unknown types
+            if name in offered or catalog.instance_type(name) is None:  # rules/queues.py reports unknown
                 continue
             path = f"queues[{i}].compute_resources[{j}].instance_type"
             sizes = sorted(t for t in offered if family(t) == family(name))
@@ -175,7 +177,7 @@ def _tags(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
     """Each tag against AWS's tag rules and the keys ParallelCluster and ClusterKit keep for themselves.
 
     One problem per key (the first rule it breaks) and one per value; key problems point at the key. A value
-    with a control character is left to rules.py's catch-all, which says how to write it on one line.
+    with a control character is left to the catch-all in rules/check.py, which says how to write it on one line.
     """
     lim = limits()
     (key_min, key_max), (_, value_max) = lim.tag_key_length, lim.tag_value_length
@@ -203,7 +205,7 @@ def _tags(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
             yield problem if key.isprintable() else dataclasses.replace(problem, path=f"tags.{repr(key)[1:-1]}")
         if len(value) > value_max:
             yield m.problem(path, f"tag value is {len(value)} characters long", f"AWS allows at most {value_max}")
-        elif value.isprintable() and (char := _bad_character(value)) is not None:  # rules.py reports control chars
+        elif value.isprintable() and (char := _bad_character(value)) is not None:  # rules/check.py: control chars
             yield m.problem(path, f"tag value {_shown(value)} contains {char!r}, which AWS tags do not allow",
                             TAG_CHARACTERS_HINT)
 

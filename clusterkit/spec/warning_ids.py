@@ -3,8 +3,8 @@
 A warning's id is printed with it (``warning[image-fanout-slow]: ...``, ``"id"`` in ``validate --format json``)
 and is what a spec names to accept it: ``acknowledge: [{id: image-fanout-slow, reason: ...}]``
 (clusterkit/spec/model.py; docs/spec.md "Warnings and acknowledgements" lists these ids). An id is a contract
-with the specs that name it: rename or remove one only with a note for their owners. ``Problem`` refuses an id that is not here, and
-tests/spec/test_warning_ids.py has one case per id that raises it.
+with the specs that name it: rename or remove one only with a note for their owners. ``Problem`` refuses an id
+that is not here, and tests/spec/test_warning_ids.py has one case per id that raises it.
 
 This module imports nothing, so ``clusterkit.spec.errors`` can check ids against it.
 """

@@ -1,6 +1,6 @@
 """`python -m clusterkit validate` warns when an image's expected versions break a compatibility rule.
 
-Real: the spec loader, rules.check with its _compat hook, the committed rules file, the CLI as a
+Real: the spec loader, rules.check with its compat hook, the committed rules file, the CLI as a
 subprocess. Validate knows only each image's `expect`; versions recorded from the .sqsh files are
 checked on the nodes (test_drift_fingerprint.py).
 """

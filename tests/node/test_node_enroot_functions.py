@@ -135,7 +135,7 @@ def test_pyxis_option_releases_agree_with_validate() -> None:
     name the same pyxis release for each option, until both read one definition."""
     import re
 
-    from clusterkit.rules.check import PYXIS_OPTION_SINCE
+    from clusterkit.rules.limits import PYXIS_OPTION_SINCE
 
     text = (Path(__file__).resolve().parents[2] / "bootstrap_scripts/enroot.sh").read_text()
     m = re.search(r"^declare -gA CK_PYXIS_OPTION_SINCE=\((.*)\)$", text, re.M)

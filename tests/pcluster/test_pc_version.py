@@ -16,7 +16,8 @@ from pcluster_helpers import needs_pcluster_venv
 from clusterkit import DEFAULT_PC_VERSION
 from clusterkit.paths import PCLUSTER_REQUIREMENTS
 from clusterkit.pcluster.runner import pcluster_python
-from clusterkit.rules.check import MAX_PC_VERSION, parse_version
+from clusterkit.rules.common import parse_version
+from clusterkit.rules.limits import MAX_PC_VERSION
 from clusterkit.spec.model import ClusterSpec
 
 PIN = re.compile(r"^\s*([A-Za-z0-9_.-]+)\s*==\s*([^\s;#]+)", re.MULTILINE)

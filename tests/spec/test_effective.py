@@ -7,16 +7,14 @@ against the spec that implies them; tests/cli/test_expand.py pins the printed fo
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from datetime import UTC, datetime
 
 import pytest
 
-from clusterkit.catalog import lookup as catalog
-from clusterkit.effective.expand import EcrRepository, Tag, efa_enabled, expand, expand_spec
+from clusterkit.effective.expand import EcrRepository, Tag, expand, expand_spec
 from clusterkit.pipeline.loader import load
 from clusterkit.rules import check as rules
-from clusterkit.spec.model import ComputeResource, NewVpc, parse_spec
+from clusterkit.spec.model import NewVpc, parse_spec
 
 MINIMAL = ("name: t\nregion: us-east-1\navailability_zone: us-east-1a\nqueues:\n"
            "  - name: gpu\n    compute_resources:\n"
@@ -109,13 +107,6 @@ def test_the_effective_spec_is_frozen():
 
 # --- one definition: what the remaining readers of the spec see is the effective value ----------------------
 
-def test_rules_and_the_effective_spec_agree_on_the_efa_default():
-    """rules.py keeps its own efa_enabled until it imports clusterkit.effective.expand's (see the #15 notes)."""
-    for name, efa in itertools.product(catalog.instance_type_names(), (None, True, False)):
-        resource = ComputeResource(name="r", instance_type=name, max=1, efa=efa)
-        assert rules.efa_enabled(resource) == efa_enabled(resource), (name, efa)
-
-
 SPEC_VARIANTS = [
     "",
     "storage:\n  fsx_lustre:\n    mount_dir: /lustre/\n",
@@ -134,7 +125,7 @@ SPEC_VARIANTS = [
     ("max: 4\n", "max: 4\nstorage:\n  fsx_lustre:\n    mount_dir: /fsx\n    image_store: /elsewhere\n"),
 ])
 def test_expansion_never_raises_on_a_spec_the_rules_refuse(edit):
-    """rules.py (through node_settings) and diff's cost delta expand specs that were not validated."""
+    """The rules (through node_settings) and diff's cost delta expand specs that were not validated."""
     spec, marks, problems = parse_spec(MINIMAL.replace(*edit, 1), "t.yaml")
     assert spec is not None and not problems
     assert [p for p in rules.check(spec, marks) if p.level == "error"]

@@ -1,0 +1,31 @@
+"""Small helpers the rule modules share: version parsing and formatting, duplicate names, nearest allowed value.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterator
+
+from clusterkit.spec.errors import Problem
+from clusterkit.spec.yaml_reader import Marks
+
+
+def parse_version(text: str) -> tuple[int, ...] | None:
+    return tuple(int(p) for p in text.split(".")) if re.fullmatch(r"\d+\.\d+\.\d+", text) else None
+
+
+def dotted(version: tuple[int, ...]) -> str:
+    return ".".join(str(p) for p in version)
+
+
+def duplicates(m: Marks, named: list[tuple[str, str]], what: str) -> Iterator[Problem]:
+    counts = Counter(name for _, name in named)
+    seen: set[str] = set()
+    for path, name in named:
+        if counts[name] > 1 and name in seen:
+            yield m.problem(path, f"duplicate {what} name '{name}'", "names must be unique")
+        seen.add(name)
+
+
+def nearest(value: int, allowed: set[int]) -> str:
+    return f"nearest allowed: {min(allowed, key=lambda a: abs(a - value))}"

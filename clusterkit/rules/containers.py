@@ -1,0 +1,66 @@
+"""Container rules: pyxis options the AMIs' pyxis knows, enroot settings within what nodes accept, image names
+and references, and expected versions against the compatibility rules.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from clusterkit.images.ref import ImageRefError, parse_image_ref
+from clusterkit.rules import compat_rules
+from clusterkit.rules.common import dotted, duplicates, parse_version
+from clusterkit.rules.limits import IMAGE_NAME, OLDEST_PC_PYXIS, PC_PYXIS, PYXIS_OPTION_SINCE
+from clusterkit.spec.errors import Problem
+from clusterkit.spec.model import ClusterSpec
+from clusterkit.spec.yaml_reader import Marks
+from clusterkit_node import settings as node
+from clusterkit_node.layout import image_name_problem
+
+
+def containers(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
+    c = spec.containers
+    pc = parse_version(spec.parallelcluster_version)
+    pyxis = PC_PYXIS.get(pc, OLDEST_PC_PYXIS) if pc else OLDEST_PC_PYXIS
+    since = PYXIS_OPTION_SINCE["use_enroot_load"]
+    if c.pyxis.use_enroot_load and pyxis < since:
+        yield m.problem("containers.pyxis.use_enroot_load",
+                        f"needs pyxis >= {dotted(since)}, and ParallelCluster {spec.parallelcluster_version} "
+                        f"AMIs are only known to ship pyxis {dotted(pyxis)}",
+                        "remove it: where the node's pyxis is older the head node leaves it out (an unknown "
+                        "option would stop slurmd), so it would not take effect")
+    squash = node.squash_options_problem(c.enroot.squash_options)
+    if squash:
+        yield m.problem("containers.enroot.squash_options", squash, f"e.g. {node.DEFAULT_SQUASH_OPTIONS}")
+    for key, setting in (("transfer_retries", "ENROOT_TRANSFER_RETRIES"),
+                         ("connect_timeout_s", "ENROOT_CONNECT_TIMEOUT"),
+                         ("transfer_timeout_s", "ENROOT_TRANSFER_TIMEOUT")):
+        value, high = getattr(c.enroot, key), node.max_digits(setting)
+        if not 0 <= value <= high:
+            yield m.problem(f"containers.enroot.{key}", f"{value} is outside 0..{high}",
+                            f"the nodes accept {node.BY_KEY[setting].hint}, up to {high}")
+    images = [(f"containers.images[{i}].name", img.name) for i, img in enumerate(c.images)]
+    yield from duplicates(m, images, "image")
+    for i, img in enumerate(c.images):
+        ip = f"containers.images[{i}]"
+        if img.name.endswith((".sqsh", ".json", ".lock")):
+            yield m.problem(f"{ip}.name", f"'{img.name}' collides with the image store's own files",
+                            "drop the .sqsh/.json/.lock ending")
+        elif not IMAGE_NAME.fullmatch(img.name):
+            yield m.problem(f"{ip}.name", f"{node.show(img.name)} is not a valid image name",
+                            "lowercase letters, digits, '.', '_', '-'; it becomes <store>/<name>.sqsh")
+        elif image_name_problem(img.name) is not None:  # the nodes' own rule (clusterkit_node/layout.py)
+            yield m.problem(f"{ip}.name", f"'{img.name}' collides with the image store's own files",
+                            "the nodes' lock reader reserves manifest.json and names starting with manifest.json.")
+        try:
+            parse_image_ref(img.uri)
+        except ImageRefError as exc:
+            yield m.problem(f"{ip}.uri", f"malformed image reference '{img.uri}': {exc}")
+        for key, value in img.expect.as_dict().items():
+            if not re.fullmatch(r"\d+(\.\d+){0,3}", value):
+                yield m.problem(f"{ip}.expect.{key}", f"'{value}' is not a version like 12.9 or 2.29.3")
+
+
+def compat(spec: ClusterSpec, m: Marks) -> list[Problem]:
+    """Expected image versions against clusterkit/data/compat_rules.json (warnings; nodes re-check the
+    versions recorded at import, with their NVIDIA driver, at boot)."""
+    return compat_rules.expect_problems(spec, m)

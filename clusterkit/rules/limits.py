@@ -1,0 +1,60 @@
+"""The numbers and patterns ParallelCluster, EC2, FSx and SNS impose on a spec, each named once.
+
+The rules check against them and the spec's JSON Schema (clusterkit.render.spec_schema) publishes them,
+so an editor and ``validate`` refuse the same values.
+"""
+from __future__ import annotations
+
+import re
+
+from clusterkit import DEFAULT_PC_VERSION
+
+MIN_PC_VERSION = (3, 11, 1)  # first version whose official AMIs ship Enroot + Pyxis (disabled)
+# newest version whose schema ClusterKit renders and tests against
+MAX_PC_VERSION = tuple(int(part) for part in DEFAULT_PC_VERSION.split("."))
+MAX_QUEUES = 50
+MAX_COMPUTE_RESOURCES = 50
+AWS_RESERVED_IPS_PER_SUBNET = 5
+MIN_HEAD_ROOT_GIB = 40  # the official AMIs' root snapshots are 35 GiB and up
+MAX_EBS_GIB = 16384  # ParallelCluster 3.16.1's root-volume limit (validators/ebs_validators.py; EBS allows more)
+# lifecycle.ttl_hours: the teardown is created first and counts from the deploy, and creating the cluster
+# can take up to an hour (custom resource timeout), so a shorter TTL could delete a cluster still being made.
+TTL_MIN_HOURS = 2.0
+TTL_MAX_HOURS = 24.0 * 90
+PC_LOG_RETENTION_DAYS = {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1827, 3653}
+LOG_RETENTION_DAYS = {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192,
+                      2557, 2922, 3288, 3653}
+FSX_THROUGHPUT = {"PERSISTENT_2": (125, 250, 500, 1000), "PERSISTENT_1": (50, 100, 200), "SCRATCH_2": ()}
+CLUSTER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,59}")
+QUEUE_NAME = re.compile(r"[a-z][a-z0-9-]{0,24}")
+RESOURCE_NAME = QUEUE_NAME  # ParallelCluster's NameValidator applies the same rule to both
+RESERVED_NAMES = {"default"}
+IMAGE_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+# lifecycle.notify_email becomes an SNS email subscription endpoint: one plain address (RFC 5321 dot-atom local
+# part, DNS host names), so nothing else (spaces, commas, quotes, control characters) can reach the template.
+NOTIFY_EMAIL = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
+                          r"@([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}")
+EMAIL_MAX = 254  # RFC 5321 path limit
+EMAIL_LOCAL_MAX = 64
+# acknowledge[].reason: some visible text (searched, not matched whole); control characters are the catch-all's
+ACK_REASON = re.compile(r"\S")
+IDS = {
+    "vpc": re.compile(r"vpc-[0-9a-f]{8}([0-9a-f]{9})?"),
+    "subnet": re.compile(r"subnet-[0-9a-f]{8}([0-9a-f]{9})?"),
+    "fs": re.compile(r"fs-[0-9a-f]{17}"),
+    "cr": re.compile(r"cr-[0-9a-f]{17}"),
+    "account": re.compile(r"[0-9]{12}"),
+}
+# OS values ParallelCluster accepts that ClusterKit's nodes cannot run on, and why.
+UNSUPPORTED_OS = {
+    # the cookbook installs the distro python3 on rhel8, which is 3.6; the node tools need 3.9+
+    "rhel8": "its python3 is 3.6 and ClusterKit's node tools need Python 3.9 or later",
+}
+# Pyxis on ParallelCluster's official AMIs, where verified in aws-parallelcluster-cookbook
+# (default['cluster']['pyxis']['version']: tags v3.11.0 and v3.11.1 pin 0.20.0; later attribute files pin
+# 0.24.0, but no release could be tied to them). Any other supported release is assumed to ship the
+# oldest, so an option is accepted only where every AMI of the release knows it. The release that added
+# each option is in bootstrap_scripts/enroot.sh (CK_PYXIS_OPTION_SINCE), which filters the plugstack line.
+PC_PYXIS: dict[tuple[int, ...], tuple[int, ...]] = {(3, 11, 0): (0, 20, 0), (3, 11, 1): (0, 20, 0)}
+OLDEST_PC_PYXIS = (0, 20, 0)
+PYXIS_OPTION_SINCE = {"use_enroot_load": (0, 21, 0), "use_squashfuse": (0, 24, 0), "importer": (0, 24, 0)}

@@ -1,0 +1,95 @@
+"""Network rules: the VPC and subnets a spec creates or names, and whether the compute subnet has an address
+for every node's every EFA interface.
+"""
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterator
+
+from clusterkit.catalog import lookup as catalog
+from clusterkit.effective.expand import efa_enabled, new_vpc
+from clusterkit.rules.common import nearest
+from clusterkit.rules.limits import AWS_RESERVED_IPS_PER_SUBNET, IDS, LOG_RETENTION_DAYS
+from clusterkit.spec.errors import Problem
+from clusterkit.spec.model import ClusterSpec, ComputeResource
+from clusterkit.spec.yaml_reader import Marks
+
+
+def interfaces_per_node(resource: ComputeResource) -> int:
+    """IP addresses one node takes in the compute subnet: one per EFA interface, else one."""
+    facts = catalog.instance_type(resource.instance_type)
+    if facts is None:
+        return 1
+    return max(1, facts.max_efa_interfaces) if efa_enabled(resource) else 1
+
+
+def compute_ips_needed(spec: ClusterSpec) -> int:
+    head = 0 if spec.network.head_node_public else 1
+    return head + sum(cr.max * interfaces_per_node(cr) for q in spec.queues for cr in q.compute_resources)
+
+
+def _subnet_room(spec: ClusterSpec, m: Marks, path: str, cidr: str) -> Iterator[Problem]:
+    try:
+        net = ipaddress.ip_network(cidr)
+    except ValueError:
+        return
+    usable = net.num_addresses - AWS_RESERVED_IPS_PER_SUBNET
+    needed = compute_ips_needed(spec)
+    if needed > usable:
+        bits = max(16, 32 - (needed + AWS_RESERVED_IPS_PER_SUBNET - 1).bit_length())
+        yield m.problem(path, f"compute subnet has {usable} usable addresses but max nodes need {needed}",
+                        f"EFA takes one address per interface; use a /{bits} or fewer max nodes")
+
+
+def network(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
+    net = spec.network
+    if net.new is not None and net.existing is not None:
+        yield m.problem("network.existing", "give either network.new or network.existing, not both")
+        return
+    if net.existing is not None:
+        ex = net.existing
+        for key, kind in (("vpc_id", "vpc"), ("head_node_subnet_id", "subnet"), ("compute_subnet_id", "subnet")):
+            value = getattr(ex, key)
+            if not IDS[kind].fullmatch(value):
+                yield m.problem(f"network.existing.{key}", f"'{value}' is not a {kind} id",
+                                f"like {kind}-0123456789abcdef0")
+        if ex.compute_subnet_cidr is not None:
+            if _bad_cidr(ex.compute_subnet_cidr):
+                yield m.problem("network.existing.compute_subnet_cidr",
+                                f"'{ex.compute_subnet_cidr}' is not an IPv4 CIDR")
+            else:
+                yield from _subnet_room(spec, m, "network.existing.compute_subnet_cidr", ex.compute_subnet_cidr)
+        return
+    vpc = new_vpc(net)
+    assert vpc is not None
+    base = "network.new"
+    if _bad_cidr(vpc.cidr):
+        yield m.problem(f"{base}.cidr", f"'{vpc.cidr}' is not an IPv4 CIDR", "like 10.0.0.0/16")
+        return
+    vpc_net = ipaddress.ip_network(vpc.cidr)
+    if not 16 <= vpc_net.prefixlen <= 24:
+        yield m.problem(f"{base}.cidr", f"VPC prefix /{vpc_net.prefixlen} is outside /16../24 (the VPC limit is /16)")
+    for key in ("public_subnet_mask", "compute_subnet_mask"):
+        mask = getattr(vpc, key)
+        if not vpc_net.prefixlen <= mask <= 28:
+            yield m.problem(f"{base}.{key}", f"/{mask} does not fit in the VPC {vpc.cidr}",
+                            f"between /{vpc_net.prefixlen} and /28")
+    if vpc_net.prefixlen <= min(vpc.public_subnet_mask, vpc.compute_subnet_mask) <= 28:
+        space = 2 ** (32 - vpc.public_subnet_mask) + 2 ** (32 - vpc.compute_subnet_mask)
+        if space > vpc_net.num_addresses:
+            yield m.problem(f"{base}.compute_subnet_mask", f"public /{vpc.public_subnet_mask} and compute "
+                            f"/{vpc.compute_subnet_mask} subnets do not both fit in {vpc.cidr}")
+        else:
+            compute = f"{vpc_net.network_address}/{vpc.compute_subnet_mask}"
+            yield from _subnet_room(spec, m, f"{base}.compute_subnet_mask", compute)
+    if vpc.flow_logs_retention_days not in LOG_RETENTION_DAYS:
+        yield m.problem(f"{base}.flow_logs_retention_days",
+                        f"{vpc.flow_logs_retention_days} is not a CloudWatch retention",
+                        nearest(vpc.flow_logs_retention_days, LOG_RETENTION_DAYS))
+
+
+def _bad_cidr(text: str) -> bool:
+    try:
+        return ipaddress.ip_network(text).version != 4
+    except ValueError:
+        return True

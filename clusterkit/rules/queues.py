@@ -1,0 +1,113 @@
+"""Head node and queue rules: instance types from the offline catalog, names, counts, EFA, capacity types,
+one CPU architecture per cluster.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from clusterkit.catalog import lookup as catalog
+from clusterkit.rules.common import duplicates
+from clusterkit.rules.limits import (
+    IDS,
+    MAX_COMPUTE_RESOURCES,
+    MAX_EBS_GIB,
+    MAX_QUEUES,
+    MIN_HEAD_ROOT_GIB,
+    QUEUE_NAME,
+    RESERVED_NAMES,
+    RESOURCE_NAME,
+)
+from clusterkit.spec.errors import Problem
+from clusterkit.spec.model import ClusterSpec, Queue
+from clusterkit.spec.yaml_reader import Marks, did_you_mean
+
+
+def _instance(m: Marks, path: str, name: str) -> Iterator[Problem]:
+    if catalog.instance_type(name) is None:
+        yield m.problem(path, f"unknown instance type '{name}'", did_you_mean(name, catalog.instance_type_names()))
+
+
+def head_node(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
+    yield from _instance(m, "head_node.instance_type", spec.head_node.instance_type)
+    if spec.head_node.root_volume_gib < MIN_HEAD_ROOT_GIB:
+        yield m.problem("head_node.root_volume_gib",
+                        f"{spec.head_node.root_volume_gib} GiB is below the AMI's root size",
+                        f"at least {MIN_HEAD_ROOT_GIB}")
+
+
+def queues(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
+    if not spec.queues:
+        yield m.problem("queues", "at least one queue is required")
+    if len(spec.queues) > MAX_QUEUES:
+        yield m.problem("queues", f"{len(spec.queues)} queues; ParallelCluster allows {MAX_QUEUES}")
+    total = sum(len(q.compute_resources) for q in spec.queues)
+    if total > MAX_COMPUTE_RESOURCES:
+        yield m.problem("queues",
+                        f"{total} compute resources; ParallelCluster allows {MAX_COMPUTE_RESOURCES} per cluster")
+    yield from duplicates(m, [(f"queues[{i}].name", q.name) for i, q in enumerate(spec.queues)], "queue")
+    arches: dict[str, str] = {}
+    for i, queue in enumerate(spec.queues):
+        yield from _queue(spec, m, f"queues[{i}]", queue, arches)
+    if len(set(arches.values())) > 1:
+        path = sorted(arches)[-1]
+        shown = ", ".join(f"{p.split('.instance_type')[0]}={a}" for p, a in sorted(arches.items()))
+        yield m.problem(path, "compute resources mix CPU architectures", f"one image platform per cluster: {shown}")
+    head = catalog.instance_type(spec.head_node.instance_type)
+    if head is not None and arches and head.arch not in arches.values():
+        compute = sorted(set(arches.values()))[0]
+        yield m.problem("head_node.instance_type", f"{spec.head_node.instance_type} is {head.arch}, the compute "
+                        f"nodes are {compute}", "ParallelCluster needs one architecture for head and compute nodes")
+
+
+def _queue(spec: ClusterSpec, m: Marks, qp: str, queue: Queue, arches: dict[str, str]) -> Iterator[Problem]:
+    if queue.root_volume_gib is not None and not MIN_HEAD_ROOT_GIB <= queue.root_volume_gib <= MAX_EBS_GIB:
+        yield m.problem(f"{qp}.root_volume_gib", f"{queue.root_volume_gib} GiB is not a usable root volume",
+                        f"{MIN_HEAD_ROOT_GIB} (the AMI's root snapshot) to {MAX_EBS_GIB} (the EBS gp3 limit)")
+    if not QUEUE_NAME.fullmatch(queue.name) or queue.name in RESERVED_NAMES:
+        yield m.problem(f"{qp}.name", f"'{queue.name}' is not a valid queue name",
+                        "lowercase letter first; lowercase letters, digits, hyphens; at most 25; not 'default'")
+    if not queue.compute_resources:
+        yield m.problem(f"{qp}.compute_resources", "a queue needs at least one compute resource")
+    yield from duplicates(m, [(f"{qp}.compute_resources[{j}].name", cr.name)
+                               for j, cr in enumerate(queue.compute_resources)], "compute resource")
+    block = queue.capacity_type == "capacity_block"
+    if block and queue.placement_group:
+        yield m.problem(f"{qp}.placement_group", "capacity blocks cannot use a placement group",
+                        "the reservation already fixes placement; remove placement_group")
+    for j, cr in enumerate(queue.compute_resources):
+        cp = f"{qp}.compute_resources[{j}]"
+        if not RESOURCE_NAME.fullmatch(cr.name) or cr.name in RESERVED_NAMES:
+            yield m.problem(f"{cp}.name", f"'{cr.name}' is not a valid compute resource name",
+                            "lowercase letter first; lowercase letters, digits, hyphens; at most 25; not 'default'")
+        yield from _instance(m, f"{cp}.instance_type", cr.instance_type)
+        facts = catalog.instance_type(cr.instance_type)
+        if facts is not None:
+            arches[f"{cp}.instance_type"] = facts.arch
+            if cr.efa and not facts.efa_supported:
+                yield m.problem(f"{cp}.efa", f"{cr.instance_type} does not support EFA",
+                                "set efa: false or pick an EFA type")
+            az_known = spec.availability_zone in (catalog.region_azs(spec.region) or [])
+            offered = catalog.offered_azs(spec.region, cr.instance_type) if az_known else None
+            if offered is not None and spec.availability_zone not in offered:
+                where = ", ".join(offered) if offered else "no AZ"
+                yield m.problem(f"{cp}.instance_type", f"{cr.instance_type} is not offered in {spec.availability_zone}",
+                                f"catalog lists {where}", level="warning", id="instance-type-not-in-az")
+        if cr.min < 0:
+            yield m.problem(f"{cp}.min", f"must be >= 0 (got {cr.min})")
+        if cr.max < 1:
+            yield m.problem(f"{cp}.max", f"must be >= 1 (got {cr.max})")
+        elif cr.max < cr.min:
+            yield m.problem(f"{cp}.max", f"must be >= min ({cr.max} < {cr.min})")
+        if cr.capacity_reservation_id is not None and not IDS["cr"].fullmatch(cr.capacity_reservation_id):
+            yield m.problem(f"{cp}.capacity_reservation_id", f"'{cr.capacity_reservation_id}' is not a reservation id",
+                            "cr- followed by 17 lowercase hex characters")
+        if block:
+            if cr.capacity_reservation_id is None:
+                yield m.problem(cp, "capacity_block needs capacity_reservation_id",
+                                "the cr-... id of the capacity block")
+            if cr.min != cr.max or cr.max < 1:
+                yield m.problem(f"{cp}.min", f"capacity_block needs min == max > 0 (min {cr.min}, max {cr.max})",
+                                "set both to the block's instance count")
+        elif queue.capacity_type == "spot" and cr.capacity_reservation_id is not None:
+            yield m.problem(f"{cp}.capacity_reservation_id", "spot capacity cannot use a capacity reservation",
+                            "use capacity_type: ondemand or capacity_block")

@@ -9,6 +9,20 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import sys
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("completion", help="print a bash completion script: source <(clusterkit completion bash)")
+    p.add_argument("shell", choices=("bash",), help="bash (zsh: run `autoload -U bashcompinit && bashcompinit` first)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """The parser is the one ``clusterkit.cli.main`` built (it sets ``args.parser``), so nothing imports back."""
+    sys.stdout.write(bash_script(args.parser))
+    return 0
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

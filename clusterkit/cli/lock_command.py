@@ -6,12 +6,39 @@ review machines): it records only images the spec already pins by digest and mar
 """
 from __future__ import annotations
 
+import argparse
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from clusterkit.images import resolve as images
 from clusterkit.images.lock_file import ImageLock, write_lock
 from clusterkit.pipeline.loader import all_spec_paths, image_specs, load, lock_path, platform, resolve
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("lock", help="resolve image digests into cluster_configs/<name>.images.lock")
+    p.add_argument("names", nargs="*", metavar="NAME|PATH")
+    p.add_argument("--offline", action="store_true",
+                   help="no registry calls: lock only images the spec pins by digest (sizes unknown)")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="json: what was locked, on stdout")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from clusterkit.cli.machine_output import lock_json
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    written = lock_all(args.names, offline=args.offline, progress=progress)
+    if args.format == "json":
+        sys.stdout.write(lock_json(written))
+    else:
+        for path, _ in written:
+            print(f"wrote {path}")
+    return 0
 
 
 def lock_all(names: list[str], *, offline: bool,

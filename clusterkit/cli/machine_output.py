@@ -18,18 +18,12 @@ new key is not a new version, a renamed or removed one is. The shapes (also in d
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from clusterkit.jsondoc import dumps
 from clusterkit.spec.errors import Acknowledged, Problem
-
-
-def dumps(data: dict[str, Any]) -> str:
-    """Every JSON document the CLI prints: sorted keys, two-space indent, a final newline. Values YAML gave
-    that JSON has no type for (a date in a spec diff) are written as their text."""
-    return json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
 
 
 def _problem(p: Problem) -> dict[str, Any]:

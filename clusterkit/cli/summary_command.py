@@ -1,14 +1,29 @@
-"""The short report ``make synth`` prints: stacks, resource counts, where the rendered config is, the cost."""
+"""``clusterkit summary``: the short report ``make synth`` prints: stacks, resource counts, where the rendered
+config is, the cost. Internal: not listed in the help."""
 from __future__ import annotations
 
+import argparse
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from clusterkit.cost import estimate as cost
 from clusterkit.effective.expand import expand
 from clusterkit.pipeline.loader import load, lock_or_none
 from clusterkit.render.rendered_files import rendered_path
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("summary")  # internal: `make synth` prints it; not listed in the help
+    p.add_argument("name", nargs="?", default="demo")
+    p.add_argument("--cdk-out", default="cdk.out")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    print("\n".join(summarize(Path(args.cdk_out), args.name)))
+    return 0
 
 
 def summarize(cdk_out: Path, name: str) -> list[str]:

@@ -6,8 +6,10 @@ node_modules. A piece that is not installed says so instead of failing.
 """
 from __future__ import annotations
 
+import argparse
 import json
 from importlib import metadata
+from typing import Any
 
 from clusterkit import DEFAULT_PC_VERSION
 from clusterkit.paths import ROOT
@@ -36,3 +38,14 @@ def version_lines() -> list[str]:
         f"aws-cdk-lib {_dist('aws-cdk-lib')}",
         f"aws-cdk (CLI) {_cdk_cli()}",
     ]
+
+
+class VersionAction(argparse.Action):
+    """``--version``: computed only when asked (it reads package metadata and node_modules)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: Any):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        print("\n".join(version_lines()))
+        parser.exit()

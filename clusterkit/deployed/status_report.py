@@ -291,7 +291,7 @@ def _teardown_lines(teardown: Teardown, expires: datetime | None, now: datetime)
 
 def report_json(report: StatusReport) -> str:
     """``clusterkit.status/v1`` (docs/cli-output.md): the report as data, times in UTC ISO 8601."""
-    from clusterkit.cli.machine_output import dumps
+    from clusterkit.jsondoc import dumps
 
     teardown = report.teardown
     data = {

@@ -1,1 +1,6 @@
-"""diff."""
+"""``clusterkit diff``: specs, rendered configs and locks at a git ref against the work tree (``sources``,
+``structure``), ParallelCluster's update impact (``impact``), the report (``report``), its text and JSON
+forms (``text``, ``json_output``) and the ``--fail-on`` gate (``gate``).
+
+May import: spec, images, effective, cost, pcluster
+"""

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusterkit.cli.machine_output import dumps
 from clusterkit.diff.gate import BY_RANK, level
 from clusterkit.diff.impact import Assessed
 from clusterkit.diff.report import ClusterDiff, CostDelta, CostSide, ImageChange, Report
 from clusterkit.diff.structure import MISSING, Change
+from clusterkit.jsondoc import dumps
 
 SCHEMA = "clusterkit.diff/v1"
 

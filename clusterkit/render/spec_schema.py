@@ -6,8 +6,8 @@ dataclasses the way ``clusterkit.render.spec_reference`` does and reads them the
 ``clusterkit.spec.yaml_reader`` does: the types, the required keys (no default), no unknown keys, the choices
 of each ``Literal``, the defaults and the ``doc`` strings. Value limits come only from rules that are data:
 the constants of ``clusterkit.rules.limits``, the nodes' settings contract (``clusterkit_node.settings``,
-via the spec fields of ``clusterkit.effective.node_settings.SETTING_FIELDS``), and the warning ids a spec may acknowledge
-(``clusterkit.spec.warning_ids``). Limits written only as code stay with ``clusterkit validate``,
+via the spec fields of ``clusterkit.effective.node_settings.SETTING_FIELDS``), and the warning ids a spec may
+acknowledge (``clusterkit.spec.warning_ids``). Limits written only as code stay with ``clusterkit validate``,
 as do cross-field rules and the catalog (instance types, regions, zones): the schema may accept a spec that
 validate refuses, never the other way round.
 """

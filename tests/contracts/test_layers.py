@@ -1,6 +1,9 @@
 """Layer contracts of DESIGN.md, read from the code (ast: every import at any depth, lazy and
 ``TYPE_CHECKING`` ones included; every call in the stacks):
 
+- ``clusterkit`` is packages along the data flow plus a few root utilities; each package's ``__init__``
+  docstring ends with ``May import: ...``, the other packages its modules may import, and that line is
+  the contract this file enforces (read from the docstring, so the rule and its statement cannot drift);
 - ``clusterkit`` never imports aws_cdk (or constructs, cdk_nag, jsii) nor ``stacks`` / ``app``;
 - render does not import the rules, not even through another module: it reads the effective spec;
   neither does the effective spec itself;
@@ -23,7 +26,8 @@ REPO = Path(__file__).resolve().parents[2]
 CDK = {"aws_cdk", "constructs", "cdk_nag", "jsii"}
 STACK_MODULES = sorted((REPO / "stacks").glob("*.py"))
 # What a stack may import from clusterkit at run time (type-only imports: also stack_inputs).
-STACKS_MAY_IMPORT = {"clusterkit.effective.expand", "clusterkit.spec.naming", "clusterkit.render.pcluster_config", "clusterkit.spec.model"}
+STACKS_MAY_IMPORT = {"clusterkit.effective.expand", "clusterkit.spec.naming", "clusterkit.render.pcluster_config",
+                     "clusterkit.spec.model"}
 STACKS_MAY_IMPORT_FOR_TYPES = STACKS_MAY_IMPORT | {"clusterkit.artifacts.stack_inputs"}
 NO_FILE_MODULES = {"os", "io", "pathlib", "shutil", "tempfile", "glob", "subprocess", "fileinput", "zipfile", "tarfile"}
 FILE_IO_METHODS = {"open", "read_text", "read_bytes", "write_text", "write_bytes", "mkdir", "makedirs", "touch",
@@ -36,9 +40,9 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(path: Path, tree: ast.AST | None = None) -> set[str]:
+def _imports(path: Path, tree: ast.AST | None = None, name: str | None = None) -> set[str]:
     """Absolute names of every module ``path`` imports anywhere (``from . import x`` gives ``pkg`` and ``pkg.x``)."""
-    name = _module_name(path)
+    name = name or _module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out: set[str] = set()
     for node in ast.walk(tree or ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
@@ -71,6 +75,81 @@ def _closure(start: str) -> set[str]:
     return seen
 
 
+# --- packages: each imports only what its docstring allows ------------------------------------------------
+
+PACKAGE_DIRS = sorted(p.parent for p in (REPO / "clusterkit").glob("*/__init__.py"))
+PACKAGES = [p.name for p in PACKAGE_DIRS]
+ROOT_UTILITIES = {"clusterkit", "clusterkit.paths", "clusterkit.atomic", "clusterkit.jsondoc", "clusterkit.__main__"}
+
+
+def declared_imports(package: str) -> set[str]:
+    """The packages named on the ``May import:`` line of ``clusterkit/<package>/__init__.py``."""
+    doc = ast.get_docstring(ast.parse((REPO / "clusterkit" / package / "__init__.py").read_text())) or ""
+    lines = [line for line in doc.splitlines() if line.startswith("May import:")]
+    assert len(lines) == 1, f"clusterkit/{package}/__init__.py: the docstring needs one 'May import:' line"
+    named = set(lines[0].removeprefix("May import:").replace(",", " ").split()) - {"(nothing", "else", "in",
+                                                                                    "clusterkit)"}
+    assert named <= set(PACKAGES), f"clusterkit/{package}: unknown packages {sorted(named - set(PACKAGES))}"
+    return named
+
+
+def test_every_module_lives_in_a_package_or_is_a_root_utility():
+    loose = {name for name in _clusterkit_modules() if name.count(".") == 1 and name not in ROOT_UTILITIES
+             and name.split(".")[1] not in PACKAGES}
+    assert sorted(loose) == [], "put the module in the package whose job it does (docs/architecture.md)"
+
+
+def test_package_inits_import_nothing():
+    """An __init__ that imported its modules would make every importer of one module depend on all."""
+    for directory in PACKAGE_DIRS:
+        tree = ast.parse((directory / "__init__.py").read_text())
+        assert [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))] == [], directory.name
+
+
+def forbidden_imports(package: str, modules: dict[str, Path], allowed: set[str]) -> list[str]:
+    """``module imports name`` for each import of a clusterkit package outside ``allowed`` (and itself)."""
+    found = []
+    for name, path in modules.items():
+        if name.split(".")[1:2] != [package]:
+            continue
+        for imported in sorted(_imports(path, name=name)):
+            parts = imported.split(".")
+            if (parts[0] == "clusterkit" and len(parts) > 1 and parts[1] in PACKAGES
+                    and parts[1] not in allowed | {package}):
+                found.append(f"{name} imports {imported}")
+    return found
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_package_imports_only_what_its_docstring_allows(package):
+    allowed = declared_imports(package)
+    assert forbidden_imports(package, _clusterkit_modules(), allowed) == [], \
+        f"clusterkit/{package}/__init__.py allows only {sorted(allowed)}"
+
+
+def test_the_package_contract_catches_a_forbidden_import(tmp_path):
+    """The checker itself, on a module written here: a lazy import of the rules from spec is reported."""
+    module = tmp_path / "bad.py"
+    module.write_text("def f():\n    from clusterkit.rules.check import check\n    from clusterkit.spec import errors\n")
+    modules = {"clusterkit.spec.bad": module}
+    assert forbidden_imports("spec", modules, declared_imports("spec")) == [
+        "clusterkit.spec.bad imports clusterkit.rules.check", "clusterkit.spec.bad imports clusterkit.rules.check.check"]
+    assert forbidden_imports("spec", modules, {"rules"}) == []
+
+
+def test_declared_package_layers_have_no_cycle():
+    """The declarations form layers: no package may (even indirectly) import itself."""
+    graph = {p: declared_imports(p) for p in PACKAGES}
+    for start in PACKAGES:
+        seen, todo = set(), list(graph[start])
+        while todo:
+            nxt = todo.pop()
+            assert nxt != start, f"clusterkit/{start} reaches itself through its 'May import:' packages"
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.extend(graph[nxt])
+
+
 # --- clusterkit never imports CDK or the stacks -------------------------------------------------------------
 
 @pytest.mark.parametrize("name", sorted(_clusterkit_modules()))
@@ -85,15 +164,15 @@ def test_clusterkit_imports_neither_cdk_nor_stacks(name):
 def test_render_and_the_effective_spec_never_reach_the_rules(module):
     reached = _closure(module)
     assert "clusterkit.effective.expand" in reached | {module}
-    forbidden = {"clusterkit.rules.check", "clusterkit.rules.aws_limits", "clusterkit.rules.advice", "clusterkit.pipeline.loader",
-                 "clusterkit.artifacts.bundle", "clusterkit.pipeline.deploy_context"}
+    forbidden = {name for name in _clusterkit_modules()
+                 if name.split(".")[1:2] in (["rules"], ["pipeline"], ["artifacts"])}
     assert sorted(reached & forbidden) == []
 
 
 def test_importing_render_loads_no_rules():
     """The same at run time, in a fresh interpreter."""
     code = ("import sys, clusterkit.render.pcluster_config; "
-            "print(sorted(m for m in sys.modules if m in ('clusterkit.rules.check', 'clusterkit.pipeline.loader', 'aws_cdk')))")
+            "print(sorted(m for m in sys.modules if m.startswith(('clusterkit.rules', 'clusterkit.pipeline', 'aws_cdk'))))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

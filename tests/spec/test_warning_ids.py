@@ -53,7 +53,7 @@ def _demo_copy(tmp_path: Path, extra: str = "") -> Path:
 
 
 def _pcluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Problem]:
-    from clusterkit.cli import main as cli
+    from clusterkit.cli import validate_command
     from clusterkit.pcluster import runner as pcluster_runner
 
     def run_check(configs: list[tuple[str, str, str, str]], mode: str) -> list[dict[str, object]]:
@@ -63,7 +63,7 @@ def _pcluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Problem]:
             for _, path, _, _ in configs]
 
     monkeypatch.setattr(pcluster_runner, "run_check", run_check)
-    problems = cli._pcluster_problems([load("demo")])
+    problems = validate_command._pcluster_problems([load("demo")])
     assert [(p.level, p.id) for p in problems] == [("warning", "pcluster-validator"), ("error", "")]
     return [p for p in problems if p.level == "warning"]
 

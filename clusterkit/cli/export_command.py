@@ -1,0 +1,32 @@
+"""``clusterkit export NAME``: the concrete ParallelCluster YAML of a deployed cluster (clusterkit.deployed.export)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("export", help="concrete ParallelCluster YAML from the deployed stacks, for `pcluster`")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--bucket", required=True, help="S3 bucket for the node artifacts (under clusterkit/<name>/)")
+    p.add_argument("--upload", action="store_true", help="upload the node artifacts (otherwise only print)")
+    p.add_argument("-o", "--output", help="write the YAML here instead of stdout")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from clusterkit.deployed.export import export
+    from clusterkit.pipeline.loader import load
+
+    result = export(load(args.name), bucket=args.bucket, do_upload=args.upload)
+    for uri in result.uploaded:
+        print(f"uploaded {uri}", file=sys.stderr)
+    if args.output:
+        Path(args.output).write_text(result.text, encoding="utf-8")
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        print(result.text, end="")
+    return 0

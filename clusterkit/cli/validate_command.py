@@ -1,0 +1,82 @@
+"""``clusterkit validate``: every spec's problems, one line each with file:line:col, or JSON / GitHub annotations.
+
+``--pcluster`` adds ParallelCluster's own schema and validators (run in ``.venv-pcluster``) on the rendered
+configs, after ClusterKit's rules found no error.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from typing import Any
+
+from clusterkit.spec.errors import EXIT_USER_ERROR, Acknowledged, Problem
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("validate", help="check specs (all of cluster_configs/*.yaml by default)")
+    p.add_argument("names", nargs="*", metavar="NAME|PATH")
+    p.add_argument("--pcluster", action="store_true", help="also run ParallelCluster's own schema and validators")
+    p.add_argument("--strict", action="store_true",
+                   help="treat the warnings a spec does not acknowledge (docs/spec.md) as errors")
+    p.add_argument("--format", choices=("text", "json", "github"), default="text",
+                   help="json: one document on stdout (docs/cli-output.md); github: workflow annotations")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from clusterkit.cli.machine_output import github_annotations, validate_json
+    from clusterkit.pipeline.loader import load_many
+
+    # The problems hold no acknowledged warning (each Loaded keeps those): --strict fails on the rest, an
+    # unused acknowledgement included. ParallelCluster's own warnings, which a spec cannot acknowledge
+    # (warning_ids.NOT_ACKNOWLEDGEABLE), are added after and stay warnings.
+    loaded, problems = load_many(args.names)
+    if args.strict:
+        problems = [dataclasses.replace(p, level="error") if p.level == "warning" else p for p in problems]
+    errors = [p for p in problems if p.level == "error"]
+    if not errors and args.pcluster:
+        problems += _pcluster_problems(loaded)
+        errors = [p for p in problems if p.level == "error"]
+    acknowledged = [a for i in loaded for a in i.acknowledged]
+    if args.format == "json":
+        sys.stdout.write(validate_json([(i.spec.name, i.source.display_path) for i in loaded], problems,
+                                       acknowledged))
+    elif args.format == "github":
+        sys.stdout.write(github_annotations(problems))
+    else:
+        for problem in problems:
+            print(problem.render(), file=sys.stderr)
+        if not errors:
+            for item in loaded:
+                print(f"{item.source.display_path}: ok ({item.spec.name}{_acknowledged_note(item.acknowledged)})")
+    return EXIT_USER_ERROR if errors else 0
+
+
+def _acknowledged_note(acknowledged: list[Acknowledged]) -> str:
+    """``; 2 acknowledged warnings: image-fanout-slow`` for the ok line ("" when none): never silently quiet."""
+    if not acknowledged:
+        return ""
+    ids = ", ".join(sorted({a.problem.id for a in acknowledged}))
+    return f"; {len(acknowledged)} acknowledged warning{'s' if len(acknowledged) > 1 else ''}: {ids}"
+
+
+def _pcluster_problems(loaded: list[Any]) -> list[Problem]:
+    """ParallelCluster's own schema and validators on every rendered config, as problems."""
+    from clusterkit import paths
+    from clusterkit.pcluster.runner import run_check
+    from clusterkit.render.rendered_files import rendered_path, rendered_text
+
+    configs = [(i.spec.name, str(rendered_path(i).relative_to(paths.ROOT)), rendered_text(i), i.spec.region)
+               for i in loaded]
+    problems = []
+    for result in run_check(configs, "validate"):
+        found = [Problem(result["path"], error.get("line") or 0, (error.get("col") or 1) if error.get("line") else 0,
+                         "", f"ParallelCluster {error['type']}: {error['message']}",
+                         level="error" if error["level"] == "ERROR" else "warning",
+                         id="" if error["level"] == "ERROR" else "pcluster-validator")
+                 for error in result["errors"]]
+        if not result["ok"] and not any(p.level == "error" for p in found):
+            found.append(Problem(result["path"], 0, 0, "", "ParallelCluster refused the config"))
+        problems += found
+    return problems

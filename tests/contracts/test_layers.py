@@ -130,10 +130,13 @@ def test_package_imports_only_what_its_docstring_allows(package):
 def test_the_package_contract_catches_a_forbidden_import(tmp_path):
     """The checker itself, on a module written here: a lazy import of the rules from spec is reported."""
     module = tmp_path / "bad.py"
-    module.write_text("def f():\n    from clusterkit.rules.check import check\n    from clusterkit.spec import errors\n")
+    module.write_text("def f():\n"
+                      "    from clusterkit.rules.check import check\n"
+                      "    from clusterkit.spec import errors\n")
     modules = {"clusterkit.spec.bad": module}
     assert forbidden_imports("spec", modules, declared_imports("spec")) == [
-        "clusterkit.spec.bad imports clusterkit.rules.check", "clusterkit.spec.bad imports clusterkit.rules.check.check"]
+        "clusterkit.spec.bad imports clusterkit.rules.check",
+        "clusterkit.spec.bad imports clusterkit.rules.check.check"]
     assert forbidden_imports("spec", modules, {"rules"}) == []
 
 
@@ -172,7 +175,8 @@ def test_render_and_the_effective_spec_never_reach_the_rules(module):
 def test_importing_render_loads_no_rules():
     """The same at run time, in a fresh interpreter."""
     code = ("import sys, clusterkit.render.pcluster_config; "
-            "print(sorted(m for m in sys.modules if m.startswith(('clusterkit.rules', 'clusterkit.pipeline', 'aws_cdk'))))")
+            "print(sorted(m for m in sys.modules\n"
+            "             if m.startswith(('clusterkit.rules', 'clusterkit.pipeline', 'aws_cdk'))))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

@@ -1,4 +1,4 @@
-"""``python -m clusterkit``: see cli.py."""
+"""``python -m clusterkit``: see clusterkit/cli/main.py."""
 import sys
 
 from clusterkit.cli.main import main

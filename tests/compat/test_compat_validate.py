@@ -16,19 +16,11 @@ import pytest
 from clusterkit.pipeline.loader import load
 from clusterkit.rules import compat_rules as compat
 from clusterkit.spec.errors import SpecError
+from tests.spec_text import BASE_SPEC
 
 REPO = Path(__file__).resolve().parents[2]
 
-SPEC = """\
-name: t
-region: us-east-1
-availability_zone: us-east-1a
-queues:
-  - name: gpu
-    compute_resources:
-      - name: p5
-        instance_type: p5.48xlarge
-        max: 2
+SPEC = BASE_SPEC + """\
 containers:
   images:
     - name: ok

@@ -6,42 +6,23 @@
 """
 from __future__ import annotations
 
-import ast
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.contracts.import_reader import imports_of, module_name
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("clusterkit", "clusterkit_node")
 
 
 def _modules() -> dict[str, Path]:
-    found = {}
-    for package in PACKAGES:
-        for path in sorted((REPO / package).rglob("*.py")):
-            parts = path.relative_to(REPO).with_suffix("").parts
-            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-            found[name] = path
-    return found
+    return {module_name(path, REPO): path for package in PACKAGES for path in sorted((REPO / package).rglob("*.py"))}
 
 
 def _imports(name: str, path: Path) -> set[str]:
-    """Absolute names of everything ``path`` imports (``from . import x`` resolves to ``pkg.x`` or ``pkg``)."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
-        if isinstance(node, ast.Import):
-            out.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                target = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                target = node.module or ""
-            out.add(target)
-            out.update(f"{target}.{alias.name}" for alias in node.names)
-    return out
+    return imports_of(path, name)
 
 
 def _graph() -> dict[str, set[str]]:

@@ -16,11 +16,14 @@ tests/contracts/test_import_graph.py holds the cycle and node-package contracts.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.contracts.import_reader import imports_of, module_name
 
 REPO = Path(__file__).resolve().parents[2]
 CDK = {"aws_cdk", "constructs", "cdk_nag", "jsii"}
@@ -36,27 +39,11 @@ FILE_IO_METHODS = {"open", "read_text", "read_bytes", "write_text", "write_bytes
 
 
 def _module_name(path: Path) -> str:
-    parts = path.relative_to(REPO).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    return module_name(path, REPO)
 
 
 def _imports(path: Path, tree: ast.AST | None = None, name: str | None = None) -> set[str]:
-    """Absolute names of every module ``path`` imports anywhere (``from . import x`` gives ``pkg`` and ``pkg.x``)."""
-    name = name or _module_name(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    out: set[str] = set()
-    for node in ast.walk(tree or ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
-        if isinstance(node, ast.Import):
-            out.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                target = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                target = node.module or ""
-            out.add(target)
-            out.update(f"{target}.{alias.name}" for alias in node.names)
-    return out
+    return imports_of(path, name or _module_name(path), tree)
 
 
 def _clusterkit_modules() -> dict[str, Path]:
@@ -227,3 +214,30 @@ def test_stacks_import_only_resolved_values_from_clusterkit(path):
     runtime = {i for i in _imports(path, tree) if i in modules and i != "clusterkit"} - type_only
     assert sorted(runtime - STACKS_MAY_IMPORT) == []
     assert sorted(type_only - STACKS_MAY_IMPORT_FOR_TYPES) == []
+
+
+# --- docs/architecture.md's package table is the tree ------------------------------------------------------
+
+def _architecture_rows() -> dict[str, tuple[set[str], set[str]]]:
+    """package -> (modules named in its 'owns' cell, packages in its 'may import' cell)."""
+    rows = {}
+    for line in (REPO / "docs" / "architecture.md").read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`clusterkit/") and cells[0].endswith("/`"):
+            package = cells[0].strip("`").removeprefix("clusterkit/").rstrip("/")
+            owns = set(re.findall(r"`([a-z_]+)`", cells[1]))
+            if "`*_command`" in cells[1]:
+                owns |= {p.stem for p in (REPO / "clusterkit" / package).glob("*_command.py")}
+            may = set() if cells[2] == "nothing else" else set(cells[2].replace(",", " ").split())
+            rows[package] = (owns, may)
+    return rows
+
+
+def test_the_architecture_table_lists_every_package_its_modules_and_its_imports():
+    rows = _architecture_rows()
+    assert sorted(rows) == PACKAGES, "docs/architecture.md: one row per clusterkit package"
+    for package, (owns, may) in rows.items():
+        modules = {p.stem for p in (REPO / "clusterkit" / package).glob("*.py") if p.stem != "__init__"}
+        assert owns == modules, f"docs/architecture.md, row {package}: names {sorted(owns)}, tree {sorted(modules)}"
+        expected = {"every", "package"} if package == "cli" else declared_imports(package)
+        assert may == expected, f"docs/architecture.md, row {package}: {sorted(may)}, __init__: {sorted(expected)}"

@@ -31,6 +31,7 @@ from clusterkit.paths import NODE_PACKAGE_DIR
 from clusterkit.pipeline.loader import load
 from clusterkit.spec.errors import SpecError
 from clusterkit_node.layout import image_name_problem
+from tests.spec_text import BASE_SPEC
 
 PACKAGE = NODE_PACKAGE_DIR.name
 
@@ -172,16 +173,7 @@ def test_every_module_imports_under_python_3_9(python39: str, tmp_path: Path) ->
 
 # --- one definition: the CLI never accepts what a node refuses ------------------------------------------
 
-SPEC = """\
-name: t
-region: us-east-1
-availability_zone: us-east-1a
-queues:
-  - name: gpu
-    compute_resources:
-      - name: p5
-        instance_type: p5.48xlarge
-        max: 2
+SPEC = BASE_SPEC + """\
 containers:
   images:
     - name: {name}

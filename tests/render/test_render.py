@@ -18,6 +18,7 @@ from clusterkit.paths import ROOT, SPEC_REFERENCE
 from clusterkit.pipeline.loader import all_spec_paths, load
 from clusterkit.render.pcluster_config import placeholder_refs, render_config
 from clusterkit.render.rendered_files import render_all, rendered_path, spec_reference_text
+from tests.spec_text import with_images
 
 SPECS = [p.stem for p in all_spec_paths()]
 
@@ -150,10 +151,7 @@ def test_compute_nodes_get_the_ecr_registries_of_private_images(tmp_path):
 
     ecr = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
     spec = (tmp_path / "t.yaml")
-    spec.write_text(
-        "name: t\nregion: us-east-1\navailability_zone: us-east-1a\nqueues:\n  - name: gpu\n"
-        "    compute_resources:\n      - name: p5\n        instance_type: p5.48xlarge\n        max: 2\n"
-        f"containers:\n  images:\n    - name: app\n      uri: {ecr}/team/app@sha256:{'a' * 64}\n")
+    spec.write_text(with_images(("app", f"{ecr}/team/app@sha256:{'a' * 64}")))
     effective = expand(load(str(spec), check_lock=False))
     assert f"CK_ECR_REGISTRIES={ecr}" in effective.node.compute
     assert f"CK_ECR_REGISTRIES={ecr}" in effective.node.head

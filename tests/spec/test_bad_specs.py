@@ -8,18 +8,9 @@ import pytest
 from clusterkit.effective.expand import expand
 from clusterkit.pipeline.loader import load
 from clusterkit.spec.errors import SpecError
+from tests.spec_text import BASE_SPEC
 
-BASE = """\
-name: t
-region: us-east-1
-availability_zone: us-east-1a
-queues:
-  - name: gpu
-    compute_resources:
-      - name: p5
-        instance_type: p5.48xlarge
-        max: 2
-"""
+BASE = BASE_SPEC
 
 
 def _with(old: str, new: str) -> str:

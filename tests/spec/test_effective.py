@@ -15,10 +15,9 @@ from clusterkit.effective.expand import EcrRepository, Tag, expand, expand_spec
 from clusterkit.pipeline.loader import load
 from clusterkit.rules import check as rules
 from clusterkit.spec.model import NewVpc, parse_spec
+from tests.spec_text import BASE_SPEC
 
-MINIMAL = ("name: t\nregion: us-east-1\navailability_zone: us-east-1a\nqueues:\n"
-           "  - name: gpu\n    compute_resources:\n"
-           "      - name: p5\n        instance_type: p5.48xlarge\n        max: 2\n"
+MINIMAL = (BASE_SPEC +
            "  - name: cpu\n    capacity_type: spot\n    compute_resources:\n"
            "      - name: c\n        instance_type: c6i.2xlarge\n        max: 4\n")
 

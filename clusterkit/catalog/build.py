@@ -305,7 +305,8 @@ def write(types_doc: Mapping[str, Any], regions_doc: Mapping[str, Any], out_dir:
     return written
 
 
-def _as_of(value: str) -> str:
+def as_of_date(value: str) -> str:
+    """An argparse type: a YYYY-MM-DD date for a data file's as_of (price_build uses it too)."""
     try:
         return datetime.date.fromisoformat(value).isoformat()
     except ValueError:
@@ -318,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--from-moto", action="store_true", help="use moto's snapshot (default)")
     source.add_argument("--from-aws", action="store_true", help="call EC2 on a real account")
     parser.add_argument("--regions", help="comma-separated regions for --from-aws (default: all enabled)")
-    parser.add_argument("--as-of", type=_as_of, default=datetime.date.today().isoformat(),
+    parser.add_argument("--as-of", type=as_of_date, default=datetime.date.today().isoformat(),
                         help="date recorded as as_of (default: today)")
     parser.add_argument("--out-dir", type=Path, default=DATA_DIR, help=f"default: {DATA_DIR}")
     args = parser.parse_args(argv)

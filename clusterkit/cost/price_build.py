@@ -46,7 +46,6 @@ and keeps the others' sections as they are.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -55,6 +54,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clusterkit.atomic import write_text
+from clusterkit.catalog.build import as_of_date
 from clusterkit.cost import estimate as cost
 from clusterkit.cost.price_list import (
     PRICING_REGION,
@@ -425,13 +425,6 @@ def _shown(path: Path) -> Path:
 # CLI
 
 
-def _as_of(value: str) -> str:
-    try:
-        return datetime.date.fromisoformat(value).isoformat()
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {value!r}") from None
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m clusterkit.cost.price_build", description=__doc__.split("\n")[0])
     source = parser.add_mutually_exclusive_group(required=True)
@@ -439,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--from-recorded", type=Path, metavar="DIR", help="replay recorded GetProducts answers")
     parser.add_argument("--regions", help="comma-separated regions to rebuild (default: every region of the "
                                           "coverage list or the shipped specs); other regions keep their sections")
-    parser.add_argument("--as-of", type=_as_of, help="date recorded as as_of (default: the answers' "
+    parser.add_argument("--as-of", type=as_of_date, help="date recorded as as_of (default: the answers' "
                                                      "publicationDate)")
     parser.add_argument("--out", type=Path, default=cost.PRICES_PATH, help=f"default: {cost.PRICES_PATH}")
     args = parser.parse_args(argv)

@@ -359,28 +359,28 @@ def _markdown(report: Report) -> str:
 def _md_spec_impacts(cluster: ClusterDiff) -> list[str]:
     if not cluster.spec_impacts:
         return []
-    lines = ["", f"**Update impact of spec values outside the ParallelCluster config** "
-                 f"(`{file_path(cluster.name, 'spec')}`):", "",
-             "| impact | path | before | after | why |", "|---|---|---|---|---|"]
-    for item in cluster.spec_impacts:
-        before, after = before_after(item.change)
-        impact = f"{_EMOJI[item.impact.rank]} {item.impact.label}"
-        lines.append(f"| {_cell(impact)} | {_code(item.change.dotted)} | {_code(before)} | {_code(after)} | "
-                     f"{_cell(_why(item))} |")
-    return lines
+    title = (f"**Update impact of spec values outside the ParallelCluster config** "
+             f"(`{file_path(cluster.name, 'spec')}`):")
+    return _md_impact_table(title, "why", [(item, _cell(_why(item))) for item in cluster.spec_impacts])
 
 
 def _md_rendered(cluster: ClusterDiff) -> list[str]:
     where = file_path(cluster.name, "rendered")
     if not cluster.rendered:
         return ["", f"**ParallelCluster config** (`{where}`): unchanged."] if cluster.status == "changed" else []
-    lines = ["", f"**ParallelCluster update impact** (`{where}`) on a running cluster, most disruptive first:", "",
-             "| impact | path | before | after | ParallelCluster policy |", "|---|---|---|---|---|"]
-    for item in cluster.rendered:
+    title = f"**ParallelCluster update impact** (`{where}`) on a running cluster, most disruptive first:"
+    return _md_impact_table(title, "ParallelCluster policy",
+                            [(item, _code(item.impact.policy)) for item in cluster.rendered])
+
+
+def _md_impact_table(title: str, last_column: str, rows: list[tuple[Any, str]]) -> list[str]:
+    """A markdown table of impacted changes, most disruptive first, with ``last_column`` saying why."""
+    lines = ["", title, "", f"| impact | path | before | after | {last_column} |", "|---|---|---|---|---|"]
+    for item, last in rows:
         before, after = before_after(item.change)
         impact = f"{_EMOJI[item.impact.rank]} {item.impact.label}"
         lines.append(f"| {_cell(impact)} | {_code(item.change.dotted)} | {_code(before)} | {_code(after)} | "
-                     f"{_code(item.impact.policy)} |")
+                     f"{last} |")
     return lines
 
 

@@ -139,12 +139,7 @@ def parse_manifest(
                 f"{label}: Docker-Content-Digest {header_digest} does not match the manifest bytes "
                 f"({computed}) (the registry or a proxy altered the manifest)"
             )
-    try:
-        document = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise RegistryError(f"{label}: manifest is not valid JSON ({err})") from None
-    if not isinstance(document, dict):
-        raise RegistryError(f"{label}: manifest is not a JSON object")
+    document = _json_object(body, f"{label}: manifest")
     media_type = document.get("mediaType")
     header_type = (content_type or "").split(";")[0].strip().lower()
     if not isinstance(media_type, str) or not media_type:
@@ -223,14 +218,20 @@ def config_digest(manifest: Manifest) -> str:
     return digest  # type: ignore[return-value]
 
 
+def _json_object(body: bytes, what: str) -> dict[str, Any]:
+    """``body`` parsed as a JSON object, or a one-line RegistryError saying ``what`` it should have been."""
+    try:
+        document = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise RegistryError(f"{what} is not valid JSON ({err})") from None
+    if not isinstance(document, dict):
+        raise RegistryError(f"{what} is not a JSON object")
+    return document
+
+
 def check_config_platform(label: str, config_body: bytes, platform: Platform) -> None:
     """A single-platform manifest names its platform only in the config blob; refuse the wrong one."""
-    try:
-        config = json.loads(config_body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise RegistryError(f"{label}: image config is not valid JSON ({err})") from None
-    if not isinstance(config, dict):
-        raise RegistryError(f"{label}: image config is not a JSON object")
+    config = _json_object(config_body, f"{label}: image config")
     os_name, arch, variant = config.get("os"), config.get("architecture"), config.get("variant")
     if platform.rank(os_name, arch, variant) is None:
         found = "/".join(str(x) for x in (os_name, arch, variant) if x)

@@ -234,3 +234,19 @@ def sandbox(tmp_path: Path):
                       log=tmp_path / "enroot.log", registry=reg, env=env)
     finally:
         reg.close()
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A real 20 MiB filesystem; falls back to None where mounting is not allowed."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(mnt)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        yield None
+        return
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)

@@ -15,15 +15,7 @@ import textwrap
 import threading
 import time
 
-
-def wait_for(predicate, timeout=30.0, interval=0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("condition not reached in time")
+from tests.waiting import wait_for
 
 
 def test_kill_9_mid_import_leaves_nothing_under_final_names_and_next_run_recovers(sandbox):

@@ -15,22 +15,6 @@ from pathlib import Path
 import pytest
 
 
-@pytest.fixture
-def small_tmpfs(tmp_path):
-    """A real 20 MiB filesystem; falls back to None where mounting is not allowed."""
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(mnt)],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        yield None
-        return
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", str(mnt)], check=True)
-
-
 def test_preflight_fails_early_when_enroot_temp_is_too_small(sandbox, small_tmpfs, image_sync,
                                                              disk_preflight, monkeypatch, capsys):
     sandbox.write_lock([sandbox.image("small", compressed_size=1_000_000),

@@ -23,15 +23,7 @@ from pathlib import Path
 
 import pytest
 
-
-def wait_for(predicate, timeout=30.0, interval=0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("condition not reached in time")
+from tests.waiting import wait_for
 
 
 def modes(root: Path) -> dict[str, str]:
@@ -184,18 +176,11 @@ def test_a_newer_fingerprint_in_the_new_layout_wins_over_the_old_one(sandbox):
 
 
 @pytest.fixture
-def tmpfs(tmp_path):
+def tmpfs(small_tmpfs):
     """A real 20 MiB filesystem, or skip where mounting is not allowed."""
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(mnt)],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", str(mnt)], check=True)
+    if small_tmpfs is None:
+        pytest.skip("cannot mount a tmpfs here")
+    return small_tmpfs
 
 
 def test_a_store_that_is_a_mount_point_is_refused(sandbox, tmpfs):

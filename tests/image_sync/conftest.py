@@ -175,6 +175,16 @@ class Sandbox:
                                 env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, **kw)
 
+    def fast_sync_then_verify_all(self) -> subprocess.CompletedProcess:
+        """A sync on the O(1) path reads nothing (still one import logged); ``--verify-all`` reads every file and
+        re-imports the bad one (two). Returns the ``--verify-all`` run, whose output says what it found."""
+        fast = self.sync()
+        assert fast.returncode == 0 and len(self.imports()) == 1, "the fast path must stay O(1) (no reads)"
+        full = self.sync("--verify-all")
+        assert full.returncode == 0, full.stderr
+        assert len(self.imports()) == 2
+        return full
+
     def imports(self) -> list[str]:
         """URIs the real enroot was asked to import, one per attempt (from the wrapper's log)."""
         return imports(self.log)

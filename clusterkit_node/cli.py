@@ -14,6 +14,14 @@ clusterkit_node COMMAND`` in a checkout):
   selftest    [--want-squashfuse 0|1] [--path squashfuse|extract] [--squash-options O] [--format text|json]
   nccl-check  [--expect ofi|socket|any] [--format text|json] [LOGFILE...]   (stdin without LOGFILE)
 
+Node setup (the node scripts' bash calls these, writes what they print and logs their LEVEL lines):
+
+  node-args       --role head|compute [--script NAME] -- KEY=VALUE...   (node.env; exit 2 + one line: bad Args)
+  enroot-conf     --medium M --runtime-dir D --data-dir D --cache-dir D --temp-dir D --role R -- KEY=VALUE...
+  pyxis-conf      --so PLUGIN --role R -- KEY=VALUE...   (log lines, '--', pyxis.conf)
+  plugstack-conf  --etc SLURM_ETC                         (plugstack.conf with ClusterKit's include line)
+  pyxis-line-check --so PLUGIN --etc SLURM_ETC            (compute: path=squashfuse|extract; exit 1 + one line)
+
 The work is done by the package's modules, one job each:
 
   console.py          log/warn/error lines, tables, usage errors, exit codes
@@ -37,6 +45,11 @@ The work is done by the package's modules, one job each:
   start_path.py       ``start-path``: squashfuse in place or extraction, from facts measured on the node
   selftest.py         ``selftest``: a real container start as an unprivileged user (selftest_image.py: its image)
   nccl_transport.py   ``nccl-check``: did NCCL use EFA (NET/OFI) or fall back to sockets? (NCCL_DEBUG=INFO)
+  settings.py         the node settings table (keys, defaults, patterns, hints, required roles)
+  args.py             ``node-args``: the Args checked against that table (did-you-mean), node.env
+  enroot_conf.py      ``enroot-conf``: /etc/enroot/enroot.conf
+  pyxis_conf.py       ``pyxis-conf``, ``plugstack-conf``, ``pyxis-line-check``: pyxis' options for the installed
+                      pyxis, pyxis.conf, the plugstack include line, the compute nodes' check of that line
 
 Exit codes: 0 everything present, 1 an image failed (or verify found the store unusable, or a node
 cannot run a locked image, or nodes of one queue differ, or the file system refused a write: read-only,
@@ -50,7 +63,8 @@ import argparse
 import sys
 from typing import Iterable, Optional
 
-from . import selftest, start_path
+from . import args as node_args
+from . import enroot_conf, pyxis_conf, selftest, start_path
 from .bundle_files import RULES_NAME, ZIPAPP_NAME
 from .console import EXIT_FAILED, EXIT_USAGE, PROG, UsageError, error, os_error_line
 from .drift import cmd_drift
@@ -62,6 +76,16 @@ from .sync_config import DEFAULT_HEARTBEAT
 from .verify import cmd_verify
 
 # ------------------------------------------------------------------------------------------------- CLI
+
+# What the node scripts run while they set a node up (Args, enroot.conf, pyxis.conf, plugstack.conf): they print
+# what the scripts write and log; the scripts do the writing (atomic, idempotent).
+NODE_SETUP = {
+    "node-args": node_args.cmd_node_args,
+    "enroot-conf": enroot_conf.cmd_enroot_conf,
+    "pyxis-conf": pyxis_conf.cmd_pyxis_conf,
+    "plugstack-conf": pyxis_conf.cmd_plugstack_conf,
+    "pyxis-line-check": pyxis_conf.cmd_pyxis_line_check,
+}
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=ZIPAPP_NAME, description=__doc__.split("\n\n")[0])
@@ -113,6 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--format", choices=("text", "json"), default="text")
     start_path.add_parser(sub)
     selftest.add_parser(sub)
+    node_args.add_parser(sub)
+    enroot_conf.add_parser(sub)
+    pyxis_conf.add_parsers(sub)
     return p
 
 
@@ -133,6 +160,8 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
             return selftest.cmd_selftest(args)
         if args.command == "nccl-check":
             return cmd_nccl_check(args)
+        if args.command in NODE_SETUP:
+            return NODE_SETUP[args.command](args)
         return cmd_verify(args)
     except UsageError as exc:
         for line in exc.lines:

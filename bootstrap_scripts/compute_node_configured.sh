@@ -49,28 +49,16 @@ check_pyxis() {
 }
 
 # check_pyxis_options: the plugstack line is the head node's (written for ITS pyxis, NFS-shared); a compute
-# AMI whose pyxis is older would refuse an option and slurmd would not start, so say it here, plainly.
+# AMI whose pyxis is older would refuse an option and slurmd would not start, so say it here, plainly
+# (clusterkit_node/pyxis_conf.py line_check). Sets LINE_START_PATH from the line (use_squashfuse=1 or not).
 LINE_START_PATH=extract
 check_pyxis_options() {
-    local conf="${CK_ROOT}${CK_SLURM_ETC}/plugstack.conf.d/pyxis.conf" version line word key since
-    local -a words
-    [[ -f "${conf}" ]] || return 0
-    version="$(ck_pyxis_version "${CK_PYXIS_SO}")"
-    while IFS= read -r line; do
-        [[ "${line}" =~ ^[[:space:]]*required[[:space:]] ]] || continue
-        read -ra words <<<"${line}"
-        for word in "${words[@]}"; do
-            key="${word%%=*}"
-            since="${CK_PYXIS_OPTION_SINCE[${key}]:-}"
-            if [[ -n "${since}" ]] && ! { [[ -n "${version}" ]] && ck_version_ge "${version}" "${since}"; }; then
-                ck_die 1 "${CK_SLURM_ETC}/plugstack.conf.d/pyxis.conf has ${key}, which this node's pyxis ${version:-of unknown version} does not know (the head node's pyxis does): slurmd would not start; use an AMI with the head node's pyxis for this queue"
-            fi
-            [[ "${word}" == use_squashfuse=1 ]] && LINE_START_PATH=squashfuse
-            if [[ "${key}" == importer && ! -x "${CK_ROOT}${word#importer=}" ]]; then
-                ck_die 1 "pyxis importer ${word#importer=} (from pyxis.conf) is not an executable file on this node: is /opt/parallelcluster/shared mounted and the head node's bundle live?"
-            fi
-        done
-    done <"${conf}"
+    local out rc=0
+    out="$(ck_node_tool pyxis-line-check --so "${CK_PYXIS_SO}" --etc "${CK_SLURM_ETC}")" || rc=$?
+    if ((rc != 0)); then
+        ck_die 1 "${out:-cannot check ${CK_SLURM_ETC}/plugstack.conf.d/pyxis.conf (${CK_ZIPAPP} exit ${rc})}"
+    fi
+    LINE_START_PATH="${out#path=}"
 }
 
 # check_start_path: the plugstack line (the head node's, for the whole cluster) says use_squashfuse=1 only when

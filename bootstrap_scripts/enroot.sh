@@ -9,7 +9,10 @@
 #   file CONTENTS always use real, unprefixed paths;
 # - files are written atomically (temp file + rename) and only when content or mode differ, so a
 #   second run changes nothing (idempotence is what makes OnNodeUpdated re-runs safe);
-# - settings come only from the CustomActions Args (ck_parse_args) or the documented defaults.
+# - settings come only from the CustomActions Args (ck_parse_args) or the documented defaults;
+# - what is parsed, checked or rendered (the Args against the one settings table, node.env, enroot.conf,
+#   pyxis.conf, plugstack.conf) is the node tools' job (clusterkit_node.pyz next to this file: args.py,
+#   enroot_conf.py, pyxis_conf.py); this file keeps the logging, the atomic writes, dirs, mounts, systemd.
 
 CK_ROOT="${CK_ROOT:-}"
 CK_LOG_FILE="${CK_LOG_FILE:-${CK_ROOT}/var/log/clusterkit/bootstrap.log}"
@@ -17,15 +20,15 @@ CK_SCRIPT_NAME="${CK_SCRIPT_NAME:-${0##*/}}"
 CK_LAST_CHANGED=no
 CK_SYSTEMD_DIRTY=no
 CK_TMP_PATHS=()
+# The node tools: the zipapp of the bundle this file came with (the head node calls them before that bundle is
+# live, so not through /opt/parallelcluster/shared/clusterkit). CK_ZIPAPP overrides it (tests).
+CK_ZIPAPP="${CK_ZIPAPP:-${BASH_SOURCE[0]%/*}/clusterkit_node.pyz}"
+CK_ARGS=()
 
 readonly CK_PYXIS_SO="/usr/local/lib/slurm/spank_pyxis.so"
 readonly CK_SLURM_ETC="/opt/slurm/etc"
 readonly CK_SLURM_BIN="/opt/slurm/bin"
 readonly CK_ENROOT_CREDENTIALS="/etc/enroot/credentials"
-# ClusterKit's pyxis importer: the node zipapp of the live bundle, which pyxis runs as `importer get URI` /
-# `importer release` (head_node.sh keeps /opt/parallelcluster/shared/clusterkit pointing at the live bundle;
-# NFS-shared, so the one plugstack line names a file every node has).
-readonly CK_PYXIS_IMPORTER="/opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz"
 # enroot's Slurm hooks: 50-slurm-pmi.sh passes PMI/PMIx env and mounts into containers, 50-slurm-pytorch.sh
 # sets MASTER_ADDR/RANK/WORLD_SIZE. Some enroot releases ship a separate 50-slurm-pmix.sh: enabled if present.
 readonly CK_ENROOT_HOOKS=(50-slurm-pmi.sh 50-slurm-pytorch.sh)
@@ -73,6 +76,10 @@ ck_cleanup() {
         [[ -e "${p}" || -L "${p}" ]] && rm -rf -- "${p}"
     done
     CK_TMP_PATHS=()
+# The node tools: the zipapp of the bundle this file came with (the head node calls them before that bundle is
+# live, so not through /opt/parallelcluster/shared/clusterkit). CK_ZIPAPP overrides it (tests).
+CK_ZIPAPP="${CK_ZIPAPP:-${BASH_SOURCE[0]%/*}/clusterkit_node.pyz}"
+CK_ARGS=()
 }
 
 # ck_compute_prologue ARG...: how both compute scripts begin once they sourced this file (their own lines
@@ -88,175 +95,40 @@ ck_compute_prologue() {
 # Args: KEY=VALUE strings from the PC CustomActions (contract: "Node settings")
 # ---------------------------------------------------------------------------------------------------
 
-declare -gA CK_DEFAULTS=(
-    [CK_CLUSTER]=""
-    [CK_OS]=""
-    [CK_STORE]="/fsx/containers"
-    [CK_BUNDLE]=""
-    [CK_REGION]=""
-    [CK_ECR_REGISTRIES]=""
-    [CK_UNLOCKED_IMAGES]="refuse"
-    [ENROOT_SQUASH_OPTIONS]="-comp zstd -Xcompression-level 3 -b 128K -no-fragments"
-    [ENROOT_MOUNT_HOME]="yes"
-    [ENROOT_ROOTFS_WRITABLE]="yes"
-    [ENROOT_TRANSFER_RETRIES]="5"
-    [ENROOT_CONNECT_TIMEOUT]="30"
-    [ENROOT_TRANSFER_TIMEOUT]="600"
-    [ENROOT_MAX_PROCESSORS]=""
-    [PYXIS_CONTAINER_SCOPE]="job"
-    [PYXIS_SBATCH_SUPPORT]="1"
-    [PYXIS_EXECUTE_ENTRYPOINT]="0"
-    [PYXIS_USE_ENROOT_LOAD]="0"
-    [PYXIS_USE_SQUASHFUSE]="1"
-)
-
-# Values are validated strictly because they end up in files that other programs evaluate: enroot
-# runs `eval echo` on every enroot.conf value, and systemd parses the unit's Environment= lines.
-# The same table is clusterkit_node/settings.py, which the CLI checks specs against;
-# tests/node/test_settings_contract.py sources this file and compares the two key by key.
-declare -gA CK_PATTERNS=(
-    [CK_CLUSTER]='^[A-Za-z][A-Za-z0-9-]{0,59}$'
-    [CK_OS]='^(alinux2023|ubuntu2204|ubuntu2404|rhel9)$'
-    [CK_STORE]='^(/[A-Za-z0-9_-][A-Za-z0-9._-]*)+$'
-    [CK_BUNDLE]='^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/([A-Za-z0-9._-]+/)*[A-Za-z0-9._-]+\.zip$'
-    [CK_REGION]='^[a-z]{2}(-[a-z]+)+-[0-9]+$'
-    [CK_ECR_REGISTRIES]='^([0-9]{12}\.dkr\.ecr(-fips)?\.[a-z]{2}(-[a-z]+)+-[0-9]+\.amazonaws\.com(\.cn)?( +|$))*$'
-    [CK_UNLOCKED_IMAGES]='^(refuse|import)$'
-    [ENROOT_SQUASH_OPTIONS]='^-[A-Za-z0-9._=, -]*$'
-    [ENROOT_MOUNT_HOME]='^(yes|no)$'
-    [ENROOT_ROOTFS_WRITABLE]='^(yes|no)$'
-    [ENROOT_TRANSFER_RETRIES]='^[0-9]{1,3}$'
-    [ENROOT_CONNECT_TIMEOUT]='^[0-9]{1,5}$'
-    [ENROOT_TRANSFER_TIMEOUT]='^[0-9]{1,6}$'
-    [ENROOT_MAX_PROCESSORS]='^([1-9][0-9]{0,3})?$'
-    [PYXIS_CONTAINER_SCOPE]='^(job|global)$'
-    [PYXIS_SBATCH_SUPPORT]='^[01]$'
-    [PYXIS_EXECUTE_ENTRYPOINT]='^[01]$'
-    [PYXIS_USE_ENROOT_LOAD]='^[01]$'
-    [PYXIS_USE_SQUASHFUSE]='^[01]$'
-)
-
-declare -gA CK_HINTS=(
-    [CK_CLUSTER]="a ParallelCluster cluster name: letter first, then letters, digits, hyphens (max 60)"
-    [CK_OS]="one of alinux2023, ubuntu2204, ubuntu2404, rhel9 (rhel8's python3 is too old)"
-    [CK_STORE]="an absolute path whose parts are letters, digits, . _ - and do not start with a dot, e.g. /fsx/containers"
-    [CK_BUNDLE]="s3://<bucket>/<sha256>.zip"
-    [CK_REGION]="an AWS region such as us-east-1"
-    [CK_ECR_REGISTRIES]="space-separated <12-digit account>.dkr.ecr.<region>.amazonaws.com hosts"
-    [CK_UNLOCKED_IMAGES]="refuse or import (what a job's --container-image that is not in the image lock gets)"
-    [ENROOT_SQUASH_OPTIONS]="mksquashfs options such as -comp zstd -Xcompression-level 3 -b 128K -no-fragments"
-    [ENROOT_MOUNT_HOME]="yes or no"
-    [ENROOT_ROOTFS_WRITABLE]="yes or no"
-    [ENROOT_TRANSFER_RETRIES]="a whole number of retries, e.g. 5"
-    [ENROOT_CONNECT_TIMEOUT]="seconds, e.g. 30"
-    [ENROOT_TRANSFER_TIMEOUT]="seconds, e.g. 600 (0 = no limit)"
-    [ENROOT_MAX_PROCESSORS]="empty (all CPUs) or a positive number"
-    [PYXIS_CONTAINER_SCOPE]="job or global"
-    [PYXIS_SBATCH_SUPPORT]="0 or 1"
-    [PYXIS_EXECUTE_ENTRYPOINT]="0 or 1"
-    [PYXIS_USE_ENROOT_LOAD]="0 or 1"
-    [PYXIS_USE_SQUASHFUSE]="0 or 1"
-)
-
-# ck_role_keys ROLE: the keys a script accepts, sorted. CK_BUNDLE is head-node only (contract).
-ck_role_keys() {
-    local k
-    for k in "${!CK_DEFAULTS[@]}"; do
-        if [[ "$1" != head && "${k}" == CK_BUNDLE ]]; then
-            continue
-        fi
-        printf '%s\n' "${k}"
-    done | sort
+# ck_node_tool COMMAND ARG...: run the node tools (python3 is on every supported AMI: the zipapp needs >= 3.9).
+ck_node_tool() {
+    python3 "${CK_ZIPAPP}" "$@"
 }
 
-ck_required_keys() {
-    if [[ "$1" == head ]]; then
-        printf '%s\n' CK_BUNDLE CK_CLUSTER CK_OS CK_REGION
-    else
-        printf '%s\n' CK_CLUSTER CK_OS
-    fi
-}
-
-# ck_suggest KEY KNOWN...: a "did you mean" for the common slips (case, missing prefix, typo'd tail).
-ck_suggest() {
-    local key="$1" k upper
-    shift
-    upper="${key^^}"
-    for k in "$@"; do
-        if [[ "${upper}" == "${k}" || "CK_${upper}" == "${k}" || "ENROOT_${upper}" == "${k}" ||
-            "PYXIS_${upper}" == "${k}" ]]; then
-            printf '%s' "${k}"
-            return 0
-        fi
-    done
-    for k in "$@"; do
-        if [[ ${#upper} -ge 6 && ("${k}" == "${upper:0:${#upper}-2}"* || "${upper}" == "${k:0:${#k}-2}"*) ]]; then
-            printf '%s' "${k}"
-            return 0
-        fi
-    done
-    return 1
-}
-
-# ck_parse_args ROLE ARG...: validate KEY=VALUE Args against ROLE's keys and set one shell variable
-# per key (defaults first, so nothing leaks in from the caller's environment). Exit 2 on any error.
+# ck_parse_args ROLE ARG...: the Args checked against the one settings table (clusterkit_node/settings.py, by
+# the node tools' node-args: keys, values, did-you-mean) into one shell variable per key, defaults first, so
+# nothing leaks in from the caller's environment. Exit 2 on a bad Arg, with its one line.
 ck_parse_args() {
-    local role="$1" arg key value i=0 suggestion known_list
-    local -a known=()
-    local -A seen=()
+    local role="$1" out rc=0
     shift
-    mapfile -t known < <(ck_role_keys "${role}")
-    known_list="${known[*]}"
-    for key in "${known[@]}"; do
-        printf -v "${key}" '%s' "${CK_DEFAULTS[${key}]}"
-    done
-    for arg in "$@"; do
-        i=$((i + 1))
-        if [[ "${arg}" != *=* ]]; then
-            ck_die 2 "Args[${i}] '${arg}': not KEY=VALUE (each CustomActions Args entry is one KEY=VALUE string)"
-        fi
-        key="${arg%%=*}"
-        value="${arg#*=}"
-        if [[ " ${known_list} " != *" ${key} "* ]]; then
-            if [[ "${key}" == CK_BUNDLE ]]; then
-                ck_die 2 "Args[${i}] ${key}: unknown key ${key} for ${CK_SCRIPT_NAME} (CK_BUNDLE is head-node only)"
-            fi
-            if suggestion="$(ck_suggest "${key}" "${known[@]}")"; then
-                ck_die 2 "Args[${i}] ${key}: unknown key ${key} (did you mean ${suggestion}?)"
-            fi
-            ck_die 2 "Args[${i}] ${key}: unknown key ${key} (known keys: ${known_list})"
-        fi
-        if [[ -n "${seen[${key}]:-}" ]]; then
-            ck_die 2 "Args[${i}] ${key}: given twice (first at Args[${seen[${key}]}]; keep one)"
-        fi
-        seen[${key}]="${i}"
-        if [[ ! "${value}" =~ ${CK_PATTERNS[${key}]} ]]; then
-            ck_die 2 "Args[${i}] ${key}=${value}: invalid value (expected ${CK_HINTS[${key}]})"
-        fi
-        printf -v "${key}" '%s' "${value}"
-    done
-    while read -r key; do
-        if [[ -z "${!key}" ]]; then
-            ck_die 2 "Args: missing required key ${key} (add '${key}=<${CK_HINTS[${key}]}>' to the CustomActions Args)"
-        fi
-    done < <(ck_required_keys "${role}")
+    out="$(ck_node_tool node-args --role "${role}" --script "${CK_SCRIPT_NAME}" -- "$@")" || rc=$?
+    if ((rc != 0)); then
+        ck_die "${rc}" "${out:-the node tools could not check the Args (${CK_ZIPAPP} exit ${rc})}"
+    fi
+    [[ -n "${out}" ]] || ck_die 1 "the node tools printed no settings for the Args (${CK_ZIPAPP} node-args)"
+    # node.env: KEY='value' lines of checked values (args.py quotes them), so evaluating it sets just those.
+    eval "${out}"
+    CK_NODE_ENV="${out}"
     CK_ROLE="${role}"
+    CK_ARGS=("$@")
 }
 
-ck_shell_quote() {
-    printf "'%s'" "${1//\'/\'\\\'\'}"
+# ck_node_setup COMMAND ARG...: a node-tools command that renders from the node's Args (parsed again there).
+ck_node_setup() {
+    local command="$1"
+    shift
+    ck_node_tool "${command}" "$@" --role "${CK_ROLE}" --script "${CK_SCRIPT_NAME}" -- "${CK_ARGS[@]}"
 }
 
 # ck_write_node_env: /etc/clusterkit/node.env, every accepted key with its effective value.
 ck_write_node_env() {
-    local key content
-    content="# ClusterKit node settings (${CK_SCRIPT_NAME} Args + documented defaults); shell syntax."$'\n'
-    content+="# Written by the node scripts on every run; edit the cluster spec, not this file."$'\n'
-    while read -r key; do
-        content+="${key}=$(ck_shell_quote "${!key}")"$'\n'
-    done < <(ck_role_keys "${CK_ROLE}")
     ck_ensure_dir "${CK_ROOT}/etc/clusterkit" 0755
-    ck_write_file "${CK_ROOT}/etc/clusterkit/node.env" 0644 "${content}"
+    ck_write_file "${CK_ROOT}/etc/clusterkit/node.env" 0644 "${CK_NODE_ENV}"
 }
 
 # ---------------------------------------------------------------------------------------------------
@@ -399,48 +271,14 @@ ck_make_enroot_dirs() {
     fi
 }
 
-# ck_render_enroot_conf: /etc/enroot/enroot.conf content for the current settings and layout.
-# enroot reads each "KEY value" line and runs `eval echo value` as the calling user, which is what
-# makes the per-user `$(id -u)` paths work (single quotes below keep them literal here).
-ck_render_enroot_conf() {
-    local config_path
-    # shellcheck disable=SC2016 # literal $(...) / ${...}: evaluated by enroot for each user
-    config_path='${HOME:-$(echo ~)}/.config/enroot'
-    if [[ -n "${CK_ECR_REGISTRIES}" ]]; then
-        # enroot only reads $ENROOT_CONFIG_PATH/.credentials. Link the system-wide file there the
-        # first time a user runs enroot, unless the user already has their own credentials file.
-        # shellcheck disable=SC2016 # literal, evaluated by enroot for each user
-        config_path='$(d="${HOME:-$(echo ~)}/.config/enroot"; if [ ! -e "$d/.credentials" ] && [ ! -L "$d/.credentials" ]; then mkdir -p "$d" && ln -s '"${CK_ENROOT_CREDENTIALS}"' "$d/.credentials"; fi >/dev/null 2>&1; echo "$d")'
-    fi
-    cat <<EOF
-# Managed by ClusterKit (bootstrap_scripts/enroot.sh) from the node's CustomActions Args; edits are
-# overwritten on the next run. Working dirs: ${CK_ENROOT_MEDIUM}; never FSx or NFS (enroot#154).
-# Runtime, data and the layer cache are per user (user-\$(id -u)): enroot creates each 0700 for the
-# user who runs it first, so a per-group cache locks out every other user of that group.
-ENROOT_RUNTIME_PATH ${CK_ENROOT_RUNTIME_DIR}/user-\$(id -u)
-ENROOT_DATA_PATH ${CK_ENROOT_DATA_DIR}/user-\$(id -u)
-ENROOT_CACHE_PATH ${CK_ENROOT_CACHE_DIR}/user-\$(id -u)
-ENROOT_TEMP_PATH ${CK_ENROOT_TEMP_DIR}
-# Per-user config (hooks.d, mounts.d, environ.d, .credentials) in the home directory.
-EOF
-    if [[ -n "${CK_ECR_REGISTRIES}" ]]; then
-        printf '%s\n' "# ECR: ${CK_ENROOT_CREDENTIALS} (system-wide, see enroot.sh) is linked as the user's .credentials if absent."
-    fi
-    printf 'ENROOT_CONFIG_PATH %s\n' "${config_path}"
-    printf 'ENROOT_SQUASH_OPTIONS %s\n' "${ENROOT_SQUASH_OPTIONS}"
-    if [[ -n "${ENROOT_MAX_PROCESSORS}" ]]; then
-        printf 'ENROOT_MAX_PROCESSORS %s\n' "${ENROOT_MAX_PROCESSORS}"
-    fi
-    printf 'ENROOT_CONNECT_TIMEOUT %s\n' "${ENROOT_CONNECT_TIMEOUT}"
-    printf 'ENROOT_TRANSFER_TIMEOUT %s\n' "${ENROOT_TRANSFER_TIMEOUT}"
-    printf 'ENROOT_TRANSFER_RETRIES %s\n' "${ENROOT_TRANSFER_RETRIES}"
-    printf 'ENROOT_MOUNT_HOME %s\n' "${ENROOT_MOUNT_HOME}"
-    printf 'ENROOT_ROOTFS_WRITABLE %s\n' "${ENROOT_ROOTFS_WRITABLE}"
-}
-
+# ck_write_enroot_conf: /etc/enroot/enroot.conf for the current settings and layout (clusterkit_node/enroot_conf.py).
 ck_write_enroot_conf() {
+    local content
     ck_ensure_dir "${CK_ROOT}/etc/enroot" 0755
-    ck_write_file "${CK_ROOT}/etc/enroot/enroot.conf" 0644 "$(ck_render_enroot_conf)"
+    content="$(ck_node_setup enroot-conf --medium "${CK_ENROOT_MEDIUM}" --runtime-dir "${CK_ENROOT_RUNTIME_DIR}" \
+        --data-dir "${CK_ENROOT_DATA_DIR}" --cache-dir "${CK_ENROOT_CACHE_DIR}" --temp-dir "${CK_ENROOT_TEMP_DIR}")" ||
+        ck_die 1 "cannot render /etc/enroot/enroot.conf (${CK_ZIPAPP} enroot-conf failed)"
+    ck_write_file "${CK_ROOT}/etc/enroot/enroot.conf" 0644 "${content}"
 }
 
 # ck_find_hook NAME: path of the packaged hook NAME (enroot packages put their optional hooks in
@@ -546,34 +384,14 @@ ck_setup_local_enroot() {
 # Pyxis plugstack (head node only: /opt/slurm is NFS-shared to compute nodes)
 # ---------------------------------------------------------------------------------------------------
 
-# Pyxis options newer than pyxis 0.20.0 (the first pyxis on ParallelCluster AMIs) and the release ClusterKit
-# writes each for (pyxis config.c). Pyxis refuses options it does not know, and with a `required` line
-# that stops slurmd on every node (measured: real-runtime.md), so none is written for an older pyxis.
-# importer= (0.21) and use_squashfuse (0.22) are older than 0.24.0, but starting an importer's file in
-# place (pyxis_slurmstepd.c, pyxis_can_direct_start_squashfs) is what 0.24.0 does and what the tests ran.
-declare -gA CK_PYXIS_OPTION_SINCE=([use_enroot_load]=0.21.0 [use_squashfuse]=0.24.0 [importer]=0.24.0)
-
-# ck_pyxis_version SO: the version the plugin reports (the string slurmd logs as "pyxis: version vX"),
-# read from the .so itself; empty when it cannot be read.
-ck_pyxis_version() {
-    local found
-    found="$(grep -aoE 'pyxis: version v[0-9]+\.[0-9]+\.[0-9]+' -- "${CK_ROOT}$1" 2>/dev/null | head -n 1)" || true
-    printf '%s' "${found##*v}"
-}
-
-# ck_version_ge A B: is version A >= version B (dotted numbers)?
-ck_version_ge() {
-    [[ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n 1)" == "$2" ]]
-}
-
 # ck_start_path: how pyxis can start containers on THIS node, measured by the node tools (clusterkit_node
 # start_path.py: squashfuse and fuse-overlayfs present, /dev/fuse usable by an unprivileged user, the pyxis
 # version), never assumed from the OS name. Sets CK_START_PATH=squashfuse|extract and CK_START_PATH_WHY.
 ck_start_path() {
-    local out line zipapp="${CK_ROOT}${CK_PYXIS_IMPORTER}"
+    local out line
     CK_START_PATH=extract
     CK_START_PATH_WHY=""
-    if ! out="$(python3 "${zipapp}" start-path --want-squashfuse "${PYXIS_USE_SQUASHFUSE}" --os "${CK_OS}" 2>&1)"; then
+    if ! out="$(ck_node_tool start-path --want-squashfuse "${PYXIS_USE_SQUASHFUSE}" --os "${CK_OS}" 2>&1)"; then
         CK_START_PATH_WHY="the start-path check failed: ${out//$'\n'/ | }"
         return 0
     fi
@@ -587,58 +405,16 @@ ck_start_path() {
     done <<<"${out}"
 }
 
-# ck_pyxis_options SO: set CK_PYXIS_OPTIONS to the option words for the plugstack line, keeping only
-# what the installed pyxis knows. An option the spec asked for (use_enroot_load) is a WARN when left
-# out; ClusterKit's importer on an older pyxis is an INFO line. use_squashfuse=1 is written only when this
-# node can start a .sqsh in place (ck_start_path); otherwise pyxis extracts each image onto node-local disk
-# (the importer still maps locked names to store files) and one WARN line says what is missing and the fix.
-ck_pyxis_options() {
-    local so="$1" version opt since level
-    local -a wanted=() defaults=(importer="${CK_PYXIS_IMPORTER}")
-    version="$(ck_pyxis_version "${so}")"
-    CK_PYXIS_OPTIONS="runtime_path=/run/pyxis container_scope=${PYXIS_CONTAINER_SCOPE} sbatch_support=${PYXIS_SBATCH_SUPPORT} execute_entrypoint=${PYXIS_EXECUTE_ENTRYPOINT}"
-    if [[ -n "${version}" ]]; then
-        ck_log INFO "pyxis ${version} at ${so}"
-    else
-        ck_log WARN "cannot read the pyxis version from ${so}: writing only the options every pyxis >= 0.20 knows"
-    fi
-    [[ "${PYXIS_USE_ENROOT_LOAD}" == 1 ]] && wanted+=(use_enroot_load=1)
-    for opt in "${wanted[@]}" "${defaults[@]}"; do
-        since="${CK_PYXIS_OPTION_SINCE[${opt%%=*}]}"
-        if [[ -n "${version}" ]] && ck_version_ge "${version}" "${since}"; then
-            CK_PYXIS_OPTIONS+=" ${opt}"
-            continue
-        fi
-        level=WARN
-        [[ " ${defaults[*]} " == *" ${opt} "* ]] && level=INFO
-        ck_log "${level}" "pyxis ${version:-of unknown version} does not know ${opt%%=*} (ClusterKit writes it for pyxis >= ${since}): not written, so slurmd still starts$(ck_pyxis_fallback "${opt%%=*}")"
-    done
-    if [[ "${PYXIS_USE_SQUASHFUSE}" != 1 ]]; then
-        ck_log INFO "use_squashfuse is off in the spec: pyxis extracts every image (enroot create)"
-    elif [[ -z "${version}" ]] || ! ck_version_ge "${version}" "${CK_PYXIS_OPTION_SINCE[use_squashfuse]}"; then
-        ck_log INFO "pyxis ${version:-of unknown version} does not know use_squashfuse (ClusterKit writes it for pyxis >= ${CK_PYXIS_OPTION_SINCE[use_squashfuse]}): not written$(ck_pyxis_fallback use_squashfuse)"
-    else
-        ck_start_path
-        if [[ "${CK_START_PATH}" == squashfuse ]]; then
-            CK_PYXIS_OPTIONS+=" use_squashfuse=1"
-            ck_log INFO "containers start in place from the store (use_squashfuse=1): squashfuse and /dev/fuse checked on this node"
-        else
-            ck_log WARN "containers start by extraction onto node-local disk, not in place: ${CK_START_PATH_WHY}"
-        fi
-    fi
-}
-
-# ck_pyxis_fallback OPTION: what a node does without OPTION (for the log line).
-ck_pyxis_fallback() {
-    case "$1" in
-    importer) printf '%s' "; registry images are imported by pyxis itself (enroot import per job)" ;;
-    use_squashfuse) printf '%s' "; every container start extracts its image (enroot create)" ;;
-    esac
-}
-
-ck_render_pyxis_conf() {
-    printf '%s\n' "# Managed by ClusterKit head_node.sh (PYXIS_* Args, filtered for the installed pyxis). Installed atomically from outside this directory (aws-parallelcluster#6459)."
-    printf 'required %s %s\n' "$1" "${CK_PYXIS_OPTIONS}"
+# ck_pyxis_conf SO: set CK_PYXIS_CONF to pyxis.conf for the installed pyxis and the Args (clusterkit_node/
+# pyxis_conf.py: options the installed pyxis does not know are left out, use_squashfuse=1 only when this node can
+# start a .sqsh in place), logging the lines the node tools print before it (LEVEL message).
+ck_pyxis_conf() {
+    local out line
+    out="$(ck_node_setup pyxis-conf --so "$1")" || ck_die 1 "cannot render pyxis.conf (${CK_ZIPAPP} pyxis-conf failed)"
+    while IFS= read -r line; do
+        ck_log "${line%% *}" "${line#* }"
+    done <<<"${out%%$'\n'--$'\n'*}"
+    CK_PYXIS_CONF="${out#*$'\n'--$'\n'}"
 }
 
 # ck_install_plugstack SLURM_ETC PLUGIN_SO: plugstack.conf including plugstack.conf.d/*, and pyxis.conf
@@ -646,29 +422,21 @@ ck_render_pyxis_conf() {
 # refuse to start). pyxis.conf's temp file lives in SLURM_ETC, never in plugstack.conf.d, so no node
 # ever includes a half-written or temp file. Sets CK_PLUGSTACK_CHANGED=yes|no.
 ck_install_plugstack() {
-    local etc="$1" so="$2" include_line plugstack have="" content
+    local etc="$1" so="$2" plugstack content
     CK_PLUGSTACK_CHANGED=no
     if [[ ! -f "${CK_ROOT}${so}" ]]; then
         ck_die 1 "refusing to install a 'required' plugstack line: plugin ${so} not found (it would stop slurmd and every srun/sbatch)"
     fi
-    include_line="include ${etc}/plugstack.conf.d/*"
     plugstack="${CK_ROOT}${etc}/plugstack.conf"
     ck_ensure_dir "${CK_ROOT}${etc}/plugstack.conf.d" 0755
-    content="# Managed by ClusterKit head_node.sh: SPANK plugins are configured in plugstack.conf.d/."$'\n'"${include_line}"$'\n'
-    if [[ -f "${plugstack}" ]]; then
-        IFS= read -r -d '' have <"${plugstack}" || true
-        if [[ $'\n'"${have}" == *$'\n'"${include_line}"$'\n'* ]]; then
-            content="${have}"
-        elif [[ -n "${have//[[:space:]]/}" ]]; then
-            # Keep whatever a site configured and add our include.
-            [[ "${have}" == *$'\n' ]] || have+=$'\n'
-            content="${have}${include_line}"$'\n'
-        fi
-    fi
+    # The file as the node tools print it, trailing newlines included (a site's own file is kept as it is).
+    content="$(ck_node_tool plugstack-conf --etc "${etc}" && printf x)" ||
+        ck_die 1 "cannot render ${etc}/plugstack.conf (${CK_ZIPAPP} plugstack-conf failed)"
+    content="${content%x}"
     ck_write_file "${plugstack}" 0644 "${content}"
     [[ "${CK_LAST_CHANGED}" == yes ]] && CK_PLUGSTACK_CHANGED=yes
-    ck_pyxis_options "${so}"
-    ck_write_file "${CK_ROOT}${etc}/plugstack.conf.d/pyxis.conf" 0644 "$(ck_render_pyxis_conf "${so}")" "${CK_ROOT}${etc}"
+    ck_pyxis_conf "${so}"
+    ck_write_file "${CK_ROOT}${etc}/plugstack.conf.d/pyxis.conf" 0644 "${CK_PYXIS_CONF}" "${CK_ROOT}${etc}"
     [[ "${CK_LAST_CHANGED}" == yes ]] && CK_PLUGSTACK_CHANGED=yes
     return 0
 }

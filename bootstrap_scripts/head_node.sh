@@ -4,12 +4,12 @@
 # when its unit or image lock changed).
 #
 # Args (one KEY=VALUE each): CK_CLUSTER, CK_OS, CK_BUNDLE, CK_REGION (required); CK_STORE,
-# CK_ECR_REGISTRIES, ENROOT_*, PYXIS_* (optional; see enroot.sh ck_parse_args for values/defaults).
+# CK_ECR_REGISTRIES, ENROOT_*, PYXIS_* (optional; values and defaults: clusterkit_node/settings.py).
 #
 # Order, and why:
 #  1. download + unpack the bundle (the shared functions live in it, so this script carries only a
 #     minimal logger until then); the unpacked copy is validated before it goes live;
-#  2. parse/validate Args with the bundle's enroot.sh -> /etc/clusterkit/node.env;
+#  2. parse/validate Args with the bundle's node tools (enroot.sh ck_parse_args) -> /etc/clusterkit/node.env;
 #  3. preflight: enroot + pyxis must come with the AMI (PC >= 3.11.1);
 #  4. switch /opt/parallelcluster/shared/clusterkit (NFS-shared; compute nodes source it) to the new
 #     bundle with one atomic symlink rename;

@@ -2,7 +2,7 @@
 
 Two kinds of caller, one file: the node scripts and the image-sync unit run the image store and node commands
 (``sync``, ``status``, ``verify``, ``fingerprint``, ``drift``, ``start-path``, ``selftest``; jobs ``nccl-check``:
-cli.py), and pyxis runs the zipapp itself
+commands.py), and pyxis runs the zipapp itself
 as its ``importer=`` (``get URI`` / ``release``: pyxis_importer.py), per container step, as the job's
 user. The importer's words are dispatched before anything else is imported, so a container start pays
 only for the modules it uses.
@@ -20,8 +20,8 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
     if args[:1] and args[0] in IMPORTER_COMMANDS:
         from . import pyxis_importer
         return pyxis_importer.main(args)
-    from . import cli
-    return cli.main(args)
+    from . import commands
+    return commands.main(args)
 
 
 if __name__ == "__main__":

@@ -3,19 +3,16 @@
 Why one table: the values end up in files other programs evaluate (enroot runs ``eval echo`` on every
 enroot.conf value; systemd parses the image-sync unit's ``Environment=`` lines; mksquashfs gets the
 squash options word-split), so the nodes check each one strictly, and the CLI must never accept a value
-a node would refuse at boot. ``clusterkit.rules.check`` checks every setting the spec produces against this
-table, ``clusterkit.spec.model`` takes its defaults from it, and ``bootstrap_scripts/enroot.sh`` states the
-same table in bash (``CK_DEFAULTS``/``CK_PATTERNS``/``CK_HINTS``), which
-``tests/node/test_settings_contract.py`` sources and compares key by key.
+a node would refuse at boot. ``clusterkit.rules`` checks every setting the spec produces against this
+table, ``clusterkit.spec.model`` takes its defaults from it, and the nodes parse their Args with it
+(``args.py``, the zipapp's ``node-args``, which the node scripts call before anything else): one table,
+no copy in bash.
 
-Patterns are written once for both languages: Python matches them with ``re.fullmatch``, bash with
-``[[ $v =~ ^(pattern)$ ]]`` (POSIX ERE; only the constructs both agree on are used). A store path is
-absolute, and no part of it starts with a dot, so ``..`` and hidden directories cannot reach the S3
-data-repository path or a systemd unit.
+Patterns are matched with ``re.fullmatch`` (ASCII classes only, so the nodes and the CLI agree whatever
+the locale). A store path is absolute, and no part of it starts with a dot, so ``..`` and hidden
+directories cannot reach the S3 data-repository path or a systemd unit.
 
-Stdlib only, Python 3.9 (the oldest python3 on supported AMIs). The node scripts check their Args in bash
-before any Python runs, so enroot.sh's statement of the table is what the nodes check with; the test keeps
-the two equal.
+Stdlib only, Python 3.9 (the oldest python3 on supported AMIs).
 """
 from __future__ import annotations
 
@@ -31,6 +28,11 @@ class Setting:
     pattern: str
     hint: str
     head_only: bool = False
+    required_on: Tuple[str, ...] = ()  # the roles ("head", "compute") whose Args must set it (non-empty)
+    # The spec field the CLI derives the value from ("" when no spec field sets it): the CLI emits the settings
+    # that have one, in this table's order, reading the field's resolved value (a bool as yes/no or 1/0, as
+    # the pattern wants), and names the field in its errors.
+    spec_field: str = ""
 
     def problem(self, value: str) -> Optional[str]:
         """None when ``value`` is one the nodes accept, else why not (one line)."""
@@ -44,33 +46,53 @@ DEFAULT_SQUASH_OPTIONS = "-comp zstd -Xcompression-level 3 -b 128K -no-fragments
 
 SETTINGS: Tuple[Setting, ...] = (
     Setting("CK_CLUSTER", "", r"[A-Za-z][A-Za-z0-9-]{0,59}",
-            "a ParallelCluster cluster name: letter first, then letters, digits, hyphens (max 60)"),
+            "a ParallelCluster cluster name: letter first, then letters, digits, hyphens (max 60)",
+            required_on=("head", "compute"),
+            spec_field="name"),
     Setting("CK_OS", "", r"(alinux2023|ubuntu2204|ubuntu2404|rhel9)",
-            "one of alinux2023, ubuntu2204, ubuntu2404, rhel9 (rhel8's python3 is too old)"),
+            "one of alinux2023, ubuntu2204, ubuntu2404, rhel9 (rhel8's python3 is too old)",
+            required_on=("head", "compute"),
+            spec_field="os"),
+    Setting("CK_REGION", "", r"[a-z]{2}(-[a-z]+)+-[0-9]+", "an AWS region such as us-east-1",
+            required_on=("head",),
+            spec_field="region"),
     Setting("CK_STORE", "/fsx/containers", STORE_PATTERN,
             "an absolute path whose parts are letters, digits, . _ - and do not start with a dot, "
-            "e.g. /fsx/containers"),
+            "e.g. /fsx/containers",
+            spec_field="storage.fsx_lustre.image_store"),
     Setting("CK_BUNDLE", "", r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/([A-Za-z0-9._-]+/)*[A-Za-z0-9._-]+\.zip",
-            "s3://<bucket>/<sha256>.zip", head_only=True),
-    Setting("CK_REGION", "", r"[a-z]{2}(-[a-z]+)+-[0-9]+", "an AWS region such as us-east-1"),
+            "s3://<bucket>/<sha256>.zip", head_only=True, required_on=("head",)),
+    Setting("CK_UNLOCKED_IMAGES", "refuse", r"(refuse|import)",
+            "refuse or import (what a job's --container-image that is not in the image lock gets)",
+            spec_field="containers.pyxis.unlocked_images"),
+    Setting("ENROOT_SQUASH_OPTIONS", DEFAULT_SQUASH_OPTIONS, r"-[A-Za-z0-9._=, -]*",
+            f"mksquashfs options such as {DEFAULT_SQUASH_OPTIONS}",
+            spec_field="containers.enroot.squash_options"),
+    Setting("ENROOT_MOUNT_HOME", "yes", r"(yes|no)", "yes or no",
+            spec_field="containers.enroot.mount_home"),
+    Setting("ENROOT_ROOTFS_WRITABLE", "yes", r"(yes|no)", "yes or no",
+            spec_field="containers.enroot.rootfs_writable"),
+    Setting("ENROOT_TRANSFER_RETRIES", "5", r"[0-9]{1,3}", "a whole number of retries, e.g. 5",
+            spec_field="containers.enroot.transfer_retries"),
+    Setting("ENROOT_CONNECT_TIMEOUT", "30", r"[0-9]{1,5}", "seconds, e.g. 30",
+            spec_field="containers.enroot.connect_timeout_s"),
+    Setting("ENROOT_TRANSFER_TIMEOUT", "600", r"[0-9]{1,6}", "seconds, e.g. 600 (0 = no limit)",
+            spec_field="containers.enroot.transfer_timeout_s"),
+    Setting("ENROOT_MAX_PROCESSORS", "", r"([1-9][0-9]{0,3})?", "empty (all CPUs) or a positive number"),
+    Setting("PYXIS_CONTAINER_SCOPE", "job", r"(job|global)", "job or global",
+            spec_field="containers.pyxis.container_scope"),
+    Setting("PYXIS_SBATCH_SUPPORT", "1", r"[01]", "0 or 1",
+            spec_field="containers.pyxis.sbatch_support"),
+    Setting("PYXIS_EXECUTE_ENTRYPOINT", "0", r"[01]", "0 or 1",
+            spec_field="containers.pyxis.execute_entrypoint"),
+    Setting("PYXIS_USE_ENROOT_LOAD", "0", r"[01]", "0 or 1",
+            spec_field="containers.pyxis.use_enroot_load"),
+    Setting("PYXIS_USE_SQUASHFUSE", "1", r"[01]", "0 or 1",
+            spec_field="containers.pyxis.use_squashfuse"),
     Setting("CK_ECR_REGISTRIES", "",
             r"([0-9]{12}\.dkr\.ecr(-fips)?\.[a-z]{2}(-[a-z]+)+-[0-9]+\.amazonaws\.com(\.cn)?( +|$))*",
-            "space-separated <12-digit account>.dkr.ecr.<region>.amazonaws.com hosts"),
-    Setting("CK_UNLOCKED_IMAGES", "refuse", r"(refuse|import)",
-            "refuse or import (what a job's --container-image that is not in the image lock gets)"),
-    Setting("ENROOT_SQUASH_OPTIONS", DEFAULT_SQUASH_OPTIONS, r"-[A-Za-z0-9._=, -]*",
-            f"mksquashfs options such as {DEFAULT_SQUASH_OPTIONS}"),
-    Setting("ENROOT_MOUNT_HOME", "yes", r"(yes|no)", "yes or no"),
-    Setting("ENROOT_ROOTFS_WRITABLE", "yes", r"(yes|no)", "yes or no"),
-    Setting("ENROOT_TRANSFER_RETRIES", "5", r"[0-9]{1,3}", "a whole number of retries, e.g. 5"),
-    Setting("ENROOT_CONNECT_TIMEOUT", "30", r"[0-9]{1,5}", "seconds, e.g. 30"),
-    Setting("ENROOT_TRANSFER_TIMEOUT", "600", r"[0-9]{1,6}", "seconds, e.g. 600 (0 = no limit)"),
-    Setting("ENROOT_MAX_PROCESSORS", "", r"([1-9][0-9]{0,3})?", "empty (all CPUs) or a positive number"),
-    Setting("PYXIS_CONTAINER_SCOPE", "job", r"(job|global)", "job or global"),
-    Setting("PYXIS_SBATCH_SUPPORT", "1", r"[01]", "0 or 1"),
-    Setting("PYXIS_EXECUTE_ENTRYPOINT", "0", r"[01]", "0 or 1"),
-    Setting("PYXIS_USE_ENROOT_LOAD", "0", r"[01]", "0 or 1"),
-    Setting("PYXIS_USE_SQUASHFUSE", "1", r"[01]", "0 or 1"),
+            "space-separated <12-digit account>.dkr.ecr.<region>.amazonaws.com hosts",
+            spec_field="containers.images"),
 )
 BY_KEY: Dict[str, Setting] = {s.key: s for s in SETTINGS}
 
@@ -97,7 +119,7 @@ def show(value: str) -> str:
 # A subset of mksquashfs's grammar (squashfs-tools 4.5/4.6, `mksquashfs -help`): the compression and layout
 # options that make sense for container images. enroot runs `mksquashfs rootfs FILE -all-root -no-progress
 # -processors N ${ENROOT_SQUASH_OPTIONS}`, so anything that excludes files, appends, sorts or changes
-# ownership is refused. tests/node/test_settings_contract.py runs the real mksquashfs on every accepted
+# ownership is refused. tests/node_package/test_settings.py runs the real mksquashfs on every accepted
 # example (it must accept) and every refused example mksquashfs also rejects.
 COMPRESSORS = ("gzip", "lzo", "lz4", "xz", "zstd")
 DEFAULT_COMPRESSOR = "gzip"  # mksquashfs's own default

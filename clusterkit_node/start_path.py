@@ -165,25 +165,32 @@ def profile_differences(facts: StartFacts, os_name: str) -> List[str]:
     return out
 
 
+def report(want_squashfuse: bool, os_name: Optional[str]) -> List[str]:
+    """The text lines: ``path=squashfuse|extract`` first (the node scripts and pyxis_conf.py read that line),
+    then the facts, each ``why extract:`` reason and each difference from the OS's profile."""
+    facts = measure(dict(os.environ))
+    decided = choose(facts, wanted=want_squashfuse)
+    lines = [f"path={decided.path}",
+             f"facts: pyxis {facts.pyxis or 'unknown'}, enroot {facts.enroot or 'unknown'}, squashfuse "
+             f"{'yes' if facts.squashfuse else 'no'}, fuse-overlayfs {'yes' if facts.fuse_overlayfs else 'no'}, "
+             f"/dev/fuse for users: {'yes' if facts.fuse_for_users else 'no'} ({facts.fuse_detail})"]
+    lines += [f"why extract: {reason}" for reason in decided.reasons]
+    if os_name:
+        lines += [f"differs from the {os_name} profile: {line}" for line in profile_differences(facts, os_name)]
+    return lines
+
+
 def cmd_start_path(args: "argparse.Namespace") -> int:
     """Print ``path=squashfuse|extract`` first (the node scripts read that line), then why."""
-    env = dict(os.environ)
-    facts = measure(env)
-    decided = choose(facts, wanted=args.want_squashfuse == "1")
-    differs = profile_differences(facts, args.os) if args.os else []
     if args.format == "json":
-        doc = decided.as_dict()
-        doc["differs_from_profile"] = differs
+        env = dict(os.environ)
+        facts = measure(env)
+        doc = choose(facts, wanted=args.want_squashfuse == "1").as_dict()
+        doc["differs_from_profile"] = profile_differences(facts, args.os) if args.os else []
         print(json.dumps(doc, sort_keys=True))
         return 0
-    print(f"path={decided.path}")
-    print(f"facts: pyxis {facts.pyxis or 'unknown'}, enroot {facts.enroot or 'unknown'}, squashfuse "
-          f"{'yes' if facts.squashfuse else 'no'}, fuse-overlayfs {'yes' if facts.fuse_overlayfs else 'no'}, "
-          f"/dev/fuse for users: {'yes' if facts.fuse_for_users else 'no'} ({facts.fuse_detail})")
-    for reason in decided.reasons:
-        print(f"why extract: {reason}")
-    for line in differs:
-        print(f"differs from the {args.os} profile: {line}")
+    for line in report(args.want_squashfuse == "1", args.os):
+        print(line)
     return 0
 
 

@@ -25,6 +25,8 @@ from pathlib import PurePosixPath
 from typing import Any, Protocol
 
 from clusterkit.catalog import lookup as catalog
+from clusterkit.effective import node_settings
+from clusterkit.effective.node_settings import NodeSettings
 from clusterkit.images.ref import ImageRefError, parse_image_ref
 from clusterkit.spec.model import (
     CapacityType,
@@ -160,17 +162,6 @@ class Names:
     cluster_stack: str
     artifact_prefix: str  # S3 key prefix of the node artifacts
     bundle_parameter: str  # SSM parameter naming the current bootstrap bundle
-
-
-@dataclass(frozen=True)
-class NodeSettings:
-    """KEY=VALUE lines the node scripts read, in a fixed order (the order shows up in rendered diffs).
-
-    Keys and values are the nodes' contract (clusterkit_node/settings.py; clusterkit.rules checks every value
-    against it; ``node_settings.SETTING_FIELDS`` names the spec field of each key)."""
-
-    head: tuple[str, ...]  # node.args in the bootstrap bundle
-    compute: tuple[str, ...]  # Args of the compute CustomActions
 
 
 @dataclass(frozen=True)
@@ -314,39 +305,6 @@ def iso_z(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _flag(value: bool, yes: str = "yes", no: str = "no") -> str:
-    return yes if value else no
-
-
-def resolve_node_settings(name: str, os: str, region: str, store: str,
-                          containers: EffectiveContainers) -> NodeSettings:
-    """What the nodes read: the head node all of it, compute nodes the same without an empty registry list.
-
-    Compute nodes pull too (`srun --container-image=<private ECR image>`): they get the ECR registries for
-    enroot's credentials file, only when there are any, so other clusters' Args stay as they were."""
-    e, p = containers.enroot, containers.pyxis
-    common = [
-        f"CK_CLUSTER={name}",
-        f"CK_OS={os}",
-        f"CK_REGION={region}",
-        f"CK_STORE={store}",
-        f"CK_UNLOCKED_IMAGES={p.unlocked_images}",
-        f"ENROOT_SQUASH_OPTIONS={e.squash_options}",
-        f"ENROOT_MOUNT_HOME={_flag(e.mount_home)}",
-        f"ENROOT_ROOTFS_WRITABLE={_flag(e.rootfs_writable)}",
-        f"ENROOT_TRANSFER_RETRIES={e.transfer_retries}",
-        f"ENROOT_CONNECT_TIMEOUT={e.connect_timeout_s}",
-        f"ENROOT_TRANSFER_TIMEOUT={e.transfer_timeout_s}",
-        f"PYXIS_CONTAINER_SCOPE={p.container_scope}",
-        f"PYXIS_SBATCH_SUPPORT={_flag(p.sbatch_support, '1', '0')}",
-        f"PYXIS_EXECUTE_ENTRYPOINT={_flag(p.execute_entrypoint, '1', '0')}",
-        f"PYXIS_USE_ENROOT_LOAD={_flag(p.use_enroot_load, '1', '0')}",
-        f"PYXIS_USE_SQUASHFUSE={_flag(p.use_squashfuse, '1', '0')}",
-    ]
-    ecr = f"CK_ECR_REGISTRIES={' '.join(containers.ecr_registries)}"
-    return NodeSettings(head=(*common, ecr), compute=(*common, *([ecr] if containers.ecr_registries else [])))
-
-
 def lifecycle(ttl_hours: float | None, notify_email: str | None, deploy_time: datetime | None) -> EffectiveLifecycle:
     deploy_time = None if deploy_time is None else deploy_time.astimezone(UTC)
     expires = None if ttl_hours is None or deploy_time is None else expiry(deploy_time, ttl_hours)
@@ -418,7 +376,9 @@ def expand_spec(spec: ClusterSpec, *, deploy_time: datetime | None = None) -> Ef
         tags=tuple(Tag(k, v) for k, v in sorted(tags.items())),
         names=Names(network_stack=names["network"], storage_stack=names["storage"], cluster_stack=names["cluster"],
                     artifact_prefix=artifact_prefix(spec.name), bundle_parameter=bundle_parameter_name(spec.name)),
-        node=resolve_node_settings(spec.name, spec.os, spec.region, store, containers),
+        node=node_settings.resolve({"name": spec.name, "os": spec.os, "region": spec.region,
+                                    "storage.fsx_lustre.image_store": store,
+                                    "containers.images": containers.ecr_registries}, containers),
     )
 
 

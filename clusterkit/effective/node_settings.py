@@ -1,36 +1,67 @@
-"""The KEY=VALUE settings the node bootstrap scripts read: ``EffectiveSpec.node``, and which spec field each
-key comes from.
+"""The KEY=VALUE settings the node bootstrap scripts read (``EffectiveSpec.node``), derived from the nodes' own
+table.
 
-Scripts never hold cluster values of their own: the head node reads these from ``node.args`` inside
-the bootstrap bundle, compute nodes get them as CustomActions Args (see bootstrap_scripts/). The lines are
-resolved with every other derived value in ``clusterkit.effective.expand`` (``resolve_node_settings``); this module
-reads them, and maps keys back to spec fields for error messages.
+Scripts never hold cluster values of their own: the head node reads these from ``node.args`` inside the
+bootstrap bundle, compute nodes get them as CustomActions Args (see bootstrap_scripts/). Which settings
+exist, the spec field each comes from and the order they are written in are the rows of
+``clusterkit_node/settings.py`` (its ``spec_field``), so a new node setting is a row there and a spec field,
+not an edit here: ``resolve`` reads each field's resolved value, and ``setting_field`` names the field in
+errors.
 """
 from __future__ import annotations
 
-from clusterkit.spec.model import ClusterSpec
+import operator
+from collections.abc import Mapping
+from dataclasses import dataclass
 
-# The spec field each node setting comes from, for errors that name the field (clusterkit/rules/check.py checks
-# every setting against the nodes' own contract, clusterkit_node/settings.py).
-SETTING_FIELDS = {
-    "CK_CLUSTER": "name",
-    "CK_OS": "os",
-    "CK_REGION": "region",
-    "CK_STORE": "storage.fsx_lustre.image_store",
-    "CK_UNLOCKED_IMAGES": "containers.pyxis.unlocked_images",
-    "CK_ECR_REGISTRIES": "containers.images",
-    "ENROOT_SQUASH_OPTIONS": "containers.enroot.squash_options",
-    "ENROOT_MOUNT_HOME": "containers.enroot.mount_home",
-    "ENROOT_ROOTFS_WRITABLE": "containers.enroot.rootfs_writable",
-    "ENROOT_TRANSFER_RETRIES": "containers.enroot.transfer_retries",
-    "ENROOT_CONNECT_TIMEOUT": "containers.enroot.connect_timeout_s",
-    "ENROOT_TRANSFER_TIMEOUT": "containers.enroot.transfer_timeout_s",
-    "PYXIS_CONTAINER_SCOPE": "containers.pyxis.container_scope",
-    "PYXIS_SBATCH_SUPPORT": "containers.pyxis.sbatch_support",
-    "PYXIS_EXECUTE_ENTRYPOINT": "containers.pyxis.execute_entrypoint",
-    "PYXIS_USE_ENROOT_LOAD": "containers.pyxis.use_enroot_load",
-    "PYXIS_USE_SQUASHFUSE": "containers.pyxis.use_squashfuse",
-}
+from clusterkit.spec.model import ClusterSpec
+from clusterkit_node.settings import SETTINGS
+
+SETTING_FIELDS = {s.key: s.spec_field for s in SETTINGS if s.spec_field}
+"""The spec field each node setting comes from (clusterkit/rules/check.py checks every setting against the
+nodes' own contract and names this field)."""
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    """KEY=VALUE lines the node scripts read, in the table's order (the order shows up in rendered diffs)."""
+
+    head: tuple[str, ...]  # node.args in the bootstrap bundle
+    compute: tuple[str, ...]  # Args of the compute CustomActions
+
+
+def resolve(values: Mapping[str, object], containers: object) -> NodeSettings:
+    """Every setting with a spec field, from ``values`` (a resolved value by spec field, for the fields the
+    effective spec derives: the store, the ECR registries) or else the effective ``containers`` attribute the
+    field names (``containers.enroot.mount_home`` -> ``containers.enroot.mount_home``).
+
+    The head node gets all of them; compute nodes the same without an empty registry list (they get the ECR
+    registries for enroot's credentials file only when there are any, so other clusters' Args stay as they
+    were)."""
+    head, compute = [], []
+    for setting in SETTINGS:
+        if not setting.spec_field:
+            continue
+        field = setting.spec_field
+        if field in values:
+            value = values[field]
+        else:
+            value = operator.attrgetter(field.removeprefix("containers."))(containers)
+        text = _text(value, setting.pattern)
+        head.append(f"{setting.key}={text}")
+        if text or setting.key != "CK_ECR_REGISTRIES":
+            compute.append(f"{setting.key}={text}")
+    return NodeSettings(head=tuple(head), compute=tuple(compute))
+
+
+def _text(value: object, pattern: str) -> str:
+    """A value as the nodes' pattern wants it: a bool as yes/no where the pattern says so, else 1/0; a list
+    space-separated."""
+    if isinstance(value, bool):
+        return ("yes" if value else "no") if pattern == "(yes|no)" else ("1" if value else "0")
+    if isinstance(value, (tuple, list)):
+        return " ".join(str(v) for v in value)
+    return str(value)
 
 
 def setting_field(spec: ClusterSpec, key: str) -> str:

@@ -56,12 +56,12 @@ FULL_VERSIONS = {"cuda": "12.8.1", "nccl": "2.25.1", "aws_ofi_nccl": "1.13.0",
 
 
 def load_module():
-    return importlib.import_module("clusterkit_node.cli")
+    return importlib.import_module("clusterkit_node.commands")
 
 
 @pytest.fixture(scope="session")
 def image_sync():
-    """The image store commands (clusterkit_node.cli), for in-process unit tests."""
+    """The image store commands (clusterkit_node.commands), for in-process unit tests."""
     return load_module()
 
 

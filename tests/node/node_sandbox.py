@@ -122,18 +122,37 @@ fi
 """
 
 ZIPAPP_STANDIN = r'''#!/usr/bin/env python3
-"""Stand-in for the node zipapp in node-script tests (`python3 X` runs a script whatever its name): records
-argv; `start-path` answers CK_TEST_START_PATH (with a reason when extract), `selftest` exits
-CK_TEST_SELFTEST_RC, everything else exits CK_TEST_IMAGE_SYNC_RC."""
+"""Stand-in for the node zipapp in node-script tests (`python3 X` runs a script whatever its name).
+
+The node setup commands (node-args, enroot-conf, pyxis-conf, plugstack-conf, pyxis-line-check: what the node
+writes) run the real clusterkit_node package of this checkout, with start_path.report answering as the
+`start-path` stand-in does; they are logged as "clusterkit_node.pyz:real". The other commands record argv:
+`start-path` answers CK_TEST_START_PATH (with a reason when extract), `selftest` exits CK_TEST_SELFTEST_RC,
+everything else exits CK_TEST_IMAGE_SYNC_RC."""
 import os, sys
-with open(os.environ["CK_TEST_CMDLOG"], "a") as f:
-    f.write("\t".join(["clusterkit_node.pyz", *sys.argv[1:]]) + "\n")
-if sys.argv[1:2] == ["start-path"]:
+REPO = "@REPO@"
+REAL = ("node-args", "enroot-conf", "pyxis-conf", "plugstack-conf", "pyxis-line-check")
+
+
+def standin_report(want_squashfuse, os_name):
     path = os.environ.get("CK_TEST_START_PATH", "squashfuse")
-    print(f"path={path}")
-    print("facts: stand-in")
+    lines = [f"path={path}", "facts: stand-in"]
     if path == "extract":
-        print("why extract: squashfuse not installed (stand-in)")
+        lines.append("why extract: squashfuse not installed (stand-in)")
+    return lines
+
+
+real = sys.argv[1:2] and sys.argv[1] in REAL
+with open(os.environ["CK_TEST_CMDLOG"], "a") as f:
+    f.write("\t".join(["clusterkit_node.pyz:real" if real else "clusterkit_node.pyz", *sys.argv[1:]]) + "\n")
+if real:
+    sys.path.insert(0, REPO)
+    from clusterkit_node import start_path
+    start_path.report = standin_report
+    from clusterkit_node.__main__ import main
+    sys.exit(main(sys.argv[1:]))
+if sys.argv[1:2] == ["start-path"]:
+    print("\n".join(standin_report(True, None)))
     sys.exit(0)
 if sys.argv[1:2] == ["selftest"]:
     rc = int(os.environ.get("CK_TEST_SELFTEST_RC", "0"))
@@ -145,7 +164,12 @@ if sys.argv[1:2] == ["selftest"]:
 rc = int(os.environ.get("CK_TEST_IMAGE_SYNC_RC", "0"))
 print("store reachable; present: pytorch" if rc == 0 else "store /fsx/containers: not mounted", file=sys.stdout)
 sys.exit(rc)
-'''
+'''.replace("@REPO@", str(REPO))
+
+
+def standin_zipapp(tag: str) -> str:
+    """The stand-in zipapp with different bytes (a new bundle whose node tools behave the same)."""
+    return f"{ZIPAPP_STANDIN}# {tag}\n"
 
 
 from clusterkit.artifacts.bundle import ZIPAPP  # noqa: E402

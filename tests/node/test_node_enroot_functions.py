@@ -1,6 +1,7 @@
 """Functions of bootstrap_scripts/enroot.sh called directly from bash.
 
-Real: enroot.sh under bash with the machine's coreutils. Stand-in: `enroot_config_eval` below
+Real: enroot.sh under bash with the machine's coreutils, and the node tools it calls (this checkout's
+clusterkit_node, through CK_ZIPAPP: a file that runs it as the zipapp would). Stand-in: `enroot_config_eval` below
 re-implements how enroot reads enroot.conf (NVIDIA/enroot enroot.in config::init: split "KEY value",
 `eval echo value` as the calling user) because enroot itself cannot be installed here; it proves our
 file evaluates as intended under that documented rule, not that a given enroot release accepts it.
@@ -16,11 +17,18 @@ from node_sandbox import SCRIPTS
 from clusterkit.spec.model import DEFAULT_SQUASH_OPTIONS
 
 ENROOT_SH = SCRIPTS / "enroot.sh"
+NODE_TOOLS = f"""import sys
+sys.path.insert(0, {str(SCRIPTS.parent)!r})
+from clusterkit_node.__main__ import main
+sys.exit(main())
+"""
 
 
 def bash(snippet: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    tools = tmp_path / "node_tools.py"
+    tools.write_text(NODE_TOOLS)
     full = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": str(tmp_path / "home"),
-            "CK_LOG_FILE": str(tmp_path / "bootstrap.log"), **env}
+            "CK_LOG_FILE": str(tmp_path / "bootstrap.log"), "CK_ZIPAPP": str(tools), **env}
     return subprocess.run(["/bin/bash", "-c", f"set -euo pipefail; source {ENROOT_SH}; {snippet}"],
                           env=full, capture_output=True, text=True, timeout=30)
 
@@ -88,10 +96,9 @@ done < "$1"
 def test_enroot_conf_evaluates_per_user(tmp_path: Path) -> None:
     r = bash("ck_parse_args compute CK_CLUSTER=c CK_OS=rhel9 "
              "'CK_ECR_REGISTRIES=123456789012.dkr.ecr.eu-west-1.amazonaws.com'; "
-             "ck_enroot_layout; ck_render_enroot_conf", tmp_path, CK_ROOT=str(tmp_path / "root"))
+             "ck_enroot_layout; ck_write_enroot_conf", tmp_path, CK_ROOT=str(tmp_path / "root"))
     assert r.returncode == 0, r.stderr
-    conf = tmp_path / "enroot.conf"
-    conf.write_text(r.stdout)
+    conf = tmp_path / "root/etc/enroot/enroot.conf"
     home = tmp_path / "home"
     values = enroot_config_eval(conf, home)
     uid = os.getuid()
@@ -113,32 +120,19 @@ def test_parse_args_ignores_environment(tmp_path: Path) -> None:
     """Settings come only from Args: an exported ENROOT_SQUASH_OPTIONS must not leak in."""
     r = bash("ck_parse_args compute CK_CLUSTER=c CK_OS=rhel9; echo \"[$ENROOT_SQUASH_OPTIONS] [$CK_STORE]\"",
              tmp_path, ENROOT_SQUASH_OPTIONS="-comp lzo", CK_STORE="/elsewhere")
-    # the node's default is the spec's (clusterkit.spec.model.DEFAULT_SQUASH_OPTIONS), not a copy that drifted
+    # the node's default is the spec's (clusterkit.spec.DEFAULT_SQUASH_OPTIONS), not a copy that drifted
     assert r.stdout.strip().splitlines()[-1] == f"[{DEFAULT_SQUASH_OPTIONS}] [/fsx/containers]"
 
 
-def test_role_keys_match_the_contract() -> None:
-    contract = {"CK_CLUSTER", "CK_OS", "CK_STORE", "CK_BUNDLE", "CK_REGION", "CK_ECR_REGISTRIES",
-                "ENROOT_SQUASH_OPTIONS", "ENROOT_MOUNT_HOME", "ENROOT_ROOTFS_WRITABLE", "ENROOT_TRANSFER_RETRIES",
-                "ENROOT_CONNECT_TIMEOUT", "ENROOT_TRANSFER_TIMEOUT", "ENROOT_MAX_PROCESSORS",
-                "PYXIS_CONTAINER_SCOPE", "PYXIS_SBATCH_SUPPORT", "PYXIS_EXECUTE_ENTRYPOINT",
-                "PYXIS_USE_ENROOT_LOAD", "PYXIS_USE_SQUASHFUSE", "CK_UNLOCKED_IMAGES"}
-    out = subprocess.run(["/bin/bash", "-c", f"source {ENROOT_SH}; ck_role_keys head; echo --; ck_role_keys compute"],
-                         capture_output=True, text=True, check=True).stdout
-    head, compute = out.split("--\n")
-    assert set(head.split()) == contract
-    assert set(compute.split()) == contract - {"CK_BUNDLE"}
+def test_bad_args_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    r = bash("ck_parse_args compute CK_CLUSTER=c CK_OS=rhel9 ENROOT_MOUNT_HOMES=yes; echo not reached", tmp_path)
+    assert r.returncode == 2 and "not reached" not in r.stdout
+    (line,) = r.stderr.splitlines()
+    assert line.endswith("ERROR Args[3] ENROOT_MOUNT_HOMES: unknown key ENROOT_MOUNT_HOMES "
+                         "(did you mean ENROOT_MOUNT_HOME?)")
 
 
-def test_pyxis_option_releases_agree_with_validate() -> None:
-    """The node's filter (enroot.sh CK_PYXIS_OPTION_SINCE) and validate's rule (rules.PYXIS_OPTION_SINCE)
-    name the same pyxis release for each option, until both read one definition."""
-    import re
-
-    from clusterkit.rules.limits import PYXIS_OPTION_SINCE
-
-    text = (Path(__file__).resolve().parents[2] / "bootstrap_scripts/enroot.sh").read_text()
-    m = re.search(r"^declare -gA CK_PYXIS_OPTION_SINCE=\((.*)\)$", text, re.M)
-    assert m, "CK_PYXIS_OPTION_SINCE not found in enroot.sh"
-    node = {k: tuple(int(p) for p in v.split(".")) for k, v in re.findall(r"\[(\w+)\]=([\d.]+)", m.group(1))}
-    assert node == PYXIS_OPTION_SINCE
+def test_node_tools_missing_is_one_line(tmp_path: Path) -> None:
+    r = bash("ck_parse_args compute CK_CLUSTER=c CK_OS=rhel9", tmp_path, CK_ZIPAPP=str(tmp_path / "none.pyz"))
+    assert r.returncode == 2
+    assert r.stderr.splitlines()[-1].endswith(f"the node tools could not check the Args ({tmp_path}/none.pyz exit 2)")

@@ -20,6 +20,7 @@ from node_sandbox import (
     bundle_zip,
     changed_paths,
     snapshot,
+    standin_zipapp,
 )
 
 PYXIS_CONF = "opt/slurm/etc/plugstack.conf.d/pyxis.conf"
@@ -150,7 +151,7 @@ def test_on_node_updated_restarts_the_sync_only_for_a_new_lock(sandbox: Sandbox,
     import copy
 
     assert sandbox.run("head_node.sh", *HEAD_ARGS).returncode == 0
-    sandbox.bundle = bundle_zip(tmp_path / "other-scripts.zip", zipapp="#!/usr/bin/env python3\n# v2\n")
+    sandbox.bundle = bundle_zip(tmp_path / "other-scripts.zip", zipapp=standin_zipapp("v2"))
     r = sandbox.run("head_node.sh", *HEAD_ARGS)
     assert r.returncode == 0, r.stderr
     assert not [c for c in r.calls("systemctl") if c[0] in ("restart", "start")], r.calls("systemctl")
@@ -178,7 +179,7 @@ def test_update_with_new_settings_and_bundle(sandbox: Sandbox, tmp_path) -> None
     versions = []
     for n in range(2):
         sandbox.bundle = bundle_zip(tmp_path / f"bundle{n}.zip",
-                                    zipapp=f"#!/usr/bin/env python3\n# version {n}\n")
+                                    zipapp=standin_zipapp(f"version {n}"))
         r = sandbox.run("head_node.sh", *args_with(PYXIS_CONTAINER_SCOPE="global"))
         assert r.returncode == 0, r.stderr
         versions.append(snapshot(sandbox.root)["opt/parallelcluster/shared/clusterkit"].digest)

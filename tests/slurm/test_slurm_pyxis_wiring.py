@@ -32,12 +32,18 @@ EXPECTED_ARGV = ("runtime_path=/run/pyxis container_scope=global sbatch_support=
 
 
 def generate_plugstack(etc: Path, so: Path, *args: str, log: Path) -> subprocess.CompletedProcess:
-    """Run ClusterKit's generator exactly as head_node.sh does (parse Args, then install)."""
+    """Run ClusterKit's generator exactly as head_node.sh does (parse Args, then install), with the node tools
+    of this checkout as the bundle ships them (the zipapp enroot.sh calls)."""
+    from clusterkit.artifacts.bundle import ZIPAPP, build_zipapp
+
+    app = etc.parent / ZIPAPP
+    app.write_bytes(build_zipapp())
     snippet = (f'set -euo pipefail; source "{ENROOT_SH}"; '
                f'ck_parse_args compute CK_CLUSTER=cktest CK_OS=rhel9 "$@"; '
                f'ck_install_plugstack "{etc}" "{so}"; echo "changed=$CK_PLUGSTACK_CHANGED"')
     return subprocess.run(["/bin/bash", "-c", snippet, "gen", *args], capture_output=True, text=True, timeout=30,
-                          env={"PATH": "/usr/bin:/bin", "CK_ROOT": "", "CK_LOG_FILE": str(log)})
+                          env={"PATH": "/usr/bin:/bin", "CK_ROOT": "", "CK_LOG_FILE": str(log),
+                               "CK_ZIPAPP": str(app)})
 
 
 def records(record: Path, since: int = 0) -> list[dict[str, str]]:

@@ -1,0 +1,76 @@
+"""/etc/enroot/enroot.conf: the node's enroot settings (Args) and working dirs, as enroot reads them.
+
+Why rendered here: the file is the node settings table put into enroot's words, so it is written from the
+same parsed Args (args.py) as node.env. enroot reads each "KEY value" line and runs ``eval echo value`` as
+the calling user, which is what makes the per-user ``$(id -u)`` paths work: every ``$`` below is literal.
+Where the dirs are (NVMe at /scratch or the root volume) is the node script's to measure (mounts), so it
+passes the layout in.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Dict, List
+
+from . import args as node_args
+
+CREDENTIALS = "/etc/enroot/credentials"  # system-wide ECR credentials (enroot.sh ck_write_ecr_credentials)
+PLAIN_CONFIG_PATH = '${HOME:-$(echo ~)}/.config/enroot'
+# enroot only reads $ENROOT_CONFIG_PATH/.credentials: link the system-wide file there the first time a user runs
+# enroot, unless the user already has their own credentials file.
+ECR_CONFIG_PATH = ('$(d="${HOME:-$(echo ~)}/.config/enroot"; if [ ! -e "$d/.credentials" ] && [ ! -L '
+                   '"$d/.credentials" ]; then mkdir -p "$d" && ln -s ' + CREDENTIALS + ' "$d/.credentials"; fi '
+                   '>/dev/null 2>&1; echo "$d")')
+# Written as "KEY value" when set (ENROOT_MAX_PROCESSORS may be empty: all CPUs), in this order.
+PASSED_THROUGH = ("ENROOT_SQUASH_OPTIONS", "ENROOT_MAX_PROCESSORS", "ENROOT_CONNECT_TIMEOUT",
+                  "ENROOT_TRANSFER_TIMEOUT", "ENROOT_TRANSFER_RETRIES", "ENROOT_MOUNT_HOME", "ENROOT_ROOTFS_WRITABLE")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """enroot's node-local working dirs (never FSx or NFS: enroot#154), chosen by the node script."""
+
+    medium: str
+    runtime: str
+    data: str
+    cache: str
+    temp: str
+
+
+def render(values: Dict[str, str], layout: Layout) -> str:
+    lines: List[str] = [
+        "# Managed by ClusterKit (bootstrap_scripts/enroot.sh) from the node's CustomActions Args; edits are",
+        f"# overwritten on the next run. Working dirs: {layout.medium}; never FSx or NFS (enroot#154).",
+        "# Runtime, data and the layer cache are per user (user-$(id -u)): enroot creates each 0700 for the",
+        "# user who runs it first, so a per-group cache locks out every other user of that group.",
+        f"ENROOT_RUNTIME_PATH {layout.runtime}/user-$(id -u)",
+        f"ENROOT_DATA_PATH {layout.data}/user-$(id -u)",
+        f"ENROOT_CACHE_PATH {layout.cache}/user-$(id -u)",
+        f"ENROOT_TEMP_PATH {layout.temp}",
+        "# Per-user config (hooks.d, mounts.d, environ.d, .credentials) in the home directory.",
+    ]
+    config_path = PLAIN_CONFIG_PATH
+    if values["CK_ECR_REGISTRIES"]:
+        lines.append(f"# ECR: {CREDENTIALS} (system-wide, see enroot.sh) is linked as the user's .credentials "
+                     "if absent.")
+        config_path = ECR_CONFIG_PATH
+    lines.append(f"ENROOT_CONFIG_PATH {config_path}")
+    lines += [f"{key} {values[key]}" for key in PASSED_THROUGH if values[key]]
+    return "\n".join(lines) + "\n"
+
+
+def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    p = sub.add_parser("enroot-conf", help="print /etc/enroot/enroot.conf for the node's Args and working dirs")
+    for name in ("medium", "runtime-dir", "data-dir", "cache-dir", "temp-dir"):
+        p.add_argument(f"--{name}", required=True)
+    node_args.add_role_arguments(p)
+
+
+def cmd_enroot_conf(a: argparse.Namespace) -> int:
+    try:
+        values = node_args.parse(a.role, a.args, a.script)
+    except node_args.ArgsError as exc:
+        node_args.write(f"{exc}\n")
+        return node_args.EXIT_BAD_ARGS
+    node_args.write(render(values, Layout(a.medium, a.runtime_dir, a.data_dir, a.cache_dir, a.temp_dir)))
+    return 0

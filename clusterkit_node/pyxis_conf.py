@@ -1,0 +1,203 @@
+"""Pyxis' SPANK configuration: the option words of the ``required`` line (filtered for the installed pyxis),
+pyxis.conf, the include line of plugstack.conf, and the compute nodes' check of the head node's line.
+
+Why filtered: pyxis refuses options it does not know, and with a ``required`` line that stops slurmd on every
+node (measured: real-runtime.md), so an option newer than the installed pyxis is left out, with one log line
+saying so. Options newer than pyxis 0.20.0 (the first pyxis on ParallelCluster AMIs) and the release
+ClusterKit writes each for (pyxis config.c): importer= (0.21) and use_squashfuse (0.22) are older than 0.24.0,
+but starting an importer's file in place (pyxis_slurmstepd.c, pyxis_can_direct_start_squashfs) is what 0.24.0
+does and what the tests ran. ``validate`` reads this table too
+(``clusterkit.rules.limits.PYXIS_OPTION_SINCE``), so both sides name the same release for each option.
+
+The node scripts run the commands and log the ``LEVEL message`` lines they print (their ck_log adds the
+time); the files are written by the scripts (atomic, idempotent: enroot.sh ck_write_file).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from typing import Dict, List, Optional, Tuple
+
+from . import args as node_args
+from . import start_path
+from .facts import version_in_file
+from .versions import version_key
+
+OPTION_SINCE: Dict[str, str] = {"use_enroot_load": "0.21.0", "use_squashfuse": "0.24.0", "importer": "0.24.0"}
+# ClusterKit's pyxis importer: the node zipapp of the live bundle, which pyxis runs as `importer get URI` /
+# `importer release` (head_node.sh keeps /opt/parallelcluster/shared/clusterkit pointing at the live bundle;
+# NFS-shared, so the one plugstack line names a file every node has).
+IMPORTER = "/opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz"
+FALLBACK = {  # what a node does without the option (for the log line)
+    "importer": "; registry images are imported by pyxis itself (enroot import per job)",
+    "use_squashfuse": "; every container start extracts its image (enroot create)",
+}
+Event = Tuple[str, str]  # (INFO|WARN, message)
+REQUIRED_LINE = re.compile(r"[ \t\n\v\f\r]*required[ \t\n\v\f\r]")
+
+
+def root() -> str:
+    return os.environ.get("CK_ROOT", "")
+
+
+def plugin_version(so: str) -> str:
+    """The version the plugin reports (the string slurmd logs as "pyxis: version vX"), read from the .so
+    itself; empty when it cannot be read."""
+    return version_in_file(root() + so, rb"pyxis: version v([0-9]+\.[0-9]+\.[0-9]+)", 1 << 30)[1] or ""
+
+
+def knows(version: str, option: str) -> bool:
+    return bool(version) and version_key(version) >= version_key(OPTION_SINCE[option])
+
+
+def start_path_check(want: str, os_name: str) -> Tuple[str, str, List[Event]]:
+    """(squashfuse|extract, why extract, the facts lines to log), measured on this node (start_path.py)."""
+    try:
+        lines = start_path.report(want == "1", os_name or None)
+    except Exception as exc:  # noqa: BLE001 (a node fact that cannot be read must not stop the head node)
+        return "extract", f"the start-path check failed: {exc}", []
+    path, why, events = "extract", "", []
+    for line in lines:
+        if line.startswith("path="):
+            path = line[len("path="):]
+        elif line.startswith("why extract: "):
+            why += ("; " if why else "") + line[len("why extract: "):]
+        elif line:
+            events.append(("INFO", line))
+    return path, why, events
+
+
+def options(values: Dict[str, str], so: str) -> Tuple[str, List[Event]]:
+    """The option words for the ``required`` line, keeping only what the installed pyxis knows, and the log
+    lines. An option the spec asked for (use_enroot_load) is a WARN when left out; ClusterKit's importer on an
+    older pyxis is an INFO. use_squashfuse=1 is written only when this node can start a .sqsh in place;
+    otherwise pyxis extracts each image onto node-local disk and one WARN line says what is missing."""
+    version = plugin_version(so)
+    words = [f"runtime_path=/run/pyxis container_scope={values['PYXIS_CONTAINER_SCOPE']} "
+             f"sbatch_support={values['PYXIS_SBATCH_SUPPORT']} execute_entrypoint={values['PYXIS_EXECUTE_ENTRYPOINT']}"]
+    events: List[Event] = []
+    if version:
+        events.append(("INFO", f"pyxis {version} at {so}"))
+    else:
+        events.append(("WARN", f"cannot read the pyxis version from {so}: writing only the options every pyxis "
+                               ">= 0.20 knows"))
+    shown = version or "of unknown version"
+    wanted = ["use_enroot_load=1"] if values["PYXIS_USE_ENROOT_LOAD"] == "1" else []
+    for opt, level in [(o, "WARN") for o in wanted] + [(f"importer={IMPORTER}", "INFO")]:
+        name = opt.split("=", 1)[0]
+        if knows(version, name):
+            words.append(opt)
+            continue
+        events.append((level, f"pyxis {shown} does not know {name} (ClusterKit writes it for pyxis >= "
+                              f"{OPTION_SINCE[name]}): not written, so slurmd still starts{FALLBACK.get(name, '')}"))
+    if values["PYXIS_USE_SQUASHFUSE"] != "1":
+        events.append(("INFO", "use_squashfuse is off in the spec: pyxis extracts every image (enroot create)"))
+    elif not knows(version, "use_squashfuse"):
+        events.append(("INFO", f"pyxis {shown} does not know use_squashfuse (ClusterKit writes it for pyxis >= "
+                               f"{OPTION_SINCE['use_squashfuse']}): not written{FALLBACK['use_squashfuse']}"))
+    else:
+        path, why, facts = start_path_check(values["PYXIS_USE_SQUASHFUSE"], values["CK_OS"])
+        events += facts
+        if path == "squashfuse":
+            words.append("use_squashfuse=1")
+            events.append(("INFO", "containers start in place from the store (use_squashfuse=1): squashfuse and "
+                                   "/dev/fuse checked on this node"))
+        else:
+            events.append(("WARN", f"containers start by extraction onto node-local disk, not in place: {why}"))
+    return " ".join(words), events
+
+
+def render_conf(so: str, words: str) -> str:
+    return ("# Managed by ClusterKit head_node.sh (PYXIS_* Args, filtered for the installed pyxis). Installed "
+            "atomically from outside this directory (aws-parallelcluster#6459).\n"
+            f"required {so} {words}\n")
+
+
+def plugstack(existing: Optional[str], etc: str) -> str:
+    """plugstack.conf with ClusterKit's include line: as it is when it already has the line, a site's own
+    lines kept with the line added, else ClusterKit's two lines."""
+    include = f"include {etc}/plugstack.conf.d/*"
+    if existing is not None:
+        if f"\n{include}\n" in f"\n{existing}":
+            return existing
+        if existing.strip(" \t\n\r\f\v"):
+            return existing + ("" if existing.endswith("\n") else "\n") + include + "\n"
+    return f"# Managed by ClusterKit head_node.sh: SPANK plugins are configured in plugstack.conf.d/.\n{include}\n"
+
+
+def line_check(conf_text: str, so: str, etc: str) -> Tuple[str, Optional[str]]:
+    """A compute node's check of the head node's ``required`` line: (squashfuse|extract, None) when this node's
+    pyxis knows every option and the importer is an executable file here, else (path, one-line error)."""
+    version = plugin_version(so)
+    path = "extract"
+    for line in conf_text.split("\n")[:-1]:  # whole lines only, as the shell's `read` loop took them
+        if not REQUIRED_LINE.match(line):
+            continue
+        words = [w for w in re.split(r"[ \t]+", line) if w]
+        for word in words:
+            key = word.split("=", 1)[0]
+            if key in OPTION_SINCE and not knows(version, key):
+                return path, (f"{etc}/plugstack.conf.d/pyxis.conf has {key}, which this node's pyxis "
+                              f"{version or 'of unknown version'} does not know (the head node's pyxis does): "
+                              "slurmd would not start; use an AMI with the head node's pyxis for this queue")
+            if word == "use_squashfuse=1":
+                path = "squashfuse"
+            target = word[len("importer="):]
+            if key == "importer" and not os.access(root() + target, os.X_OK):
+                return path, (f"pyxis importer {target} (from pyxis.conf) is not an executable file on this node: "
+                              "is /opt/parallelcluster/shared mounted and the head node's bundle live?")
+    return path, None
+
+
+def emit(events: List[Event]) -> None:
+    node_args.write("".join(f"{level} {message}\n" for level, message in events))
+
+
+def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    p = sub.add_parser("pyxis-conf", help="print the log lines, then (after a '--' line) pyxis.conf for the installed "
+                                          "pyxis and the node's Args")
+    p.add_argument("--so", required=True, help="the pyxis plugin (under CK_ROOT)")
+    node_args.add_role_arguments(p)
+    s = sub.add_parser("plugstack-conf", help="print plugstack.conf with ClusterKit's include line")
+    s.add_argument("--etc", required=True, help="Slurm's etc directory (the file is read under CK_ROOT)")
+    c = sub.add_parser("pyxis-line-check", help="compute node: can this node's pyxis take the head node's line? "
+                                                "prints path=squashfuse|extract; exit 1 with one line if not")
+    c.add_argument("--so", required=True)
+    c.add_argument("--etc", required=True)
+
+
+def cmd_pyxis_conf(a: argparse.Namespace) -> int:
+    try:
+        values = node_args.parse(a.role, a.args, a.script)
+    except node_args.ArgsError as exc:
+        node_args.write(f"ERROR {exc}\n")
+        return node_args.EXIT_BAD_ARGS
+    words, events = options(values, a.so)
+    emit(events)
+    node_args.write("--\n" + render_conf(a.so, words))
+    return 0
+
+
+def cmd_plugstack_conf(a: argparse.Namespace) -> int:
+    path = f"{root()}{a.etc}/plugstack.conf"
+    existing = None
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8", errors="surrogateescape") as fh:
+            existing = fh.read()
+    node_args.write(plugstack(existing, a.etc))
+    return 0
+
+
+def cmd_pyxis_line_check(a: argparse.Namespace) -> int:
+    conf = f"{root()}{a.etc}/plugstack.conf.d/pyxis.conf"
+    if not os.path.isfile(conf):
+        node_args.write("path=extract\n")
+        return 0
+    with open(conf, encoding="utf-8", errors="surrogateescape") as fh:
+        path, problem = line_check(fh.read(), a.so, a.etc)
+    if problem is not None:
+        node_args.write(f"{problem}\n")
+        return 1
+    node_args.write(f"path={path}\n")
+    return 0

@@ -9,6 +9,7 @@ scripts ran: PATH wrappers plus bash xtrace.
 """
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -104,11 +105,15 @@ def test_configured_ubuntu2404_sysctl(compute: Sandbox) -> None:
     assert r.calls("sysctl") == [["-q", "-p", str(compute.root / path)]]
 
 
-def test_start_without_shared_bundle_fails_clearly(sandbox: Sandbox) -> None:
-    r = sandbox.run("compute_node_start.sh", *COMPUTE_ARGS)
+@pytest.mark.parametrize("script", ["compute_node_start.sh", "compute_node_configured.sh"])
+def test_without_shared_bundle_both_scripts_fail_clearly(sandbox: Sandbox, script: str) -> None:
+    """One line in ck_log's format, on stderr and in the bootstrap log, before enroot.sh exists."""
+    r = sandbox.run(script, *COMPUTE_ARGS)
     assert r.returncode == 1
-    assert "/opt/parallelcluster/shared/clusterkit/enroot.sh not found" in r.stderr
-    assert "head_node.sh" in r.stderr
+    (line,) = r.stderr.splitlines()
+    assert re.fullmatch(rf"\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\dZ {script} ERROR \S*/opt/parallelcluster/shared/clusterkit/"
+                        r"enroot.sh not found: the head node's OnNodeConfigured \(head_node.sh\) installs .*", line)
+    assert (sandbox.root / "var/log/clusterkit/bootstrap.log").read_text().splitlines()[-1] == line
     assert not (sandbox.root / "etc/enroot").exists()
 
 

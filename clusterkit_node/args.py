@@ -111,6 +111,16 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     add_role_arguments(p)
 
 
+def parsed_or_reported(a: "argparse.Namespace", error_prefix: str = "") -> Optional[Dict[str, str]]:
+    """A node-setup command's Args (``--role``, ``--script``, ``-- KEY=VALUE...``), or None once the one error
+    line is written (the caller exits EXIT_BAD_ARGS)."""
+    try:
+        return parse(a.role, a.args, a.script)
+    except ArgsError as exc:
+        write(f"{error_prefix}{exc}\n")
+        return None
+
+
 def write(text: str) -> None:
     """``text`` on stdout as the bytes the Args came in (argv is decoded with the file-system encoding and
     surrogateescape; os.fsencode is its inverse), so a node's file and log get what PC passed."""

@@ -67,10 +67,8 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
 
 
 def cmd_enroot_conf(a: argparse.Namespace) -> int:
-    try:
-        values = node_args.parse(a.role, a.args, a.script)
-    except node_args.ArgsError as exc:
-        node_args.write(f"{exc}\n")
+    values = node_args.parsed_or_reported(a)
+    if values is None:
         return node_args.EXIT_BAD_ARGS
     node_args.write(render(values, Layout(a.medium, a.runtime_dir, a.data_dir, a.cache_dir, a.temp_dir)))
     return 0

@@ -168,10 +168,8 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> N
 
 
 def cmd_pyxis_conf(a: argparse.Namespace) -> int:
-    try:
-        values = node_args.parse(a.role, a.args, a.script)
-    except node_args.ArgsError as exc:
-        node_args.write(f"ERROR {exc}\n")
+    values = node_args.parsed_or_reported(a, "ERROR ")
+    if values is None:
         return node_args.EXIT_BAD_ARGS
     words, events = options(values, a.so)
     emit(events)

@@ -81,3 +81,12 @@ def test_node_package_imports_only_the_standard_library(name: str) -> None:
                      if i.split(".")[0] not in sys.stdlib_module_names and i.split(".")[0] != "clusterkit_node"
                      and i != "__future__")
     assert outside == []
+
+
+def test_no_module_name_means_two_jobs():
+    """A name in ``clusterkit`` (module or package) is never also a module of ``clusterkit_node``: the two
+    ran different jobs under one name (compat, status, versions, cli) until they were renamed."""
+    cli_side = {p.stem for p in (REPO / "clusterkit").rglob("*.py")} | {
+        p.name for p in (REPO / "clusterkit").iterdir() if (p / "__init__.py").exists()}
+    node_side = {p.stem for p in (REPO / "clusterkit_node").glob("*.py")}
+    assert sorted((cli_side & node_side) - {"__init__", "__main__"}) == []

@@ -8,12 +8,14 @@ PCVENV := .venv-pcluster
 CLUSTER ?= demo
 CDK := node_modules/.bin/cdk
 # Packages the tests run for real: Slurm + munge, squashfs-tools (image store), qemu-user (runs the aarch64 boot
-# self-test program, tests/node_package/test_start_path.py), and what building and running
+# self-test program, tests/node_package/test_start_path.py), libpmix2 + libpmix-dev (Slurm's mpi/pmix plugin
+# loads libpmix.so: srun --mpi=pmix in tests/multinode), mmdebstrap + iproute2 (the multi-node tier builds its
+# Debian training image and its network), and what building and running
 # the REAL enroot + pyxis needs (tests/real_runtime/runtime_build.py DEB_PACKAGES lists the same; a test
 # checks the two agree).
 DEB_PACKAGES := slurmctld slurmd slurm-client munge libslurm-dev gcc libc6-dev make libbsd-dev makeself jq \
 	parallel squashfs-tools squashfuse fuse-overlayfs fuse3 curl zstd pigz busybox-static util-linux \
-	libcap2-bin binutils qemu-user
+	libcap2-bin binutils qemu-user libpmix2 libpmix-dev mmdebstrap iproute2
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(shell node -p "process.versions.node.split('.')[0]" 2>/dev/null)
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 

@@ -89,7 +89,11 @@ class Lifecycle:
             elif phase == "config":
                 if self.node.run(["mountpoint", "-q", self.instance_store], check=False).returncode != 0:
                     self.node.mount_instance_store(self.instance_store)
-                boot.steps.append((phase, f"instance store at {self.instance_store}; /opt/slurm mounted"))
+                if self.node.run(["mountpoint", "-q", "/fsx"], check=False).returncode != 0:
+                    self.node.mount_fsx()  # a node of its own (tests/multinode); one node root had it already
+                self.node.start_munge()
+                boot.steps.append((phase, f"instance store at {self.instance_store}; FSx and /opt/slurm mounted; "
+                                          "munged started"))
             elif phase == "OnNodeConfigured":
                 boot.output += self.node.run(["bash", f"{SHARED}/compute_node_configured.sh",
                                               *self.compute_args]).stdout

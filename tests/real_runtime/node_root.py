@@ -92,7 +92,9 @@ def ami_layer(directory: Path, profile: str) -> Path:
 # Runs as root in the new mount namespace: build the node root, then chroot into it and wait.
 _SETUP = r"""
 set -euo pipefail
-S="$1"; STAGE="$2"; STANDINS="$3"; FSX_AT_START="$4"; AMI="$5"; FUSE_MODE="$6"
+S="$1"; STAGE="$2"; STANDINS="$3"; FSX_AT_START="$4"; AMI="$5"; FUSE_MODE="$6"; NODE_NAME="$7"; FSX="$8"
+# A node of a multi-node cluster has its own UTS namespace: its own hostname, as slurmd and MPI see it.
+if [ -n "$NODE_NAME" ]; then hostname "$NODE_NAME"; fi
 R="$S/root"
 mkdir -p "$R"
 mount -t tmpfs -o mode=0755 noderoot "$R"
@@ -110,10 +112,18 @@ mount -t overlay overlay -o "lowerdir=$STAGE/etc:/etc,upperdir=$S/upper/etc,work
 for d in opt var home; do
     mount -t overlay overlay -o "lowerdir=/$d,upperdir=$S/upper/$d,workdir=$S/work/$d" "$R/$d"
 done
-mkdir -p "$S/vartmp" "$S/fsx"
+mkdir -p "$S/vartmp" "$FSX"
 chmod 1777 "$S/vartmp"
 mount --bind "$S/vartmp" "$R/var/tmp"
-if [ "$FSX_AT_START" = yes ]; then mount --bind "$S/fsx" "$R/fsx"; fi
+if [ "$FSX_AT_START" = yes ]; then mount --bind "$FSX" "$R/fsx"; fi
+# A node of a multi-node cluster has its own /tmp, as a machine does (Slurm's PMIx plugin makes
+# /tmp/spmix_appdir_<uid>_<step> on every node of a step); the test's own temporary tree stays visible.
+if [ -n "$NODE_NAME" ]; then
+    mount -t tmpfs -o mode=1777 nodetmp "$R/tmp"
+    case "$S" in
+        /tmp/*/*) keep="/tmp/$(echo "${S#/tmp/}" | cut -d/ -f1)"; mkdir -p "$R$keep"; mount --rbind "$keep" "$R$keep" ;;
+    esac
+fi
 mount -t proc proc "$R/proc"
 mount --rbind /dev "$R/dev"
 # /dev/fuse with the profile's mode (0666 on ParallelCluster AMIs: systemd's udev rule); this host's is
@@ -144,6 +154,12 @@ class NodeRoot:
     fsx_at_start: bool = True  # False: /fsx is an empty directory until mount_fsx() (PC's config phase)
     profile: str = "ubuntu2204"  # the AMI this node is (clusterkit/data/node_profiles.json): what it lacks is hidden
     fuse_mode: str | None = None  # /dev/fuse mode; None: the profile's
+    # A node of a multi-node cluster (tests/multinode): its own network and UTS namespaces and hostname (the
+    # fabric gives it an address), and the cluster's one FSx directory; None: the single-node tier's node,
+    # which shares the machine's network (loopback only) and has a private FSx directory.
+    node_name: str | None = None
+    fsx_dir: Path | None = None
+    cluster_conf: str | None = None  # a multi-node cluster's slurm.conf (start_controller writes it as given)
     holder: subprocess.Popen | None = None
     daemons: dict[str, subprocess.Popen] = field(default_factory=dict)
 
@@ -152,10 +168,11 @@ class NodeRoot:
         self.scratch.mkdir(parents=True, exist_ok=True)
         ami = ami_layer(self.scratch / "ami", self.profile)
         fuse_mode = self.fuse_mode or PROFILES.profiles[self.profile].dev_fuse_mode.value
+        namespaces = ["--mount", "--propagation", "private", *(["--net", "--uts"] if self.node_name else [])]
         self.holder = subprocess.Popen(
-            ["unshare", "--mount", "--propagation", "private", "bash", "-c", _SETUP, "setup",
+            ["unshare", *namespaces, "bash", "-c", _SETUP, "setup",
              str(self.scratch), str(self.stage), str(STANDINS), "yes" if self.fsx_at_start else "no", str(ami),
-             fuse_mode],
+             fuse_mode, self.node_name or "", str(self.fsx)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, text=True)
         assert self.holder.stdout is not None
         # the setup prints "ready" once it has pivoted into the node root (or dies saying why)
@@ -168,9 +185,14 @@ class NodeRoot:
         return self
 
     @property
+    def slurm_node(self) -> str:
+        """The Slurm NodeName this node's slurmd runs as."""
+        return self.node_name or NODE
+
+    @property
     def fsx(self) -> Path:
         """The host-side directory mounted at /fsx inside the node."""
-        return self.scratch / "fsx"
+        return self.fsx_dir or self.scratch / "fsx"
 
     def host_path(self, path: str) -> Path:
         """Host-side view of a node path under /fsx or /tmp (the directories shared with the host)."""
@@ -185,7 +207,8 @@ class NodeRoot:
         login-like environment (what a user's shell on the node would have)."""
         assert self.holder is not None
         base = {"PATH": PATH, "LANG": "C.UTF-8", "HOME": "/root", "USER": "root", "LOGNAME": "root"}
-        prefix = ["nsenter", f"--target={self.holder.pid}", "--mount", "--root", "--wd"]
+        prefix = ["nsenter", f"--target={self.holder.pid}", "--mount", "--root", "--wd",
+                  *(["--net", "--uts"] if self.node_name else [])]
         if user:
             uid, gid = USERS[user]
             base.update({"HOME": f"/home/{user}", "USER": user, "LOGNAME": user})
@@ -276,13 +299,23 @@ class NodeRoot:
 
     def start_controller(self) -> None:
         """munged and slurmctld (the head node's part)."""
-        ctld, slurmd = _free_ports(2)
-        self.write("/opt/slurm/etc/slurm.conf", self.slurm_conf(ctld, slurmd))
+        if self.cluster_conf is None:
+            ctld, slurmd = _free_ports(2)
+            self.write("/opt/slurm/etc/slurm.conf", self.slurm_conf(ctld, slurmd))
+        else:
+            self.write("/opt/slurm/etc/slurm.conf", self.cluster_conf)
+        self.start_munge()
+        self.spawn("slurmctld", ["/usr/sbin/slurmctld", "-D", "-i"])
+        self.wait(lambda: self.run(["scontrol", "ping"], check=False).returncode == 0, "slurmctld")
+
+    def start_munge(self) -> None:
+        """munged with this node's key (a multi-node cluster gives every node the head node's key); no-op when
+        it runs already."""
+        if "munged" in self.daemons and self.daemons["munged"].poll() is None:
+            return
         self.spawn("munged", ["/usr/sbin/munged", "--foreground", "--force", "--num-threads=2"])
         self.wait(lambda: self.run(["test", "-S", "/run/munge/munge.socket.2"], check=False).returncode == 0,
                   "munged socket")
-        self.spawn("slurmctld", ["/usr/sbin/slurmctld", "-D", "-i"])
-        self.wait(lambda: self.run(["scontrol", "ping"], check=False).returncode == 0, "slurmctld")
 
     # ----------------------------------------------------------------------- mounts made later, as PC does
     def mount_fsx(self) -> None:
@@ -311,7 +344,7 @@ class NodeRoot:
         """Start slurmd and wait until THIS slurmd has started (its log says so: slurmctld may still
         show the node idle from a previous slurmd) and the node is usable."""
         before = self._slurmd_starts()
-        self.spawn("slurmd", ["/usr/sbin/slurmd", "-D", "-N", NODE])
+        self.spawn("slurmd", ["/usr/sbin/slurmd", "-D", "-N", self.slurm_node])
         self.wait(lambda: self._slurmd_starts() > before and self.node_state() in ("IDLE", "MIXED", "ALLOCATED"),
                   "slurmd to start and register", daemon="slurmd")
 
@@ -320,7 +353,7 @@ class NodeRoot:
         self.start_slurmd()
 
     def node_state(self) -> str:
-        out = self.run(["sinfo", "-h", "-n", NODE, "-o", "%T"], check=False).stdout
+        out = self.run(["sinfo", "-h", "-n", self.slurm_node, "-o", "%T"], check=False).stdout
         return out.strip().rstrip("*~#!%$@^-").upper()
 
     def wait(self, cond, what: str, timeout: float = 30, daemon: str | None = None) -> None:

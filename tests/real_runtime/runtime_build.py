@@ -89,7 +89,7 @@ GENERATIONS = {
 # DEB_PACKAGES holds the same names so `make test` installs them.
 DEB_PACKAGES = ("slurmctld slurmd slurm-client munge libslurm-dev gcc make libbsd-dev makeself jq parallel "
                 "squashfs-tools squashfuse fuse-overlayfs fuse3 curl zstd pigz busybox-static util-linux "
-                "libcap2-bin binutils qemu-user").split()
+                "libcap2-bin binutils qemu-user libpmix2 libpmix-dev mmdebstrap iproute2").split()
 
 
 class SourcesUnavailable(Exception):

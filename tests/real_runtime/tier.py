@@ -15,7 +15,7 @@ import runtime_build
 from node_root import NodeRoot
 
 TOOLS = ("unshare", "nsenter", "setpriv", "munged", "slurmctld", "slurmd", "srun", "mksquashfs", "unsquashfs",
-         "curl", "jq", "parallel", "zstd", "pigz", "busybox", "setcap", "make", "gcc", "makeself")
+         "curl", "jq", "parallel", "zstd", "pigz", "busybox", "setcap", "make", "gcc", "makeself", "ip", "mmdebstrap")
 
 
 def required() -> bool:

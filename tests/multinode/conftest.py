@@ -1,0 +1,53 @@
+"""Fixtures of the multi-node tier: a head node and three compute nodes, each in its own namespaces, with
+REAL enroot + pyxis (both generations) on Debian's Slurm, one shared store, the Debian-built training image.
+
+It skips or fails exactly as the real-runtime tier does (tests/real_runtime/tier.py: CI and
+CK_REQUIRE_REAL_RUNTIME=1 make "cannot run here" a failure)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+for path in (HERE, HERE.parent / "real_runtime", HERE.parent / "images"):
+    sys.path.insert(0, str(path))
+
+import runtime_build  # noqa: E402
+import training_image  # noqa: E402
+from fleet import Fleet  # noqa: E402
+from fleet_flow import bring_up  # noqa: E402
+from registry import serve_on  # noqa: E402
+from tier import stage_for, unavailable  # noqa: E402
+
+PROFILE = "ubuntu2204"  # its AMI has squashfuse: the newer generation starts the store file in place
+
+
+@pytest.fixture(scope="session")
+def training_layer() -> training_image.Layer:
+    try:
+        return training_image.build()
+    except training_image.Unavailable as exc:
+        unavailable(f"training image: {exc}")
+        raise
+
+
+@pytest.fixture(scope="session")
+def shared_fsx(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One FSx directory for every fleet of the session: the second generation's cluster starts on the store
+    the first one filled (what an ephemeral cluster on a persistent file system sees)."""
+    return tmp_path_factory.mktemp("fsx")
+
+
+@pytest.fixture(scope="module", params=sorted(runtime_build.GENERATIONS))
+def up(request, training_layer, shared_fsx, tmp_path_factory):
+    gen = runtime_build.GENERATIONS[request.param]
+    stage = stage_for(gen.key)
+    fleet = Fleet(tmp_path_factory.mktemp(f"fleet-{gen.key}"), stage, PROFILE, fsx_dir=shared_fsx)
+    try:
+        fleet.start()
+        with serve_on(fleet.fabric) as (registry, loopback):
+            yield bring_up(fleet, gen, registry, loopback, training_layer, tmp_path_factory.mktemp(f"spec-{gen.key}"))
+    finally:
+        fleet.stop()

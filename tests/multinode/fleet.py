@@ -1,0 +1,171 @@
+"""A ParallelCluster-shaped cluster of several node roots: one head node, N compute nodes, one network,
+one image store, real Slurm across them.
+
+Each node is a node root (tests/real_runtime/node_root.py) with its own mount, network and UTS namespaces:
+its own hostname, address on the fabric (fabric.py), /run, /etc, /var, enroot dirs and daemons. What
+ParallelCluster shares from the head node over NFS is one host directory bind-mounted on every node:
+``/home``, ``/opt/slurm/etc`` and ``/opt/parallelcluster/shared``. FSx for Lustre is one host directory
+mounted at ``/fsx`` on every node: a stand-in with none of Lustre's client locking, striping or read-ahead,
+so concurrency here is the local file system's. The head node runs munged + slurmctld, each compute node
+munged (the head node's key) + slurmd; the nodes boot in ParallelCluster's phase order (lifecycle.py), the
+compute nodes concurrently while the head node's first image import runs.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fabric import Fabric
+from lifecycle import Boot, Lifecycle
+from node_root import GROUP, USERS, NodeRoot
+
+HEAD = "ckhead"
+
+
+def compute_names(count: int) -> list[str]:
+    return [f"cknode{i}" for i in range(1, count + 1)]
+
+
+def slurm_conf(addresses: dict[str, str], cpus: int = 2) -> str:
+    """The cluster's slurm.conf: the head node's slurmctld, one NodeName per compute node at its address.
+    ``config_overrides``: the nodes run on a 2-core machine, so slurmd takes the configured CPUs as given."""
+    computes = [n for n in addresses if n != HEAD]
+    return "\n".join([
+        "# Multi-node Slurm for the multi-node tier (Debian's Slurm 22.05): one head node, compute nodes on a bridge.",
+        "ClusterName=ckfleet",
+        f"SlurmctldHost={HEAD}({addresses[HEAD]})",
+        "SlurmctldPort=6817", "SlurmdPort=6818",
+        "AuthType=auth/munge", "CredType=cred/munge",
+        "SlurmUser=root", "SlurmdUser=root",
+        "StateSaveLocation=/var/spool/slurmctld", "SlurmdSpoolDir=/var/spool/slurmd",
+        "SlurmctldPidFile=/run/slurmctld.pid", "SlurmdPidFile=/run/slurmd.pid",
+        "SlurmctldLogFile=/var/log/slurmctld.log", "SlurmdLogFile=/var/log/slurmd.log",
+        "SlurmctldDebug=info", "SlurmdDebug=info",
+        "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
+        "JobAcctGatherType=jobacct_gather/none", "AccountingStorageType=accounting_storage/none",
+        "JobCompType=jobcomp/none", "MpiDefault=none",
+        "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",
+        "SlurmdParameters=config_overrides",
+        "ReturnToService=2", "InactiveLimit=0", "KillWait=5", "MinJobAge=300", "SlurmdTimeout=30",
+        *[f"NodeName={n} NodeHostname={n} NodeAddr={addresses[n]} CPUs={cpus} RealMemory=1000 State=UNKNOWN"
+          for n in computes],
+        f"PartitionName=gpu Nodes={','.join(computes)} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4",
+    ]) + "\n"
+
+
+@dataclass
+class Fleet:
+    scratch: Path
+    stage: Path
+    profile: str
+    count: int = 3
+    fsx_dir: Path | None = None  # the FSx directory (default: one of its own); may outlive the fleet
+    fabric: Fabric = field(default_factory=Fabric)
+    head: NodeRoot | None = None
+    computes: list[NodeRoot] = field(default_factory=list)
+
+    # ----------------------------------------------------------------------------------------- shared dirs
+    @property
+    def shared(self) -> Path:
+        return self.scratch / "shared"
+
+    @property
+    def fsx(self) -> Path:
+        return self.fsx_dir or self.shared / "fsx"
+
+    def _shared_dirs(self) -> dict[str, Path]:
+        return {"/home": self.shared / "home", "/opt/slurm/etc": self.shared / "slurm-etc",
+                "/opt/parallelcluster/shared": self.shared / "pc-shared"}
+
+    @property
+    def nodes(self) -> list[NodeRoot]:
+        return [n for n in (self.head, *self.computes) if n is not None]
+
+    # ----------------------------------------------------------------------------------------------- start
+    def start(self) -> "Fleet":
+        """Every node root up, on the fabric, sharing what ParallelCluster shares; no daemon runs yet."""
+        self.fabric.start()
+        for directory in (self.fsx, *self._shared_dirs().values()):
+            directory.mkdir(parents=True, exist_ok=True)
+            directory.chmod(0o755)  # as the file systems' roots are (pytest's temporary directories are 0700)
+        for user, (uid, gid) in USERS.items():
+            home = self.shared / "home" / user
+            home.mkdir(exist_ok=True)
+            os.chown(home, uid, gid)
+            home.chmod(0o750)
+        names = [HEAD, *compute_names(self.count)]
+        addresses: dict[str, str] = {}
+        for host, name in enumerate(names, start=1):
+            node = NodeRoot(self.scratch / name, self.stage, fsx_at_start=False, profile=self.profile,
+                            node_name=name, fsx_dir=self.fsx)
+            if name == HEAD:
+                self.head = node
+            else:
+                self.computes.append(node)
+            node.start()
+            assert node.holder is not None
+            addresses[name] = self.fabric.attach(name, node.holder.pid, host)
+        hosts = "".join(f"{a} {n}\n" for n, a in addresses.items())
+        key = self.scratch / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        assert self.head is not None
+        self.head.cluster_conf = slurm_conf(addresses)
+        for node in self.nodes:
+            for path, source in self._shared_dirs().items():
+                node.run(["mount", "--bind", str(source), path])
+            node.sh(f"printf '%s' '{hosts}' >> /etc/hosts")
+            node.run(["install", "-m", "0400", str(key), "/etc/munge/munge.key"])
+        return self
+
+    def stop(self) -> None:
+        for node in reversed(self.nodes):
+            node.stop()
+        self.fabric.stop()
+        shutil.rmtree(self.shared, ignore_errors=True)
+
+    # ----------------------------------------------------------------------------------------------- boot
+    def boot_computes(self, compute_args: list[str]) -> list[Boot | BaseException]:
+        """Every compute node through ParallelCluster's phases at once (threads: each is a set of processes);
+        a node's exception is its result, so one failed boot does not hide the others'."""
+        results: list[Boot | BaseException] = [RuntimeError("not booted")] * len(self.computes)
+
+        def boot(i: int, node: NodeRoot) -> None:
+            try:
+                results[i] = Lifecycle(node, compute_args).compute_boot(first=True)
+            except BaseException as exc:  # noqa: BLE001 - reported per node by the caller
+                results[i] = exc
+
+        threads = [threading.Thread(target=boot, args=(i, n)) for i, n in enumerate(self.computes)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=600)
+        return results
+
+    def logs(self) -> str:
+        """The tail of every node's Slurm log, for a failed job's assertion message."""
+        out = []
+        for node in self.nodes:
+            path = "/var/log/slurmctld.log" if node is self.head else "/var/log/slurmd.log"
+            out.append(f"--- {node.slurm_node if node is not self.head else HEAD}:{path}\n"
+                       + node.run(["tail", "-n", "25", path], check=False).stdout)
+        return "\n".join(out)
+
+    def wait_idle(self, timeout: float = 60) -> None:
+        """Until slurmctld shows every compute node idle."""
+        assert self.head is not None
+        names = [n.slurm_node for n in self.computes]
+
+        def all_idle() -> bool:
+            out = self.head.run(["sinfo", "-h", "-N", "-o", "%N %T"], check=False).stdout.split()
+            states = dict(zip(out[::2], out[1::2]))
+            return all(states.get(n, "").rstrip("*~#!%$@^-").upper() == "IDLE" for n in names)
+
+        self.head.wait(all_idle, "every compute node idle", timeout)
+
+
+def group() -> str:
+    return GROUP[0]

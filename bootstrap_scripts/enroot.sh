@@ -309,25 +309,16 @@ ck_install_hooks() {
     done
 }
 
-# ck_write_ecr_credentials: system-wide enroot credentials for CK_ECR_REGISTRIES.
-# Mode 0644 root:root on purpose: the file holds no secret, only a `$(aws ecr get-login-password ...)`
-# command that enroot evaluates at pull time as the calling user, with that user's AWS identity (the
-# instance profile). A 0600 root file would be unreadable for every user but root. It must never be
-# user-writable because every user's enroot executes its password field. No comments in it: enroot
-# evaluates it line by line and curl reads the result as a netrc file.
+# ck_write_ecr_credentials: /etc/enroot/credentials for CK_ECR_REGISTRIES, 0644 root (clusterkit_node/enroot_conf.py
+# says why it is world-readable and holds no secret); removed when the cluster names no ECR registry.
 ck_write_ecr_credentials() {
-    local host region content=""
-    if [[ -z "${CK_ECR_REGISTRIES}" ]]; then
+    local content
+    content="$(ck_node_setup enroot-credentials)" ||
+        ck_die 1 "cannot render ${CK_ENROOT_CREDENTIALS} (${CK_ZIPAPP} enroot-credentials failed)"
+    if [[ -z "${content}" ]]; then
         ck_remove_file "${CK_ROOT}${CK_ENROOT_CREDENTIALS}"
         return 0
     fi
-    for host in ${CK_ECR_REGISTRIES}; do
-        region="${host#*.dkr.ecr}"
-        region="${region#-fips}"
-        region="${region#.}"
-        region="${region%%.amazonaws.com*}"
-        content+="machine ${host} login AWS password \$(aws ecr get-login-password --region ${region})"$'\n'
-    done
     ck_ensure_dir "${CK_ROOT}/etc/enroot" 0755
     ck_write_file "${CK_ROOT}${CK_ENROOT_CREDENTIALS}" 0644 "${content}"
 }

@@ -47,7 +47,7 @@ The work is done by the package's modules, one job each:
   nccl_transport.py   ``nccl-check``: did NCCL use EFA (NET/OFI) or fall back to sockets? (NCCL_DEBUG=INFO)
   settings.py         the node settings table (keys, defaults, patterns, hints, required roles)
   args.py             ``node-args``: the Args checked against that table (did-you-mean), node.env
-  enroot_conf.py      ``enroot-conf``: /etc/enroot/enroot.conf
+  enroot_conf.py      ``enroot-conf``, ``enroot-credentials``: /etc/enroot/enroot.conf and the ECR credentials
   pyxis_conf.py       ``pyxis-conf``, ``plugstack-conf``, ``pyxis-line-check``: pyxis' options for the installed
                       pyxis, pyxis.conf, the plugstack include line, the compute nodes' check of that line
 
@@ -82,6 +82,7 @@ from .verify import cmd_verify
 NODE_SETUP = {
     "node-args": node_args.cmd_node_args,
     "enroot-conf": enroot_conf.cmd_enroot_conf,
+    "enroot-credentials": enroot_conf.cmd_enroot_credentials,
     "pyxis-conf": pyxis_conf.cmd_pyxis_conf,
     "plugstack-conf": pyxis_conf.cmd_plugstack_conf,
     "pyxis-line-check": pyxis_conf.cmd_pyxis_line_check,

@@ -14,7 +14,7 @@ from typing import Dict, List
 
 from . import args as node_args
 
-CREDENTIALS = "/etc/enroot/credentials"  # system-wide ECR credentials (enroot.sh ck_write_ecr_credentials)
+CREDENTIALS = "/etc/enroot/credentials"  # system-wide ECR credentials (credentials() below)
 PLAIN_CONFIG_PATH = '${HOME:-$(echo ~)}/.config/enroot'
 # enroot only reads $ENROOT_CONFIG_PATH/.credentials: link the system-wide file there the first time a user runs
 # enroot, unless the user already has their own credentials file.
@@ -59,7 +59,27 @@ def render(values: Dict[str, str], layout: Layout) -> str:
     return "\n".join(lines) + "\n"
 
 
+def credentials(values: Dict[str, str]) -> str:
+    """/etc/enroot/credentials for CK_ECR_REGISTRIES ("" when there are none: the node removes the file).
+
+    Mode 0644 root:root on purpose (the node scripts write it): the file holds no secret, only a
+    ``$(aws ecr get-login-password ...)`` command that enroot evaluates at pull time as the calling user, with
+    that user's AWS identity (the instance profile). A 0600 root file would be unreadable for every user but
+    root. It must never be user-writable because every user's enroot executes its password field. No comments
+    in it: enroot evaluates it line by line and curl reads the result as a netrc file. The hosts are the
+    settings table's ECR pattern, so the region is the part between ``.dkr.ecr[-fips].`` and
+    ``.amazonaws.com``."""
+    lines = []
+    for host in values["CK_ECR_REGISTRIES"].split():
+        region = host.split(".dkr.ecr", 1)[1].removeprefix("-fips").removeprefix(".").split(".amazonaws.com")[0]
+        lines.append(f"machine {host} login AWS password $(aws ecr get-login-password --region {region})\n")
+    return "".join(lines)
+
+
 def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    c = sub.add_parser("enroot-credentials", help="print /etc/enroot/credentials for the node's ECR registries "
+                                                  "(nothing when there are none)")
+    node_args.add_role_arguments(c)
     p = sub.add_parser("enroot-conf", help="print /etc/enroot/enroot.conf for the node's Args and working dirs")
     for name in ("medium", "runtime-dir", "data-dir", "cache-dir", "temp-dir"):
         p.add_argument(f"--{name}", required=True)
@@ -71,4 +91,12 @@ def cmd_enroot_conf(a: argparse.Namespace) -> int:
     if values is None:
         return node_args.EXIT_BAD_ARGS
     node_args.write(render(values, Layout(a.medium, a.runtime_dir, a.data_dir, a.cache_dir, a.temp_dir)))
+    return 0
+
+
+def cmd_enroot_credentials(a: argparse.Namespace) -> int:
+    values = node_args.parsed_or_reported(a)
+    if values is None:
+        return node_args.EXIT_BAD_ARGS
+    node_args.write(credentials(values))
     return 0

@@ -16,12 +16,8 @@ for path in (HERE, HERE.parent / "real_runtime", HERE.parent / "images"):
 
 import runtime_build  # noqa: E402
 import training_image  # noqa: E402
-from fleet import Fleet  # noqa: E402
-from fleet_flow import bring_up  # noqa: E402
-from registry import serve_on  # noqa: E402
-from tier import stage_for, unavailable  # noqa: E402
-
-PROFILE = "ubuntu2204"  # its AMI has squashfuse: the newer generation starts the store file in place
+from fleet_flow import fleet_up  # noqa: E402
+from tier import unavailable  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -42,12 +38,5 @@ def shared_fsx(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module", params=sorted(runtime_build.GENERATIONS))
 def up(request, training_layer, shared_fsx, tmp_path_factory):
-    gen = runtime_build.GENERATIONS[request.param]
-    stage = stage_for(gen.key)
-    fleet = Fleet(tmp_path_factory.mktemp(f"fleet-{gen.key}"), stage, PROFILE, fsx_dir=shared_fsx)
-    try:
-        fleet.start()
-        with serve_on(fleet.fabric) as (registry, loopback):
-            yield bring_up(fleet, gen, registry, loopback, training_layer, tmp_path_factory.mktemp(f"spec-{gen.key}"))
-    finally:
-        fleet.stop()
+    """A fleet with ClusterKit up, per generation and test module (fleet_flow.fleet_up)."""
+    yield from fleet_up(request.param, training_layer, shared_fsx, tmp_path_factory)

@@ -25,8 +25,13 @@ from node_root import GROUP, USERS, NodeRoot
 HEAD = "ckhead"
 
 
-def compute_names(count: int) -> list[str]:
-    return [f"cknode{i}" for i in range(1, count + 1)]
+QUEUE, RESOURCE = "gpu", "p5"
+
+
+def compute_names(count: int, first: int = 1) -> list[str]:
+    """ParallelCluster's names for static nodes, ``<queue>-st-<compute resource>-<n>``: Slurm's node names and
+    the hostnames, from which the fingerprints tell each node's queue."""
+    return [f"{QUEUE}-st-{RESOURCE}-{i}" for i in range(first, first + count)]
 
 
 def slurm_conf(addresses: dict[str, str], cpus: int = 2) -> str:
@@ -49,10 +54,10 @@ def slurm_conf(addresses: dict[str, str], cpus: int = 2) -> str:
         "JobCompType=jobcomp/none", "MpiDefault=none",
         "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",
         "SlurmdParameters=config_overrides",
-        "ReturnToService=2", "InactiveLimit=0", "KillWait=5", "MinJobAge=300", "SlurmdTimeout=30",
+        "ReturnToService=2", "InactiveLimit=0", "KillWait=5", "MinJobAge=300", "SlurmdTimeout=10",
         *[f"NodeName={n} NodeHostname={n} NodeAddr={addresses[n]} CPUs={cpus} RealMemory=1000 State=UNKNOWN"
           for n in computes],
-        f"PartitionName=gpu Nodes={','.join(computes)} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4",
+        f"PartitionName={QUEUE} Nodes={','.join(computes)} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4",
     ]) + "\n"
 
 
@@ -96,29 +101,42 @@ class Fleet:
             home.mkdir(exist_ok=True)
             os.chown(home, uid, gid)
             home.chmod(0o750)
-        names = [HEAD, *compute_names(self.count)]
-        addresses: dict[str, str] = {}
-        for host, name in enumerate(names, start=1):
-            node = NodeRoot(self.scratch / name, self.stage, fsx_at_start=False, profile=self.profile,
-                            node_name=name, fsx_dir=self.fsx)
+        key = self.scratch / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        for name in [HEAD, *compute_names(self.count)]:
+            node = self._add_node(name, self.stage)
             if name == HEAD:
                 self.head = node
             else:
                 self.computes.append(node)
-            node.start()
-            assert node.holder is not None
-            addresses[name] = self.fabric.attach(name, node.holder.pid, host)
-        hosts = "".join(f"{a} {n}\n" for n, a in addresses.items())
-        key = self.scratch / "munge.key"
-        key.write_bytes(os.urandom(1024))
         assert self.head is not None
-        self.head.cluster_conf = slurm_conf(addresses)
+        self.head.cluster_conf = slurm_conf(self.fabric.attached)
         for node in self.nodes:
-            for path, source in self._shared_dirs().items():
-                node.run(["mount", "--bind", str(source), path])
-            node.sh(f"printf '%s' '{hosts}' >> /etc/hosts")
-            node.run(["install", "-m", "0400", str(key), "/etc/munge/munge.key"])
+            self._join(node)
         return self
+
+    def _add_node(self, name: str, stage: Path, fuse_mode: str | None = None) -> NodeRoot:
+        node = NodeRoot(self.scratch / name, stage, fsx_at_start=False, profile=self.profile, fuse_mode=fuse_mode,
+                        node_name=name, fsx_dir=self.fsx)
+        node.start()
+        assert node.holder is not None
+        self.fabric.attach(name, node.holder.pid, len(self.fabric.attached) + 1)
+        return node
+
+    def _join(self, node: NodeRoot) -> None:
+        """What ParallelCluster shares with the node, the cluster's host names and the munge key."""
+        for path, source in self._shared_dirs().items():
+            node.run(["mount", "--bind", str(source), path])
+        hosts = "".join(f"{a} {n}\n" for n, a in self.fabric.attached.items())
+        node.sh(f"printf '%s' '{hosts}' >> /etc/hosts")
+        node.run(["install", "-m", "0400", str(self.scratch / "munge.key"), "/etc/munge/munge.key"])
+
+    def extra_node(self, name: str, stage: Path, fuse_mode: str | None = None) -> NodeRoot:
+        """One more node on the fabric, sharing what the others share, that Slurm does not know: for a boot
+        that must fail, or a node of another software generation (the caller stops it)."""
+        node = self._add_node(name, stage, fuse_mode)
+        self._join(node)
+        return node
 
     def stop(self) -> None:
         for node in reversed(self.nodes):

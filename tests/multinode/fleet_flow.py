@@ -17,12 +17,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
+import runtime_build
 from cluster_flow import LAUNCHER_ARGS, SYNC_UNIT, put_file, wait_unit  # noqa: F401 (LAUNCHER_ARGS: docs)
 from fleet import Fleet
 from images_fakes import FakeRegistry
 from lifecycle import Boot, Lifecycle
+from registry import serve_on
 from runtime_build import Generation
+from tier import stage_for
 from training_image import Layer, serve
 
 from clusterkit.artifacts.bundle import node_artifacts
@@ -119,3 +123,19 @@ def bring_up(fleet: Fleet, generation: Generation, registry: FakeRegistry, loopb
     registry.log.clear()  # what jobs ask the registry for, from here on
     return Up(fleet, generation, registry, digest, lock, compute_args, head_boot, compute_boots, sync_log,
               boot_requests, timings)
+
+
+PROFILE = "ubuntu2204"  # its AMI has squashfuse: the newer generation starts the store file in place
+
+
+def fleet_up(gen_key: str, layer: Layer, fsx: Path, tmp_path_factory) -> Iterator[Up]:
+    """A fleet of generation ``gen_key`` on the session's FSx directory, ClusterKit brought up on it, stopped
+    after (a pytest fixture's body: ``yield from``)."""
+    generation = runtime_build.GENERATIONS[gen_key]
+    fleet = Fleet(tmp_path_factory.mktemp(f"fleet-{gen_key}"), stage_for(gen_key), PROFILE, fsx_dir=fsx)
+    try:
+        fleet.start()
+        with serve_on(fleet.fabric) as (registry, loopback):
+            yield bring_up(fleet, generation, registry, loopback, layer, tmp_path_factory.mktemp(f"spec-{gen_key}"))
+    finally:
+        fleet.stop()

@@ -71,10 +71,11 @@ class Lifecycle:
                 boot.steps.append((phase, "head_node_stage0.sh -> the bundle's head_node_launcher.sh"))
         return boot
 
-    def compute_boot(self, *, first: bool) -> Boot:
-        """One static compute node's boot; first: its slurmd has never run (else it is restarted)."""
+    def compute_boot(self, *, first: bool, until: str = "finalize") -> Boot:
+        """One static compute node's boot; first: its slurmd has never run (else it is restarted); until: the
+        last phase to run (a node Slurm does not know stops before finalize)."""
         boot = Boot("compute")
-        for phase in PHASES:
+        for phase in PHASES[:PHASES.index(until) + 1]:
             if phase == "init":
                 self.node.run(["test", "-f", f"{SHARED}/enroot.sh"])
                 boot.steps.append((phase, "the head node's bundle is in the shared dir"))

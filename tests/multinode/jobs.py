@@ -1,0 +1,64 @@
+"""The jobs the multi-node tier runs, as files a user would submit, and how their output is read."""
+from __future__ import annotations
+
+import json
+
+# One DDP training step of a tiny model (23 parameters: each rank's line stays well under Slurm's 4 KiB
+# output chunks). Every rank takes its shard of one fixed batch; DDP averages the
+# gradients (gloo allreduce), so every rank ends with the gradient of the whole batch's mean loss, which is
+# what one process computes on the whole batch (SINGLE below runs exactly that).
+DDP_STEP = r'''
+import json, os, socket
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+BATCH = 12
+
+def data():
+    g = torch.Generator().manual_seed(1234)
+    return torch.randn(BATCH, 4, generator=g), torch.randn(BATCH, 2, generator=g)
+
+def model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh(), torch.nn.Linear(3, 2)).double()
+
+def grads(m):
+    return [v for p in m.parameters() for v in p.grad.flatten().tolist()]
+
+x, y = data()
+x, y = x.double(), y.double()
+dist.init_process_group("gloo")  # env:// from the hook: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
+rank, world = dist.get_rank(), dist.get_world_size()
+share = BATCH // world
+m = DDP(model())
+torch.nn.functional.mse_loss(m(x[rank * share:(rank + 1) * share]), y[rank * share:(rank + 1) * share]).backward()
+g = grads(m.module)
+print(json.dumps({"rank": rank, "world": world, "node": socket.gethostname(), "torch": torch.__version__,
+                  "master": os.environ.get("MASTER_ADDR"), "grads": g, "checksum": sum(g)}), flush=True)
+dist.destroy_process_group()
+if rank == 0:  # the same step in one process on the whole batch, no DDP: the reference
+    single = model()
+    torch.nn.functional.mse_loss(single(x), y).backward()
+    print("single " + json.dumps(grads(single)), flush=True)
+'''
+
+MPI_ALLREDUCE = r'''
+import json, socket
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+total = comm.allreduce(comm.Get_rank() + 1, op=MPI.SUM)
+print(json.dumps({"rank": comm.Get_rank(), "size": comm.Get_size(), "node": socket.gethostname(),
+                  "sum": total, "library": MPI.Get_library_version().splitlines()[0]}), flush=True)
+'''
+
+
+def job_image(up) -> str:
+    """What a job names: the locked registry name where pyxis has ClusterKit's importer (>= 0.24), else the
+    store file (pyxis 0.20 has no importer; docs/images.md)."""
+    return up.registry_name if up.generation.pyxis_version >= "0.24" else up.sqsh
+
+
+def ranks(output: str) -> list[dict]:
+    return sorted((json.loads(line) for line in output.splitlines() if line.startswith("{")),
+                  key=lambda r: r["rank"])

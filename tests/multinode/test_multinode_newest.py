@@ -1,0 +1,93 @@
+"""The multi-node tests that run on the newest enroot + pyxis generation only: an MPI allreduce over PMIx,
+and the faults a fleet has (a node whose self-test fails, a node lost mid-job).
+
+Why not both generations: on the older one every container start extracts the 1.5 GB image on every node
+(pyxis 0.20 has no in-place start), which would put the tier past its time in ``make test``;
+test_multinode_jobs.py runs the older generation through the boot, the DDP step and drift.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+import runtime_build
+from cluster_flow import SHARED
+from fleet import QUEUE, compute_names
+from fleet_flow import STORE, fleet_up
+from lifecycle import Lifecycle
+from tier import stage_for
+
+from jobs import MPI_ALLREDUCE, job_image, ranks
+
+NEWEST = max(runtime_build.GENERATIONS)
+
+
+@pytest.fixture(scope="module")
+def up(training_layer, shared_fsx, tmp_path_factory):
+    yield from fleet_up(NEWEST, training_layer, shared_fsx, tmp_path_factory)
+
+
+@pytest.mark.parametrize("mpi", ["pmix"])
+def test_an_mpi_allreduce_spans_three_nodes(up, mpi: str) -> None:
+    home = "/home/ckuser1"
+    up.fleet.head.write(f"{home}/allreduce.py", MPI_ALLREDUCE)
+    script = (f"#!/bin/bash\nset -euo pipefail\n"
+              f"srun --mpi={mpi} --container-image={job_image(up)} python3 {home}/allreduce.py\n")
+    state, out = up.fleet.head.sbatch(script, user="ckuser1", args=("-N", "3", "--ntasks-per-node=2"),
+                                      timeout=240)
+    assert state == "COMPLETED", out + up.fleet.logs()
+    got = ranks(out)
+    assert [r["rank"] for r in got] == list(range(6)) and {r["size"] for r in got} == {6}, out
+    assert {r["sum"] for r in got} == {21}
+    assert sorted({r["node"] for r in got}) == compute_names(3)
+    assert all("Open MPI" in r["library"] for r in got)
+
+
+# --- faults a fleet has ---------------------------------------------------------------------------------------
+
+def test_a_node_whose_self_test_fails_does_not_join(up) -> None:
+    """/dev/fuse closed to users on one node (a custom AMI's udev rule, say): where the plugstack line asks for
+    squashfuse its boot fails in one line naming the fix; the running fleet is untouched."""
+    name = compute_names(1, first=5)[0]
+    node = up.fleet.extra_node(name, stage_for(up.generation.key), fuse_mode="0600")
+    try:
+        boot = Lifecycle(node, up.compute_args)
+        if "use_squashfuse=1" in up.fleet.head.read("/opt/slurm/etc/plugstack.conf.d/pyxis.conf"):
+            with pytest.raises(AssertionError) as failed:
+                boot.compute_boot(first=True, until="OnNodeConfigured")
+            assert "/dev/fuse" in str(failed.value), failed.value
+        else:  # extraction needs no /dev/fuse: the node would join
+            boot.compute_boot(first=True, until="OnNodeConfigured")
+    finally:
+        node.stop()
+        (up.fleet.fsx / ".containers.clusterkit" / "nodes" / f"{name}.json").unlink(missing_ok=True)
+    up.fleet.wait_idle()
+
+
+def test_a_node_lost_mid_job_fails_the_job_leaves_the_store_and_the_rest_run(up) -> None:
+    """Last in the module: it takes a node away. A three-node job runs; the third node's machine goes (every
+    process in it killed, slurmd included). Slurm marks the node down and requeues the job; the store on the
+    file system is what it was (verify on the head node); the next job runs on the two nodes left."""
+    head, lost = up.fleet.head, up.fleet.computes[-1]
+    manifest_before = (up.fleet.fsx / "containers" / "manifest.json").read_bytes()
+    job = head.run(["sbatch", "--parsable", "-N", "3", "--ntasks-per-node=1", "--chdir=/home/ckuser1",
+                    "--output=/home/ckuser1/lost.out", "--wrap",
+                    f"srun --container-image={job_image(up)} sleep 120"], user="ckuser1").stdout.strip()
+    head.wait(lambda: head.job_state(job) == "RUNNING", f"job {job} running", 120)
+    time.sleep(3)  # the step's containers start on every node
+    lost.stop()
+    # Slurm's answer (slurm.conf(5) JobRequeue=1, the default, which ParallelCluster keeps): the node is set
+    # DOWN and the batch job requeued, where it waits for three nodes again.
+    head.wait(lambda: "Restarts=1" in head.run(["scontrol", "show", "job", job]).stdout, f"job {job} requeued", 90)
+    head.wait(lambda: head.job_state(job) == "PENDING", f"job {job} pending again (after COMPLETING)", 60)
+    assert "DOWN" in head.run(["sinfo", "-h", "-n", lost.slurm_node, "-o", "%T"]).stdout.upper()
+    head.run(["scancel", job])
+    assert (up.fleet.fsx / "containers" / "manifest.json").read_bytes() == manifest_before
+    verify = head.run(["python3", f"{SHARED}/clusterkit_node.pyz", "verify", "--store", STORE, "--lock",
+                       f"{SHARED}/images.lock"], check=False)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    left = [n.slurm_node for n in up.fleet.computes[:-1]]
+    state, out = head.sbatch(f"#!/bin/bash\nsrun --container-image={job_image(up)} hostname\n", user="ckuser1",
+                             args=("-N", "2", "-w", ",".join(left)), timeout=180)
+    assert state == "COMPLETED", out + up.fleet.logs()
+    assert sorted(line for line in out.splitlines() if line.startswith(f"{QUEUE}-st-")) == left

@@ -12,13 +12,13 @@ image (tests/multinode/training_image.py, about 1.5 GB unpacked). Three bring-up
 
 For each: the time from the start of the bring-up (serve and lock the image, upload the bundle: about 1 s;
 then the head node's boot, the compute nodes' boots and the image sync) to the store being synced and to the
-first successful 3-node job (`srun -N3 true` in the container, run as soon as every node is idle), then for --rounds rounds, each after dropping the page
-cache and with the cluster idle, `srun -N1` and `srun -N3 --ntasks-per-node=1` of `true` in the container
-(the locked registry name where pyxis has the importer, else the store file), and how much of the store file
-the page cache holds after the start (fincore): the bytes read from the store for that start. All nodes
-share this machine's one page cache, so the 3-node figure is the union of what the nodes read: for the
-in-place path it is the blocks the start touches, for extraction the whole file once (each node then
-writes its own copy).
+first successful 3-node job (`srun -N3 true` in the container, run as soon as every node is idle), then for
+--rounds rounds, each after dropping the page cache and with the cluster idle, `srun -N1` and `srun -N3
+--ntasks-per-node=1` of `true` in the container (the locked registry name where pyxis has the importer, else
+the store file), and how much of the store file the page cache holds after the start (fincore): the bytes read
+from the store for that start. All nodes share this machine's one page cache, so the 3-node figure is the
+union of what the nodes read: for the in-place path it is the blocks the start touches, for extraction the
+whole file once (each node then writes its own copy).
 
 What it does not measure: FSx (the store is a local directory: no Lustre client, no network per node), GPUs,
 nodes on separate machines (three nodes share two cores here, so 3-node starts contend for CPU).

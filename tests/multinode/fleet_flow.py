@@ -71,6 +71,8 @@ class Up:
     compute_boots: list[Boot | BaseException]
     sync_log: str
     boot_requests: list[tuple[str, str, str | None]]  # what the registry was asked while the cluster came up
+    spec_path: Path
+    loopback_url: str  # where the lock's client reaches the registry
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -83,15 +85,11 @@ class Up:
         return f"{self.registry.host}#{REPOSITORY}:{TAG}"
 
 
-def bring_up(fleet: Fleet, generation: Generation, registry: FakeRegistry, loopback_url: str, layer: Layer,
-             workdir: Path) -> Up:
-    head = fleet.head
-    assert head is not None
-    timings: dict[str, float] = {}
-    start = time.monotonic()
-    digest = serve(registry, REPOSITORY, TAG, layer)
-    spec_path = workdir / "demo.yaml"
-    spec_path.write_text(spec_text(registry.host, fleet.profile))
+def lock_and_upload(fleet: Fleet, registry: FakeRegistry, loopback_url: str,
+                    spec_path: Path) -> tuple[ImageLock, list[str]]:
+    """``clusterkit lock`` against the registry, then the spec's bundle to the head node's S3 stand-in (what a
+    deploy does); returns the lock and the compute nodes' Args."""
+    assert fleet.head is not None
     loaded = load(str(spec_path), check_lock=False)
     fabric_host, registry.host = registry.host, loopback_url.removeprefix("http://")
     try:  # the lock's client reaches the registry on loopback; the token realm must be loopback too
@@ -101,10 +99,22 @@ def bring_up(fleet: Fleet, generation: Generation, registry: FakeRegistry, loopb
     finally:
         registry.host = fabric_host
     write_lock(loaded.lock_path, lock)
-    registry.log.clear()  # from here on the registry sees only the nodes' traffic
     loaded = load(str(spec_path))
-    compute_args = list(expand(loaded).node.compute)
-    put_file(head, "/var/lib/ck-test/s3/ck-test/bundle.zip", node_artifacts(loaded).bundle.data)
+    put_file(fleet.head, "/var/lib/ck-test/s3/ck-test/bundle.zip", node_artifacts(loaded).bundle.data)
+    return lock, list(expand(loaded).node.compute)
+
+
+def bring_up(fleet: Fleet, generation: Generation, registry: FakeRegistry, loopback_url: str, layer: Layer,
+             workdir: Path) -> Up:
+    head = fleet.head
+    assert head is not None
+    timings: dict[str, float] = {}
+    start = time.monotonic()
+    digest = serve(registry, REPOSITORY, TAG, layer)
+    spec_path = workdir / "demo.yaml"
+    spec_path.write_text(spec_text(registry.host, fleet.profile))
+    lock, compute_args = lock_and_upload(fleet, registry, loopback_url, spec_path)
+    registry.log.clear()  # from here on the registry sees only the nodes' traffic
     # Site drop-in: enroot on the head node may talk plain http to the test registry (nothing else changes).
     head.write("/etc/enroot/enroot.conf.d/90-ck-test-http.conf", "ENROOT_ALLOW_HTTP yes\n")
     head_boot = Lifecycle(head, compute_args).head_boot()
@@ -122,7 +132,7 @@ def bring_up(fleet: Fleet, generation: Generation, registry: FakeRegistry, loopb
     boot_requests = list(registry.log)
     registry.log.clear()  # what jobs ask the registry for, from here on
     return Up(fleet, generation, registry, digest, lock, compute_args, head_boot, compute_boots, sync_log,
-              boot_requests, timings)
+              boot_requests, spec_path, loopback_url, timings)
 
 
 PROFILE = "ubuntu2204"  # its AMI has squashfuse: the newer generation starts the store file in place

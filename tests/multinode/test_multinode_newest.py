@@ -1,5 +1,6 @@
 """The multi-node tests that run on the newest enroot + pyxis generation only: an MPI allreduce over PMIx,
-and the faults a fleet has (a node whose self-test fails, a node lost mid-job).
+and the faults a fleet has (a node whose self-test fails, nodes verifying while a new digest is published, a
+node lost mid-job).
 
 Why not both generations: on the older one every container start extracts the 1.5 GB image on every node
 (pyxis 0.20 has no in-place start), which would put the tier past its time in ``make test``;
@@ -7,13 +8,16 @@ test_multinode_jobs.py runs the older generation through the boot, the DDP step 
 """
 from __future__ import annotations
 
+import json
+import threading
 import time
 
 import pytest
 import runtime_build
-from cluster_flow import SHARED
+from cluster_flow import SHARED, SYNC_UNIT, rootfs, run_launcher, wait_unit
 from fleet import QUEUE, compute_names
-from fleet_flow import STORE, fleet_up
+from fleet_flow import IMAGE, REPOSITORY, STORE, TAG, fleet_up, lock_and_upload
+from images_fakes import add_rootfs_image
 from lifecycle import Lifecycle
 from tier import stage_for
 
@@ -64,15 +68,53 @@ def test_a_node_whose_self_test_fails_does_not_join(up) -> None:
     up.fleet.wait_idle()
 
 
+def test_nodes_verifying_while_the_head_node_publishes_a_new_digest_see_no_broken_store(up) -> None:
+    """The lock moves ``train`` to a new digest (a small image, so the import is quick) and the head node's
+    OnNodeUpdated runs the sync, while two compute nodes run their boot-time ``verify`` over and over: every
+    run passes (a missing image is a warning, never a failure or a half-written file), and afterwards the
+    store serves the new digest."""
+    head, verifiers = up.fleet.head, up.fleet.computes[:2]
+    add_rootfs_image(up.registry, REPOSITORY, "small", [rootfs()], env=("PYTORCH_VERSION=1.13.1",))
+    up.spec_path.write_text(up.spec_path.read_text().replace(f":{TAG}\n", ":small\n"))
+    lock, _ = lock_and_upload(up.fleet, up.registry, up.loopback_url, up.spec_path)
+    assert lock.images[0].digest != up.digest
+    results: list[tuple[str, int, str]] = []
+    done = threading.Event()
+
+    def verify_loop(node) -> None:
+        while not done.is_set():
+            proc = node.run(["python3", f"{SHARED}/clusterkit_node.pyz", "verify", "--store", STORE, "--lock",
+                             f"{SHARED}/images.lock"], check=False)
+            results.append((node.slurm_node, proc.returncode, proc.stdout + proc.stderr))
+
+    threads = [threading.Thread(target=verify_loop, args=(n,)) for n in verifiers]
+    for thread in threads:
+        thread.start()
+    try:
+        run_launcher(head)  # OnNodeUpdated: the new bundle, then the image-sync unit
+        rc = wait_unit(head, SYNC_UNIT, timeout=300)
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert rc == "0", head.read(f"/run/ck-test/units/{SYNC_UNIT}.log")
+    assert len(results) >= 4 and {name for name, _, _ in results} == {n.slurm_node for n in verifiers}
+    bad = [r for r in results if r[1] != 0 or "Traceback" in r[2]]
+    assert bad == [], bad[:2]
+    manifest = json.loads((up.fleet.fsx / "containers" / "manifest.json").read_text())
+    assert manifest["images"][IMAGE]["digest"] == lock.images[0].digest
+
+
 def test_a_node_lost_mid_job_fails_the_job_leaves_the_store_and_the_rest_run(up) -> None:
     """Last in the module: it takes a node away. A three-node job runs; the third node's machine goes (every
     process in it killed, slurmd included). Slurm marks the node down and requeues the job; the store on the
-    file system is what it was (verify on the head node); the next job runs on the two nodes left."""
+    file system is what it was (verify on the head node); the next job runs on the two nodes left. Jobs name
+    the store's stable file: the image the lock names now (an earlier test moved it to a new digest)."""
     head, lost = up.fleet.head, up.fleet.computes[-1]
     manifest_before = (up.fleet.fsx / "containers" / "manifest.json").read_bytes()
     job = head.run(["sbatch", "--parsable", "-N", "3", "--ntasks-per-node=1", "--chdir=/home/ckuser1",
                     "--output=/home/ckuser1/lost.out", "--wrap",
-                    f"srun --container-image={job_image(up)} sleep 120"], user="ckuser1").stdout.strip()
+                    f"srun --container-image={up.sqsh} sleep 120"], user="ckuser1").stdout.strip()
     head.wait(lambda: head.job_state(job) == "RUNNING", f"job {job} running", 120)
     time.sleep(3)  # the step's containers start on every node
     lost.stop()
@@ -87,7 +129,7 @@ def test_a_node_lost_mid_job_fails_the_job_leaves_the_store_and_the_rest_run(up)
                        f"{SHARED}/images.lock"], check=False)
     assert verify.returncode == 0, verify.stdout + verify.stderr
     left = [n.slurm_node for n in up.fleet.computes[:-1]]
-    state, out = head.sbatch(f"#!/bin/bash\nsrun --container-image={job_image(up)} hostname\n", user="ckuser1",
+    state, out = head.sbatch(f"#!/bin/bash\nsrun --container-image={up.sqsh} hostname\n", user="ckuser1",
                              args=("-N", "2", "-w", ",".join(left)), timeout=180)
     assert state == "COMPLETED", out + up.fleet.logs()
     assert sorted(line for line in out.splitlines() if line.startswith(f"{QUEUE}-st-")) == left

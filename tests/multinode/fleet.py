@@ -20,7 +20,7 @@ from pathlib import Path
 
 from fabric import Fabric
 from lifecycle import Boot, Lifecycle
-from node_root import GROUP, USERS, NodeRoot
+from node_root import GROUP, SLURM_DAEMONS, USERS, NodeRoot
 
 HEAD = "ckhead"
 
@@ -43,18 +43,9 @@ def slurm_conf(addresses: dict[str, str], cpus: int = 2) -> str:
         "ClusterName=ckfleet",
         f"SlurmctldHost={HEAD}({addresses[HEAD]})",
         "SlurmctldPort=6817", "SlurmdPort=6818",
-        "AuthType=auth/munge", "CredType=cred/munge",
-        "SlurmUser=root", "SlurmdUser=root",
-        "StateSaveLocation=/var/spool/slurmctld", "SlurmdSpoolDir=/var/spool/slurmd",
-        "SlurmctldPidFile=/run/slurmctld.pid", "SlurmdPidFile=/run/slurmd.pid",
-        "SlurmctldLogFile=/var/log/slurmctld.log", "SlurmdLogFile=/var/log/slurmd.log",
-        "SlurmctldDebug=info", "SlurmdDebug=info",
-        "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
-        "JobAcctGatherType=jobacct_gather/none", "AccountingStorageType=accounting_storage/none",
-        "JobCompType=jobcomp/none", "MpiDefault=none",
-        "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",
+        *SLURM_DAEMONS,
         "SlurmdParameters=config_overrides",
-        "ReturnToService=2", "InactiveLimit=0", "KillWait=5", "MinJobAge=300", "SlurmdTimeout=10",
+        "SlurmdTimeout=10",  # a lost node is DOWN within seconds (the default 300 s would stall the fault test)
         *[f"NodeName={n} NodeHostname={n} NodeAddr={addresses[n]} CPUs={cpus} RealMemory=1000 State=UNKNOWN"
           for n in computes],
         f"PartitionName={QUEUE} Nodes={','.join(computes)} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4",

@@ -62,3 +62,19 @@ def job_image(up) -> str:
 def ranks(output: str) -> list[dict]:
     return sorted((json.loads(line) for line in output.splitlines() if line.startswith("{")),
                   key=lambda r: r["rank"])
+
+
+def run_3x2(up, name: str, program: str, srun_options: str = "") -> tuple[list[dict], str]:
+    """``program`` as ~ckuser1/<name> (the shared home), run by ``sbatch -N 3 --ntasks-per-node=2`` of one
+    ``srun [srun_options] --container-image=<the job image> python3 <it>``; (the ranks' JSON lines by rank, the
+    job's output)."""
+    home = "/home/ckuser1"
+    up.fleet.head.write(f"{home}/{name}", program)
+    script = (f"#!/bin/bash\nset -euo pipefail\n"
+              f"srun {srun_options} --container-image={job_image(up)} python3 {home}/{name}\n")
+    state, out = up.fleet.head.sbatch(script, user="ckuser1", args=("-N", "3", "--ntasks-per-node=2"),
+                                      timeout=240)
+    assert state == "COMPLETED", out + up.fleet.logs()
+    got = ranks(out)
+    assert [r["rank"] for r in got] == list(range(6)), out
+    return got, out

@@ -20,7 +20,7 @@ from fleet_flow import IMAGE, STORE
 from lifecycle import Lifecycle
 from tier import stage_for
 
-from jobs import DDP_STEP, job_image, ranks
+from jobs import DDP_STEP, run_3x2
 
 
 def test_every_compute_node_booted_joined_and_fingerprinted(up) -> None:
@@ -37,15 +37,8 @@ def test_every_compute_node_booted_joined_and_fingerprinted(up) -> None:
 
 
 def test_a_ddp_step_spans_three_nodes_and_equals_one_process(up) -> None:
-    home = "/home/ckuser1"
-    up.fleet.head.write(f"{home}/ddp_step.py", DDP_STEP)
-    script = (f"#!/bin/bash\nset -euo pipefail\n"
-              f"srun --container-image={job_image(up)} python3 {home}/ddp_step.py\n")
-    state, out = up.fleet.head.sbatch(script, user="ckuser1", args=("-N", "3", "--ntasks-per-node=2"),
-                                      timeout=240)
-    assert state == "COMPLETED", out + up.fleet.logs()
-    got = ranks(out)
-    assert [r["rank"] for r in got] == list(range(6)) and {r["world"] for r in got} == {6}
+    got, out = run_3x2(up, "ddp_step.py", DDP_STEP)
+    assert {r["world"] for r in got} == {6}
     assert sorted({r["node"] for r in got}) == compute_names(3)
     # Debian builds 1.13.1 from a tree that calls itself 1.13.0a0 (torch.__version__)
     assert {r["torch"][:4] for r in got} == {"1.13"} and {r["master"] for r in got} == {compute_names(1)[0]}

@@ -21,7 +21,7 @@ from images_fakes import add_rootfs_image
 from lifecycle import Lifecycle
 from tier import stage_for
 
-from jobs import MPI_ALLREDUCE, job_image, ranks
+from jobs import MPI_ALLREDUCE, run_3x2
 
 NEWEST = max(runtime_build.GENERATIONS)
 
@@ -33,15 +33,8 @@ def up(training_layer, shared_fsx, tmp_path_factory):
 
 @pytest.mark.parametrize("mpi", ["pmix"])
 def test_an_mpi_allreduce_spans_three_nodes(up, mpi: str) -> None:
-    home = "/home/ckuser1"
-    up.fleet.head.write(f"{home}/allreduce.py", MPI_ALLREDUCE)
-    script = (f"#!/bin/bash\nset -euo pipefail\n"
-              f"srun --mpi={mpi} --container-image={job_image(up)} python3 {home}/allreduce.py\n")
-    state, out = up.fleet.head.sbatch(script, user="ckuser1", args=("-N", "3", "--ntasks-per-node=2"),
-                                      timeout=240)
-    assert state == "COMPLETED", out + up.fleet.logs()
-    got = ranks(out)
-    assert [r["rank"] for r in got] == list(range(6)) and {r["size"] for r in got} == {6}, out
+    got, _ = run_3x2(up, "allreduce.py", MPI_ALLREDUCE, f"--mpi={mpi}")
+    assert {r["size"] for r in got} == {6}
     assert {r["sum"] for r in got} == {21}
     assert sorted({r["node"] for r in got}) == compute_names(3)
     assert all("Open MPI" in r["library"] for r in got)

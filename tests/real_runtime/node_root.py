@@ -48,6 +48,18 @@ from slurm_cluster import _free_ports  # noqa: E402  (ports the kernel hands out
 
 from clusterkit_node import profiles  # noqa: E402
 
+# slurm.conf lines every node root's Slurm shares (single node here, tests/multinode's fleet too): munge auth, root
+# daemons, the node's own spool and log paths, no cgroups or accounting (none run in a node root).
+SLURM_DAEMONS = (
+    "AuthType=auth/munge", "CredType=cred/munge", "SlurmUser=root", "SlurmdUser=root",
+    "StateSaveLocation=/var/spool/slurmctld", "SlurmdSpoolDir=/var/spool/slurmd",
+    "SlurmctldPidFile=/run/slurmctld.pid", "SlurmdPidFile=/run/slurmd.pid",
+    "SlurmctldLogFile=/var/log/slurmctld.log", "SlurmdLogFile=/var/log/slurmd.log",
+    "SlurmctldDebug=info", "SlurmdDebug=info", "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
+    "JobAcctGatherType=jobacct_gather/none", "AccountingStorageType=accounting_storage/none",
+    "JobCompType=jobcomp/none", "MpiDefault=none", "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",
+    "ReturnToService=2", "InactiveLimit=0", "KillWait=5", "MinJobAge=300",
+)
 SLURM_CLIENTS = ("srun", "sbatch", "salloc", "scontrol", "squeue", "sinfo", "scancel", "sacct")
 # Test users: two share a primary group (the multi-user failure story), uids well above system ranges.
 USERS = {"ckuser1": (27001, 27000), "ckuser2": (27002, 27000)}
@@ -274,17 +286,7 @@ class NodeRoot:
             f"SlurmctldHost={host}(127.0.0.1)",
             f"SlurmctldPort={ctld_port}",
             f"SlurmdPort={slurmd_port}",
-            "AuthType=auth/munge", "CredType=cred/munge",
-            "SlurmUser=root", "SlurmdUser=root",
-            "StateSaveLocation=/var/spool/slurmctld", "SlurmdSpoolDir=/var/spool/slurmd",
-            "SlurmctldPidFile=/run/slurmctld.pid", "SlurmdPidFile=/run/slurmd.pid",
-            "SlurmctldLogFile=/var/log/slurmctld.log", "SlurmdLogFile=/var/log/slurmd.log",
-            "SlurmctldDebug=info", "SlurmdDebug=info",
-            "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
-            "JobAcctGatherType=jobacct_gather/none", "AccountingStorageType=accounting_storage/none",
-            "JobCompType=jobcomp/none", "MpiDefault=none",
-            "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",
-            "ReturnToService=2", "InactiveLimit=0", "KillWait=5", "MinJobAge=300",
+            *SLURM_DAEMONS,
             # PlugStackConfig is left at its default: plugstack.conf next to slurm.conf (/opt/slurm/etc),
             # as on a ParallelCluster node.
             f"NodeName={NODE} NodeHostname={host} NodeAddr=127.0.0.1 CPUs=2 RealMemory=1000 State=UNKNOWN",

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import json
 
-# One DDP training step of a tiny model (23 parameters: each rank's line stays well under Slurm's 4 KiB
-# output chunks). Every rank takes its shard of one fixed batch; DDP averages the
-# gradients (gloo allreduce), so every rank ends with the gradient of the whole batch's mean loss, which is
-# what one process computes on the whole batch (SINGLE below runs exactly that).
+# One DDP training step of a tiny model (23 parameters: each rank's line stays well under Slurm's 4 KiB output
+# chunks). Every rank takes its shard of one fixed batch; DDP averages the gradients (gloo allreduce), so every
+# rank ends with the gradient of the whole batch's mean loss, which is what one process computes on the whole
+# batch: rank 0 then runs exactly that, without DDP, and prints it as the "single" line.
 DDP_STEP = r'''
 import json, os, socket
 import torch
@@ -56,7 +56,8 @@ print(json.dumps({"rank": comm.Get_rank(), "size": comm.Get_size(), "node": sock
 def job_image(up) -> str:
     """What a job names: the locked registry name where pyxis has ClusterKit's importer (>= 0.24), else the
     store file (pyxis 0.20 has no importer; docs/images.md)."""
-    return up.registry_name if up.generation.pyxis_version >= "0.24" else up.sqsh
+    version = tuple(int(p) for p in up.generation.pyxis_version.split("."))
+    return up.registry_name if version >= (0, 24) else up.sqsh
 
 
 def ranks(output: str) -> list[dict]:

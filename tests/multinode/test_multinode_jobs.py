@@ -57,6 +57,10 @@ def drift(up) -> tuple[int, dict]:
     return proc.returncode, json.loads(proc.stdout)
 
 
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split("."))
+
+
 def other_generation(up):
     return next(g for k, g in runtime_build.GENERATIONS.items() if k != up.generation.key)
 
@@ -74,7 +78,7 @@ def test_identical_nodes_show_no_drift_and_another_generation_is_named(up) -> No
     fingerprint = up.fleet.fsx / ".containers.clusterkit" / "nodes" / f"{name}.json"
     try:
         boot = Lifecycle(node, up.compute_args)
-        if other.pyxis_version > up.generation.pyxis_version:
+        if _release(other.pyxis_version) > _release(up.generation.pyxis_version):
             boot.compute_boot(first=True, until="OnNodeConfigured")
             rc, report = drift(up)
             queue = report["queues"][QUEUE]

@@ -65,13 +65,30 @@ def ranks(output: str) -> list[dict]:
                   key=lambda r: r["rank"])
 
 
+def image_report(up) -> str:
+    """A job step printing, per node, the store file its containers start from: what ClusterKit's importer
+    answers pyxis for the job's image name (pyxis >= 0.24, run as pyxis runs it: as the job's user), or where
+    the store's stable name points (pyxis 0.20 starts the stable name). The file is named by its digest."""
+    if job_image(up) == up.sqsh:
+        resolve = f"readlink -f {up.sqsh}"
+    else:
+        uri = "docker://" + up.registry_name
+        resolve = f"python3 /opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz get {uri}"  # '#' mid-word: no comment
+    return f"srun --ntasks-per-node=1 bash -c 'echo \"image $(hostname) $({resolve})\"'\n"
+
+
+def images_started(out: str) -> dict[str, str]:
+    """node -> store file, from image_report's lines."""
+    return {host: path for _, host, path in (line.split() for line in out.splitlines() if line.startswith("image "))}
+
+
 def run_3x2(up, name: str, program: str, srun_options: str = "") -> tuple[list[dict], str]:
     """``program`` as ~ckuser1/<name> (the shared home), run by ``sbatch -N 3 --ntasks-per-node=2`` of one
     ``srun [srun_options] --container-image=<the job image> python3 <it>``; (the ranks' JSON lines by rank, the
     job's output)."""
     home = "/home/ckuser1"
     up.fleet.head.write(f"{home}/{name}", program)
-    script = (f"#!/bin/bash\nset -euo pipefail\n"
+    script = (f"#!/bin/bash\nset -euo pipefail\n{image_report(up)}"
               f"srun {srun_options} --container-image={job_image(up)} python3 {home}/{name}\n")
     state, out = up.fleet.head.sbatch(script, user="ckuser1", args=("-N", "3", "--ntasks-per-node=2"),
                                       timeout=240)

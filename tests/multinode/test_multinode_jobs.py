@@ -20,7 +20,7 @@ from fleet_flow import IMAGE, STORE
 from lifecycle import Lifecycle
 from tier import stage_for
 
-from jobs import DDP_STEP, run_3x2
+from jobs import DDP_STEP, images_started, run_3x2
 
 # One worker runs every multi-node test, in file order: they share each cluster and one store (Makefile).
 pytestmark = pytest.mark.xdist_group("multinode")
@@ -42,6 +42,8 @@ def test_every_compute_node_booted_joined_and_fingerprinted(up) -> None:
 def test_a_ddp_step_spans_three_nodes_and_equals_one_process(up) -> None:
     got, out = run_3x2(up, "ddp_step.py", DDP_STEP)
     assert {r["world"] for r in got} == {6}
+    hex_digest = up.digest.removeprefix("sha256:")
+    assert images_started(out) == {n: f"{STORE}/{IMAGE}/{hex_digest}.sqsh" for n in compute_names(3)}, out
     assert sorted({r["node"] for r in got}) == compute_names(3)
     # Debian builds 1.13.1 from a tree that calls itself 1.13.0a0 (torch.__version__)
     assert {r["torch"][:4] for r in got} == {"1.13"} and {r["master"] for r in got} == {compute_names(1)[0]}

@@ -72,8 +72,8 @@ def image_report(up) -> str:
     if job_image(up) == up.sqsh:
         resolve = f"readlink -f {up.sqsh}"
     else:
-        uri = "docker://" + up.registry_name
-        resolve = f"python3 /opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz get {uri}"  # '#' mid-word: no comment
+        uri = "docker://" + up.registry_name  # its '#' is mid-word: no shell comment
+        resolve = f"python3 /opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz get {uri}"
     return f"srun --ntasks-per-node=1 bash -c 'echo \"image $(hostname) $({resolve})\"'\n"
 
 

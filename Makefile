@@ -87,11 +87,11 @@ synth: $(VENV)/.stamp-runtime node_modules/.stamp
 
 # Two pytest-xdist workers by default (CI has 2 cores); TEST_JOBS=1 runs serially, e.g. to read one failure.
 # The real enroot + pyxis build is shared through a lock file (runtime_build.py), Slurm ports are picked free.
-# --dist loadgroup: the multi-node tests (xdist_group "multinode") run on one worker, in order, sharing their
-# clusters and one store; everything else is spread as before.
+# --dist loadscope: each test module runs on one worker, in order, so a module's clusters (the multi-node tier's
+# above all) come up once. (loadgroup would be finer, but pytest-xdist 3.8 cannot tag pytest 9's node ids.)
 TEST_JOBS ?= 2
 test: $(VENV)/.stamp-dev $(PCVENV)/.stamp node_modules/.stamp system-packages python39
-	$(VENV)/bin/python -m pytest -n $(TEST_JOBS) --dist loadgroup
+	$(VENV)/bin/python -m pytest -n $(TEST_JOBS) --dist loadscope
 
 # The Python-only tier alone (tests/tiers.py gives every test file its tier: unit, moto, node, synth, pcluster,
 # system), from its own folders so nothing else is even imported; `make test` runs every tier and is what CI runs.

@@ -5,6 +5,7 @@ It skips or fails exactly as the real-runtime tier does (tests/real_runtime/tier
 CK_REQUIRE_REAL_RUNTIME=1 make "cannot run here" a failure)."""
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -36,7 +37,24 @@ def shared_fsx(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("fsx")
 
 
+@pytest.fixture(scope="session")
+def fleets(training_layer, shared_fsx, tmp_path_factory):
+    """Each generation's cluster, brought up on first use and kept until the session ends: however the
+    scheduler orders the tests of both generations, each cluster comes up once (tests that change a cluster
+    use one of their own, test_multinode_newest.py)."""
+    with contextlib.ExitStack() as stack:
+        made: dict = {}
+
+        def get(gen_key: str):
+            if gen_key not in made:
+                made[gen_key] = stack.enter_context(
+                    contextlib.contextmanager(fleet_up)(gen_key, training_layer, shared_fsx, tmp_path_factory))
+            return made[gen_key]
+
+        yield get
+
+
 @pytest.fixture(scope="module", params=sorted(runtime_build.GENERATIONS))
-def up(request, training_layer, shared_fsx, tmp_path_factory):
-    """A fleet with ClusterKit up, per generation and test module (fleet_flow.fleet_up)."""
-    yield from fleet_up(request.param, training_layer, shared_fsx, tmp_path_factory)
+def up(request, fleets):
+    """A fleet with ClusterKit up, per generation (fleet_flow.fleet_up), shared by the tests that only read it."""
+    return fleets(request.param)

@@ -22,9 +22,6 @@ from tier import stage_for
 
 from jobs import DDP_STEP, images_started, run_3x2
 
-# One worker runs every multi-node test, in file order: they share each cluster and one store (Makefile).
-pytestmark = pytest.mark.xdist_group("multinode")
-
 
 def test_every_compute_node_booted_joined_and_fingerprinted(up) -> None:
     names = [n.slurm_node for n in up.fleet.computes]

@@ -23,9 +23,6 @@ from tier import stage_for
 
 from jobs import MPI_ALLREDUCE, run_3x2
 
-# One worker runs every multi-node test, in file order: they share each cluster and one store (Makefile).
-pytestmark = pytest.mark.xdist_group("multinode")
-
 NEWEST = max(runtime_build.GENERATIONS)
 
 

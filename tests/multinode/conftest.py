@@ -18,11 +18,12 @@ for path in (HERE, HERE.parent / "real_runtime", HERE.parent / "images"):
 import runtime_build  # noqa: E402
 import training_image  # noqa: E402
 from fleet_flow import fleet_up  # noqa: E402
-from tier import unavailable  # noqa: E402
+from tier import check_host, unavailable  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def training_layer() -> training_image.Layer:
+    check_host()  # not root or no Slurm: say so before building a 1.5 GB image
     try:
         return training_image.build()
     except training_image.Unavailable as exc:

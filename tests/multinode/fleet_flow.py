@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 import runtime_build
-from cluster_flow import LAUNCHER_ARGS, SYNC_UNIT, put_file, wait_unit  # noqa: F401 (LAUNCHER_ARGS: docs)
+from cluster_flow import SYNC_UNIT, put_file, wait_unit
 from fleet import Fleet
 from images_fakes import FakeRegistry
 from lifecycle import Boot, Lifecycle

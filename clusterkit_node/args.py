@@ -130,10 +130,8 @@ def write(text: str) -> None:
 
 
 def cmd_node_args(args: argparse.Namespace) -> int:
-    try:
-        values = parse(args.role, args.args, args.script)
-    except ArgsError as exc:
-        write(f"{exc}\n")
+    values = parsed_or_reported(args)
+    if values is None:
         return EXIT_BAD_ARGS
     write(node_env(values, args.script))
     return 0

@@ -131,10 +131,15 @@ def version_in_file(path: str, pattern: bytes, limit: int) -> Tuple[bool, Option
     return True, (m.group(1).decode() if m else None)
 
 
+def pyxis_plugin_version(path: str) -> Tuple[bool, Optional[str]]:
+    """(readable, version) of the pyxis plugin at ``path``: pyxis >= 0.11 compiles "pyxis: version vX.Y.Z" into
+    it (NVIDIA/pyxis pyxis_slurmd.c), the string slurmd logs."""
+    return version_in_file(path, rb"pyxis: version v(\d+\.\d+(?:\.\d+)?)", 64 << 20)
+
+
 def pyxis_version(env: Dict[str, str]) -> Optional[str]:
-    """pyxis >= 0.11 compiles "pyxis: version vX.Y.Z" into its plugin (NVIDIA/pyxis pyxis_slurmd.c);
-    an older plugin is recorded as "present"."""
-    readable, version = version_in_file(host_path(env, PYXIS_SO), rb"pyxis: version v(\d+\.\d+(?:\.\d+)?)", 64 << 20)
+    """The node's pyxis version; an older plugin is recorded as "present"."""
+    readable, version = pyxis_plugin_version(host_path(env, PYXIS_SO))
     return (version or "present") if readable else None
 
 

@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Tuple
 
 from . import args as node_args
 from . import start_path
-from .facts import version_in_file
+from .facts import pyxis_plugin_version
 from .versions import version_key
 
 OPTION_SINCE: Dict[str, str] = {"use_enroot_load": "0.21.0", "use_squashfuse": "0.24.0", "importer": "0.24.0"}
@@ -44,7 +44,7 @@ def root() -> str:
 def plugin_version(so: str) -> str:
     """The version the plugin reports (the string slurmd logs as "pyxis: version vX"), read from the .so
     itself; empty when it cannot be read."""
-    return version_in_file(root() + so, rb"pyxis: version v([0-9]+\.[0-9]+\.[0-9]+)", 1 << 30)[1] or ""
+    return pyxis_plugin_version(root() + so)[1] or ""
 
 
 def knows(version: str, option: str) -> bool:

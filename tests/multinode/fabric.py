@@ -16,6 +16,7 @@ import ctypes
 import os
 import signal
 import subprocess
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -95,7 +96,6 @@ class Fabric:
 
 def _wait_for_ns(pid: int) -> None:
     """``unshare`` has made its namespace once the holder's net namespace differs from ours."""
-    import time
     mine = os.readlink("/proc/self/ns/net")
     for _ in range(200):
         try:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+from clusterkit_node.versions import version_key
+
 # One DDP training step of a tiny model (23 parameters: each rank's line stays well under Slurm's 4 KiB output
 # chunks). Every rank takes its shard of one fixed batch; DDP averages the gradients (gloo allreduce), so every
 # rank ends with the gradient of the whole batch's mean loss, which is what one process computes on the whole
@@ -56,8 +58,7 @@ print(json.dumps({"rank": comm.Get_rank(), "size": comm.Get_size(), "node": sock
 def job_image(up) -> str:
     """What a job names: the locked registry name where pyxis has ClusterKit's importer (>= 0.24), else the
     store file (pyxis 0.20 has no importer; docs/images.md)."""
-    version = tuple(int(p) for p in up.generation.pyxis_version.split("."))
-    return up.registry_name if version >= (0, 24) else up.sqsh
+    return up.registry_name if version_key(up.generation.pyxis_version) >= version_key("0.24") else up.sqsh
 
 
 def ranks(output: str) -> list[dict]:

@@ -20,6 +20,7 @@ from fleet_flow import IMAGE, STORE
 from lifecycle import Lifecycle
 from tier import stage_for
 
+from clusterkit_node.versions import version_key
 from jobs import DDP_STEP, images_started, run_3x2
 
 
@@ -59,10 +60,6 @@ def drift(up) -> tuple[int, dict]:
     return proc.returncode, json.loads(proc.stdout)
 
 
-def _release(version: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in version.split("."))
-
-
 def other_generation(up):
     return next(g for k, g in runtime_build.GENERATIONS.items() if k != up.generation.key)
 
@@ -80,7 +77,7 @@ def test_identical_nodes_show_no_drift_and_another_generation_is_named(up) -> No
     fingerprint = up.fleet.fsx / ".containers.clusterkit" / "nodes" / f"{name}.json"
     try:
         boot = Lifecycle(node, up.compute_args)
-        if _release(other.pyxis_version) > _release(up.generation.pyxis_version):
+        if version_key(other.pyxis_version) > version_key(up.generation.pyxis_version):
             boot.compute_boot(first=True, until="OnNodeConfigured")
             rc, report = drift(up)
             queue = report["queues"][QUEUE]

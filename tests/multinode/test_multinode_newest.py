@@ -111,8 +111,8 @@ def test_a_node_lost_mid_job_fails_the_job_leaves_the_store_and_the_rest_run(up)
     head.wait(lambda: head.job_state(job) == "RUNNING", f"job {job} running", 120)
     time.sleep(3)  # the step's containers start on every node
     lost.stop()
-    # Slurm's answer (slurm.conf(5) JobRequeue=1, the default, which ParallelCluster keeps): the node is set
-    # DOWN and the batch job requeued, where it waits for three nodes again.
+    # Slurm's answer (slurm.conf(5) JobRequeue=1, its default; whether the slurm.conf ParallelCluster writes
+    # changes it was not checked): the node is set DOWN and the batch job requeued, to wait for three nodes.
     head.wait(lambda: "Restarts=1" in head.run(["scontrol", "show", "job", job]).stdout, f"job {job} requeued", 90)
     head.wait(lambda: head.job_state(job) == "PENDING", f"job {job} pending again (after COMPLETING)", 60)
     assert "DOWN" in head.run(["sinfo", "-h", "-n", lost.slurm_node, "-o", "%T"]).stdout.upper()

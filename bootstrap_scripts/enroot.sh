@@ -29,6 +29,8 @@ readonly CK_PYXIS_SO="/usr/local/lib/slurm/spank_pyxis.so"
 readonly CK_SLURM_ETC="/opt/slurm/etc"
 readonly CK_SLURM_BIN="/opt/slurm/bin"
 readonly CK_ENROOT_CREDENTIALS="/etc/enroot/credentials"
+readonly CK_PROLOG_DIR="/opt/slurm/etc/scripts/prolog.d"
+readonly CK_PROLOG_NAME="10_clusterkit_enroot_user_dirs"
 # enroot's Slurm hooks: 50-slurm-pmi.sh passes PMI/PMIx env and mounts into containers, 50-slurm-pytorch.sh
 # sets MASTER_ADDR/RANK/WORLD_SIZE. Some enroot releases ship a separate 50-slurm-pmix.sh: enabled if present.
 readonly CK_ENROOT_HOOKS=(50-slurm-pmi.sh 50-slurm-pytorch.sh)
@@ -253,19 +255,22 @@ ck_make_enroot_dirs() {
     for d in "${CK_ENROOT_BASE_DIRS[@]}"; do
         ck_ensure_dir "${CK_ROOT}${d}" 0755
     done
-    # Users' enroot creates its own user-<uid> subdirs (umask 077), so the parents are
-    # world-writable with the sticky bit, like /tmp.
-    for d in "${CK_ENROOT_RUNTIME_DIR}" "${CK_ENROOT_DATA_DIR}" "${CK_ENROOT_CACHE_DIR}" "${CK_ENROOT_TEMP_DIR}"; do
-        ck_ensure_dir "${CK_ROOT}${d}" 1777
+    # The per-user parents are root's and 0755: root makes each user's user-<uid> (0700, theirs) before their job
+    # runs (the Slurm prolog, clusterkit_node/user_dirs.py), so no user can make, or swap, another's. The temp dir is
+    # shared like /tmp (sticky, mktemp names).
+    for d in "${CK_ENROOT_RUNTIME_DIR}" "${CK_ENROOT_DATA_DIR}" "${CK_ENROOT_CACHE_DIR}"; do
+        ck_ensure_dir "${CK_ROOT}${d}" 0755
         ck_assert_local_fs "${d}"
     done
+    ck_ensure_dir "${CK_ROOT}${CK_ENROOT_TEMP_DIR}" 1777
+    ck_assert_local_fs "${CK_ENROOT_TEMP_DIR}"
     ck_log INFO "enroot working dirs on ${CK_ENROOT_MEDIUM}"
     if [[ "${CK_ENROOT_RUNTIME_DIR}" == /run/* ]]; then
         ck_log WARN "no NVMe at /scratch: container rootfs unpack into ${CK_ENROOT_DATA_DIR} on the root volume; size RootVolume for the largest image"
         # /run is a tmpfs emptied at every boot: recreate the parent before any user needs it.
         ck_ensure_dir "${CK_ROOT}/etc/tmpfiles.d" 0755
         ck_write_file "${CK_ROOT}/etc/tmpfiles.d/clusterkit-enroot.conf" 0644 \
-            "# Managed by ClusterKit: enroot per-user runtime dirs live under this tmpfs parent."$'\n'"d ${CK_ENROOT_RUNTIME_DIR} 1777 root root -"
+            "# Managed by ClusterKit: enroot per-user runtime dirs live under this tmpfs parent (root's: the Slurm prolog makes each user's)."$'\n'"d ${CK_ENROOT_RUNTIME_DIR} 0755 root root -"
     else
         ck_remove_file "${CK_ROOT}/etc/tmpfiles.d/clusterkit-enroot.conf"
     fi
@@ -369,6 +374,22 @@ ck_setup_local_enroot() {
     ck_write_ecr_credentials
     ck_apply_os_tweaks
     ck_slurm_path_dropin "$1"
+}
+
+# ck_install_prolog: the Slurm prolog that makes the job user's enroot dirs as root before any step runs
+# (clusterkit_node/user_dirs.py). ParallelCluster's slurm.conf runs every file in CK_PROLOG_DIR (cookbook slurm.conf.erb:
+# Prolog=/opt/slurm/etc/scripts/prolog.d/*; config_health_check.rb makes the dir); /opt/slurm is NFS-shared, so the
+# head node writes it once for every node. It never fails: a failing prolog drains the node.
+ck_install_prolog() {
+    local dir="${CK_ROOT}${CK_PROLOG_DIR}"
+    ck_ensure_dir "${dir}" 0755
+    ck_write_file "${dir}/${CK_PROLOG_NAME}" 0755 "#!/bin/bash
+# Managed by ClusterKit (head_node.sh): makes the job user's enroot dirs (user-<uid>, 0700, theirs) under root's
+# 0755 parents before any step of the job runs, and quarantines anything else found there. Never fails: a failing
+# prolog drains the node; problems go to /var/log/clusterkit/user-dirs.log and syslog.
+set -uo pipefail
+PATH=/usr/local/bin:/usr/bin:/bin python3 -I /opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz user-dirs --prolog >/dev/null 2>&1 || true
+exit 0"
 }
 
 # ---------------------------------------------------------------------------------------------------

@@ -253,6 +253,7 @@ main() {
     activate_bundle "${BUNDLE_DIR}"
 
     ck_setup_local_enroot slurmctld
+    ck_install_prolog
     ck_install_plugstack "${CK_SLURM_ETC}" "${CK_PYXIS_SO}"
     if [[ "${CK_PLUGSTACK_CHANGED}" == yes ]]; then
         "$(ck_slurm_cmd scontrol)" reconfigure || ck_die 1 "scontrol reconfigure failed after installing pyxis.conf"

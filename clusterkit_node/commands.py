@@ -13,6 +13,7 @@ clusterkit_node COMMAND`` in a checkout):
   start-path  [--want-squashfuse 0|1] [--os OS] [--format text|json]   (how pyxis will start containers here)
   selftest    [--want-squashfuse 0|1] [--path squashfuse|extract] [--squash-options O] [--format text|json]
   nccl-check  [--expect ofi|socket|any] [--format text|json] [LOGFILE...]   (stdin without LOGFILE)
+  user-dirs   --prolog | --uid UID --gid GID   (root: a user's enroot dirs, theirs and 0700; the Slurm prolog)
 
 Node setup (the node scripts' bash calls these, writes what they print and logs their LEVEL lines):
 
@@ -44,6 +45,7 @@ The work is done by the package's modules, one job each:
   profiles.py         node_profiles.json: what each OS's ParallelCluster AMI has for containers
   start_path.py       ``start-path``: squashfuse in place or extraction, from facts measured on the node
   selftest.py         ``selftest``: a real container start as an unprivileged user (selftest_image.py: its image)
+  user_dirs.py        ``user-dirs``: each user's enroot dirs made by root (prolog), anything else quarantined
   nccl_transport.py   ``nccl-check``: did NCCL use EFA (NET/OFI) or fall back to sockets? (NCCL_DEBUG=INFO)
   settings.py         the node settings table (keys, defaults, patterns, hints, required roles)
   args.py             ``node-args``: the Args checked against that table (did-you-mean), node.env
@@ -64,7 +66,7 @@ import sys
 from typing import Iterable, Optional
 
 from . import args as node_args
-from . import enroot_conf, pyxis_conf, selftest, start_path
+from . import enroot_conf, pyxis_conf, selftest, start_path, user_dirs
 from .bundle_files import RULES_NAME, ZIPAPP_NAME
 from .console import EXIT_FAILED, EXIT_USAGE, PROG, UsageError, error, os_error_line
 from .drift import cmd_drift
@@ -138,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--format", choices=("text", "json"), default="text")
     start_path.add_parser(sub)
     selftest.add_parser(sub)
+    user_dirs.add_parser(sub)
     node_args.add_parser(sub)
     enroot_conf.add_parser(sub)
     pyxis_conf.add_parsers(sub)
@@ -159,6 +162,8 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
             return start_path.cmd_start_path(args)
         if args.command == "selftest":
             return selftest.cmd_selftest(args)
+        if args.command == "user-dirs":
+            return user_dirs.cmd_user_dirs(args)
         if args.command == "nccl-check":
             return cmd_nccl_check(args)
         if args.command in NODE_SETUP:

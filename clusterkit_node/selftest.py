@@ -25,6 +25,7 @@ from .facts import find_tool, host_path
 from .selftest_image import MESSAGE, write_rootfs
 from .settings import DEFAULT_SQUASH_OPTIONS
 from .start_path import EXTRACT, NODE_PATH, SQUASHFUSE, UNPRIVILEGED_USER, choose, measure
+from .user_dirs import Log, make_all
 
 WORK_DIR = "/var/lib/clusterkit/selftest"
 TIMEOUT = 120.0
@@ -133,6 +134,9 @@ def cmd_selftest(args: argparse.Namespace) -> int:
         os.makedirs(work, mode=0o755, exist_ok=True)
         os.chmod(work, 0o755)
         image = build_image(work, args.squash_options, env)
+        # the user's enroot dirs, as the Slurm prolog makes them for a job's user (user_dirs.py)
+        if ids is not None and not make_all(ids[0], ids[1], "selftest", Log(None, echo=args.format == "text")):
+            raise RuntimeError(f"could not make {UNPRIVILEGED_USER}'s enroot dirs (user-dirs lines above)")
         ok, detail = start_container(enroot, image, path, work, ids)
     except (RuntimeError, OSError) as exc:
         ok, detail = False, str(exc)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from fabric import Fabric
 from lifecycle import Boot, Lifecycle
-from node_root import GROUP, SLURM_DAEMONS, USERS, NodeRoot
+from node_root import GROUP, PC_PROLOG_EPILOG, SLURM_DAEMONS, USERS, NodeRoot
 
 HEAD = "ckhead"
 
@@ -44,6 +44,7 @@ def slurm_conf(addresses: dict[str, str], cpus: int = 2) -> str:
         f"SlurmctldHost={HEAD}({addresses[HEAD]})",
         "SlurmctldPort=6817", "SlurmdPort=6818",
         *SLURM_DAEMONS,
+        *PC_PROLOG_EPILOG,
         "SlurmdParameters=config_overrides",
         "SlurmdTimeout=10",  # a lost node is DOWN within seconds (the default 300 s would stall the fault test)
         *[f"NodeName={n} NodeHostname={n} NodeAddr={addresses[n]} CPUs={cpus} RealMemory=1000 State=UNKNOWN"

@@ -61,7 +61,7 @@ def test_enroot_layout_follows_the_nvme_that_pc_mounts_after_on_node_start(compu
     conf = compute.read("etc/enroot/enroot.conf")
     assert "ENROOT_DATA_PATH /scratch/enroot/data/user-$(id -u)" in conf
     assert "ENROOT_CACHE_PATH /scratch/enroot/cache/user-$(id -u)" in conf
-    assert compute.mode("scratch/enroot/data") == 0o1777
+    assert compute.mode("scratch/enroot/data") == 0o755
     assert "enroot working dirs on local NVMe (/scratch)" in r.stdout
 
 

@@ -25,6 +25,7 @@ from node_sandbox import (
 
 PYXIS_CONF = "opt/slurm/etc/plugstack.conf.d/pyxis.conf"
 PLUGSTACK = "opt/slurm/etc/plugstack.conf"
+PROLOG = "opt/slurm/etc/scripts/prolog.d/10_clusterkit_enroot_user_dirs"
 UNIT = "etc/systemd/system/clusterkit-image-sync.service"
 ISO_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ head_node\.sh (INFO|WARN|ERROR) ")
 
@@ -55,6 +56,7 @@ def test_fresh_run_writes_exactly_the_expected_files(sandbox: Sandbox) -> None:
         UNIT,
         PLUGSTACK,
         PYXIS_CONF,
+        PROLOG,
         "var/log/clusterkit/bootstrap.log",
         "var/lib/clusterkit/image-sync.inputs",
         *(f"opt/parallelcluster/shared/{bundle_dir}/{f}" for f in
@@ -62,12 +64,14 @@ def test_fresh_run_writes_exactly_the_expected_files(sandbox: Sandbox) -> None:
            "compute_node_configured.sh", "images.lock")),
     }
     modes = {p: after[p].mode for p in new_files if not p.startswith("opt/parallelcluster")}
-    assert modes == {p: (0o755 if "hooks.d" in p else 0o644) for p in modes}
+    assert modes == {p: (0o755 if "hooks.d" in p or p == PROLOG else 0o644) for p in modes}
     bundle_modes = {p.rsplit("/", 1)[1]: after[p].mode for p in new_files if p.startswith("opt/parallelcluster")}
     # pyxis execs the zipapp (its importer) as the job's user: executable, and (like every bundle file) world-readable
     assert bundle_modes == {f: (0o755 if f == "clusterkit_node.pyz" else 0o644) for f in bundle_modes}
-    for d in ("scratch/enroot/runtime", "scratch/enroot/data", "scratch/enroot/cache", "scratch/enroot/tmp"):
-        assert sandbox.mode(d) == 0o1777, d
+    # per-user parents are root's (the prolog makes each user's dir); the temp dir is shared like /tmp
+    for d in ("scratch/enroot/runtime", "scratch/enroot/data", "scratch/enroot/cache"):
+        assert sandbox.mode(d) == 0o755, d
+    assert sandbox.mode("scratch/enroot/tmp") == 0o1777
     assert sandbox.mode("fsx/containers") == 0o755
     assert sandbox.mode("opt/slurm/etc/plugstack.conf.d") == 0o755
     # No temp file left anywhere (bundle download dir, .ck- temp files).
@@ -302,8 +306,9 @@ def test_no_nvme_uses_tmpfs_and_root_volume(tmp_path) -> None:
     assert "ENROOT_DATA_PATH /var/tmp/enroot/data/user-$(id -u)" in conf
     assert "ENROOT_CACHE_PATH /var/tmp/enroot/cache/user-$(id -u)" in conf
     assert "ENROOT_TEMP_PATH /var/tmp/enroot/tmp" in conf
-    assert sb.mode("run/enroot") == 0o1777 and sb.mode("var/tmp/enroot/data") == 0o1777
-    assert sb.read("etc/tmpfiles.d/clusterkit-enroot.conf").splitlines()[-1] == "d /run/enroot 1777 root root -"
+    assert sb.mode("run/enroot") == 0o755 and sb.mode("var/tmp/enroot/data") == 0o755
+    assert sb.mode("var/tmp/enroot/tmp") == 0o1777
+    assert sb.read("etc/tmpfiles.d/clusterkit-enroot.conf").splitlines()[-1] == "d /run/enroot 0755 root root -"
     assert not (sb.root / "scratch/enroot").exists()
     assert "WARN no NVMe at /scratch" in r.stdout
 

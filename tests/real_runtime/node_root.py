@@ -60,6 +60,13 @@ SLURM_DAEMONS = (
     "JobCompType=jobcomp/none", "MpiDefault=none", "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",
     "ReturnToService=2", "InactiveLimit=0", "KillWait=5", "MinJobAge=300",
 )
+# ParallelCluster's prolog and epilog wiring (cookbook aws-parallelcluster-slurm templates/default/slurm/slurm.conf.erb
+# since PC 3.6: Prolog/Epilog globs over dirs that recipes/config/config_health_check.rb makes root's, 0755, with a
+# no-op epilog files/default/config_slurm/scripts/epilog.d/90_pcluster_noop and the health-check prolog
+# 90_pcluster_health_check_manager, which runs checks only when the cluster enables them: an exit-0 stand-in here).
+# Slurm 22.05 fails a prolog whose glob matches nothing, so the stand-in matters. ClusterKit's prolog drops in beside.
+PC_PROLOG_EPILOG = ("Prolog=/opt/slurm/etc/scripts/prolog.d/*", "Epilog=/opt/slurm/etc/scripts/epilog.d/*",
+                    "SchedulerParameters=nohold_on_prolog_fail")
 SLURM_CLIENTS = ("srun", "sbatch", "salloc", "scontrol", "squeue", "sinfo", "scancel", "sacct")
 # Test users: two share a primary group (the multi-user failure story), uids well above system ranges.
 USERS = {"ckuser1": (27001, 27000), "ckuser2": (27002, 27000)}
@@ -264,6 +271,11 @@ class NodeRoot:
             printf '%s' {shlex.quote(users)} >> /etc/passwd
             for u in {' '.join(USERS)}; do install -d -m 0750 -o "$u" -g {GROUP[0]} "/home/$u"; done
             mkdir -p /opt/slurm/etc /opt/slurm/bin /opt/parallelcluster/shared /var/log/clusterkit
+            install -d -m 0755 /opt/slurm/etc/scripts/prolog.d /opt/slurm/etc/scripts/epilog.d
+            printf '#!/bin/bash\nexit 0\n' > /opt/slurm/etc/scripts/epilog.d/90_pcluster_noop
+            printf '#!/bin/bash\nexit 0\n' > /opt/slurm/etc/scripts/prolog.d/90_pcluster_health_check_manager
+            chmod 0755 /opt/slurm/etc/scripts/epilog.d/90_pcluster_noop \
+                /opt/slurm/etc/scripts/prolog.d/90_pcluster_health_check_manager
             {links}
             rm -rf /etc/slurm && ln -s /opt/slurm/etc /etc/slurm
             mkdir -p /opt/parallelcluster/examples/enroot /opt/parallelcluster/examples/spank \
@@ -287,6 +299,7 @@ class NodeRoot:
             f"SlurmctldPort={ctld_port}",
             f"SlurmdPort={slurmd_port}",
             *SLURM_DAEMONS,
+            *PC_PROLOG_EPILOG,
             # PlugStackConfig is left at its default: plugstack.conf next to slurm.conf (/opt/slurm/etc),
             # as on a ParallelCluster node.
             f"NodeName={NODE} NodeHostname={host} NodeAddr=127.0.0.1 CPUs=2 RealMemory=1000 State=UNKNOWN",

@@ -1,8 +1,8 @@
 """Checkov, the IaC scanner a security team runs, over every template of every shipped spec and stack variant.
 
-Real: Checkov (pinned, requirements-checkov.txt) in one offline process over a directory holding, per template,
-the template as synthesized (``acked/``), the same template with its Checkov skips removed (``raw/``), and a
-canary stack with known-bad buckets (``canary/``). Every failing check must be acknowledged on its resource
+Real: Checkov (pinned, requirements-checkov.txt) in one offline process over a directory holding each template
+as synthesized (``acked/``), the same template with its Checkov skips removed (``raw/``, where it has any), and
+a canary stack with known-bad buckets (``canary/``). Every failing check must be acknowledged on its resource
 (stacks/scanner_acks.py) with a reason; docs/security.md's table is generated from those reasons.
 Templates: the three stacks of each shipped spec as app.py builds them, and the network and storage stacks of
 every variant in tests/stacks/conftest.py (interface endpoints, public head node, KMS, scratch, ...).
@@ -69,7 +69,8 @@ def scan(synths: Callable[[str], Any], variant_names: list[str], tmp_path_factor
     templates = _templates(synths, variant_names, tmp / "synth")
     root = tmp / "scan"
     files = {f"acked/{rel}": t for rel, t in templates.items()}
-    files |= {f"raw/{rel}": ck.without_skips(t) for rel, t in templates.items()}
+    # Without its skips, a template with none is the one under acked/: only the others are scanned twice.
+    files |= {f"raw/{rel}": ck.without_skips(t) for rel, t in templates.items() if ck.metadata_skips(t)}
     files["canary/Canary-Storage.template.json"] = _canary()
     for rel, template in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -94,7 +95,6 @@ def test_every_acknowledgement_is_of_a_check_that_fails_without_it(scan: Scan) -
              for resource, check_id in ck.metadata_skips(t)}
     failing = {(r.template, r.resource, r.check_id) for r in ck.under(scan.results, "raw", "FAILED")}
     assert sorted(acked - failing) == [], "acknowledged, but Checkov does not fail it: remove the acknowledgement"
-    assert sorted(failing - acked) == []
     skipped = {(f"raw/{r.template.removeprefix('acked/')}", r.resource, r.check_id)
                for r in ck.under(scan.results, "acked", "SKIPPED")}
     assert skipped == acked, "Checkov did not report every acknowledgement as skipped"

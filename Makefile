@@ -5,6 +5,7 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PCVENV := .venv-pcluster
+CKVENV := .venv-checkov
 CLUSTER ?= demo
 CDK := node_modules/.bin/cdk
 # Packages the tests run for real: Slurm + munge, squashfs-tools (image store), qemu-user (runs the aarch64 boot
@@ -19,7 +20,7 @@ DEB_PACKAGES := slurmctld slurmd slurm-client munge libslurm-dev gcc libc6-dev m
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(shell node -p "process.versions.node.split('.')[0]" 2>/dev/null)
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 
-.PHONY: help python-venv python39 synth test test-fast real-runtime render render-check lock validate deploy diff cdk-diff destroy-cluster destroy-all pcluster-venv system-packages clean
+.PHONY: help python-venv python39 synth test test-fast real-runtime render render-check lock validate deploy diff cdk-diff destroy-cluster destroy-all pcluster-venv checkov-venv system-packages clean
 
 help:
 	@echo "make synth                 synthesize the default cluster (demo) offline and summarize it"
@@ -63,11 +64,20 @@ $(PCVENV)/.stamp: requirements-pcluster.txt | python-venv
 	$(PCVENV)/bin/pip install -q --no-deps -r requirements-pcluster.txt
 	touch $@
 
+# Checkov (tests/stacks/test_checkov.py, docs/security.md) in a venv of its own: its pins clash with .venv's.
+$(CKVENV)/.stamp: requirements-checkov.txt | python-venv
+	$(PYTHON) -m venv $(CKVENV)
+	$(CKVENV)/bin/pip install -q --upgrade pip
+	$(CKVENV)/bin/pip install -q --no-deps -r requirements-checkov.txt
+	touch $@
+
 node_modules/.stamp: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 pcluster-venv: $(PCVENV)/.stamp
+
+checkov-venv: $(CKVENV)/.stamp
 
 # Debian packages: installed when root on Debian/Ubuntu, otherwise the exact command is printed.
 system-packages:
@@ -90,7 +100,7 @@ synth: $(VENV)/.stamp-runtime node_modules/.stamp
 # --dist loadscope: each test module runs on one worker, in order, so a module's clusters (the multi-node tier's
 # above all) come up once. (loadgroup would be finer, but pytest-xdist 3.8 cannot tag pytest 9's node ids.)
 TEST_JOBS ?= 2
-test: $(VENV)/.stamp-dev $(PCVENV)/.stamp node_modules/.stamp system-packages python39
+test: $(VENV)/.stamp-dev $(PCVENV)/.stamp $(CKVENV)/.stamp node_modules/.stamp system-packages python39
 	$(VENV)/bin/python -m pytest -n $(TEST_JOBS) --dist loadscope
 
 # The Python-only tier alone (tests/tiers.py gives every test file its tier: unit, moto, node, synth, pcluster,

@@ -20,6 +20,7 @@ from constructs import Construct
 
 from clusterkit.effective.expand import EffectiveSpec
 from clusterkit.spec.model import NewVpc
+from stacks import scanner_acks
 
 # Lustre: LNet on 988, and the 1018-1023 range FSx file servers and clients connect from/to.
 LUSTRE_PORTS = (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023))
@@ -108,6 +109,11 @@ class NetworkStack(cdk.Stack):
         group = logs.LogGroup(self, "FlowLogs", removal_policy=cdk.RemovalPolicy.RETAIN)
         # RetentionDays is a named enum in Python; the spec holds a validated CloudWatch day count.
         group.node.default_child.retention_in_days = retention_days  # type: ignore[union-attr]
+        scanner_acks.acknowledge(
+            group, "CKV_AWS_158",
+            "VPC flow records (addresses, ports, accept or reject) are encrypted at rest by CloudWatch Logs' service "
+            "key. The group is retained after the stack as an audit record; a customer key would have to be kept "
+            "and enabled as long as the group or the records become unreadable. Accepted until a policy names a key.")
         ec2.FlowLog(self, "FlowLog", resource_type=ec2.FlowLogResourceType.from_vpc(vpc),
                     destination=ec2.FlowLogDestination.to_cloud_watch_logs(group),
                     traffic_type=ec2.FlowLogTrafficType.ALL)

@@ -38,6 +38,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from stacks import scanner_acks
+
 RESOURCE_TYPE = "Custom::ClusterKitVersionGuard"
 # The newest Python runtime aws-cdk-lib 2.275 knows; cdk-nag's AwsSolutions-L1 accepts only the newest
 # of a family in Runtime.ALL (tests/stacks/test_version_guard.py checks both).
@@ -75,10 +77,35 @@ class ParallelClusterVersionGuard(Construct):
         # inline): tell cfn-lint that this redundancy (W3005) is CDK's, on this resource only.
         self.function.node.default_child.add_metadata(  # type: ignore[union-attr]
             "cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
+        _acknowledge_scanner_findings(self)
         self.resource = cdk.CustomResource(
             self, "Resource", resource_type=RESOURCE_TYPE, service_token=self.function.function_arn,
             service_timeout=SERVICE_TIMEOUT, removal_policy=cdk.RemovalPolicy.DESTROY,
             properties={"ClusterName": cluster_name, "ParallelClusterVersion": version})
+
+
+def _acknowledge_scanner_findings(guard: ParallelClusterVersionGuard) -> None:
+    """Checkov's Lambda and log checks that do not fit a custom-resource handler run once per stack operation."""
+    scanner_acks.acknowledge(
+        guard.log_group, "CKV_AWS_158",
+        "The version guard logs only the request type, its logical id, the old and new ParallelCluster version "
+        "and whether CloudFormation took the answer (no secrets, no user data); CloudWatch Logs encrypts them at "
+        "rest with its service key, and a customer key per cluster stack would protect public version numbers.")
+    scanner_acks.acknowledge(
+        guard.function, "CKV_AWS_115",
+        "Only CloudFormation invokes it, once per create, update or delete of this stack, so it cannot run away; "
+        "a reserved concurrency is taken from the account's unreserved pool, and Lambda refuses one that leaves "
+        "less than the minimum unreserved (accounts with the default low quota), which would fail the deploy.")
+    scanner_acks.acknowledge(
+        guard.function, "CKV_AWS_116",
+        "CloudFormation invokes this custom-resource handler asynchronously and waits for its answer on a "
+        "presigned ResponseURL; an invocation that fails or is lost already fails the stack operation after the "
+        "5-minute service timeout, and a dead-letter queue would keep only an event whose URL has expired.")
+    scanner_acks.acknowledge(
+        guard.function, "CKV_AWS_117",
+        "The function reads no data and calls no AWS API: it compares two version strings and PUTs the answer to "
+        "CloudFormation's presigned S3 URL. In the cluster VPC it would need the NAT gateway or an S3 endpoint to "
+        "answer, and its network interfaces would delay deleting the subnets and security groups.")
 
 
 def guard_depends(provider: cdk.CfnStack, guard: ParallelClusterVersionGuard) -> None:

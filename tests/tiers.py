@@ -16,7 +16,7 @@ TIERS = {
     "moto": "moto's stand-ins for AWS APIs (EC2 catalog snapshot, ECR, S3, CloudFormation, SSM)",
     "node": "the node package and bootstrap scripts as processes: the zipapp under python3 and a real 3.9, bash "
             "in a recording sandbox, shellcheck",
-    "synth": "aws-cdk-lib synth, cdk-nag, cfn-lint and the CDK CLI",
+    "synth": "aws-cdk-lib synth, cdk-nag, cfn-lint, Checkov (.venv-checkov) and the CDK CLI",
     "pcluster": "ParallelCluster 3.16.1's own schema, validators and update policies (.venv-pcluster)",
     "system": "root and real programs: Debian's Slurm, the real enroot + pyxis, squashfs-tools imports",
 }

@@ -119,17 +119,19 @@ def test_image_store_path_is_relative_to_the_mount_dir():
 
 
 @pytest.mark.parametrize("name", NEW_FSX)
-def test_data_repository_association_links_the_store_both_ways(synths, name):
+def test_data_repository_association_only_exports(synths, name):
+    """No AutoImportPolicy: nothing written to S3 reaches a running file system. The metadata import on
+    creation stays, so a new file system linked to a populated bucket lists the store."""
     synth = synths(name)
     (link,) = synth.resources("storage", "AWS::FSx::DataRepositoryAssociation").values()
-    events = ["NEW", "CHANGED", "DELETED"]
     assert link["Properties"] == {
         "FileSystemId": {"Ref": "FileSystem"},
         "FileSystemPath": "/containers",
         "DataRepositoryPath": {"Fn::Join": ["", ["s3://", {"Ref": image_bucket_id(synth)}, "/containers/"]]},
         "BatchImportMetaDataOnCreate": True,
-        "S3": {"AutoImportPolicy": {"Events": events}, "AutoExportPolicy": {"Events": events}},
+        "S3": {"AutoExportPolicy": {"Events": ["NEW", "CHANGED", "DELETED"]}},
     }
+    assert "AutoImportPolicy" not in json.dumps(synth.templates["storage"])
 
 
 def _tls_deny_statement(policy: dict, bucket_id: str) -> dict | None:

@@ -38,6 +38,11 @@ if TYPE_CHECKING:
 NODE_POLICY_PATH = "/parallelcluster/"
 # Pulling a locked private ECR image (enroot's registry client): the token, then manifests and layers.
 ECR_PULL_ACTIONS = ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]
+# Every job user holds the compute role, so it may read no SSM parameter at all. An explicit Deny also
+# overrides the one read PC adds itself (CloudWatchAgentServerPolicy: ssm:GetParameter on
+# parameter/AmazonCloudWatch-*), which PC's CloudWatch agent never uses: the cookbook starts it with
+# ``-c file:`` (aws-parallelcluster-environment resources/cloudwatch/partial/_cloudwatch_common.rb).
+SSM_PARAMETER_READS = "ssm:GetParameter*"  # GetParameter, GetParameters, GetParametersByPath, GetParameterHistory
 
 
 PROVIDER_TEMPLATE = ("https://{region}-aws-parallelcluster.s3.{region}.{suffix}/parallelcluster/{version}"
@@ -73,7 +78,7 @@ class ClusterStack(cdk.Stack):
         head_policy = self._node_policy("HeadNodePolicy", f"{spec.name}-{spec.region}-head-node", bucket,
                                         parameter, ecr)
         compute_policy = self._node_policy("ComputeNodePolicy", f"{spec.name}-{spec.region}-compute-node", bucket,
-                                           None, ecr)
+                                           None, ecr, deny_parameter_reads=True)
 
         provider = cdk.CfnStack(self, "ParallelClusterProvider",
                                 template_url=provider_template_url(spec.parallelcluster_version))
@@ -132,7 +137,7 @@ class ClusterStack(cdk.Stack):
                 for r in spec.containers.ecr_repositories]
 
     def _node_policy(self, construct_id: str, name: str, bucket: str, parameter: ssm.IStringParameter | None,
-                     ecr_repositories: list[str]) -> iam.ManagedPolicy:
+                     ecr_repositories: list[str], deny_parameter_reads: bool = False) -> iam.ManagedPolicy:
         artifacts_arn = cdk.Arn.format(cdk.ArnComponents(service="s3", region="", account="", resource=bucket,
                                                          resource_name=f"{self.assets_prefix}*"), self)
         statements = [iam.PolicyStatement(sid="ReadBootstrapObjects", actions=["s3:GetObject"],
@@ -145,6 +150,9 @@ class ClusterStack(cdk.Stack):
                                                   resources=["*"]))
             statements.append(iam.PolicyStatement(sid="PullLockedEcrImages", actions=ECR_PULL_ACTIONS,
                                                   resources=ecr_repositories))
+        if deny_parameter_reads:
+            statements.append(iam.PolicyStatement(sid="NoParameterReads", effect=iam.Effect.DENY,
+                                                  actions=[SSM_PARAMETER_READS], resources=["*"]))
         policy = iam.ManagedPolicy(self, construct_id, managed_policy_name=f"ClusterKit-{name}", path=NODE_POLICY_PATH,
                                    statements=statements,
                                    description=f"ClusterKit {name}: read its bootstrap artifacts "

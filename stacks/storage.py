@@ -2,9 +2,12 @@
 
 The file system lives in the compute subnet with the network stack's FSx security group. When
 ``image_store_bucket`` is on, an S3 bucket is linked to the image store directory by a data
-repository association (DRA) with automatic import and export, so the ``.sqsh`` files survive the
-file system: a later file system linked to the same bucket lists them at once (metadata imported on
-creation, contents loaded from S3 on first read). Export covers everything under the linked directory,
+repository association (DRA) that only EXPORTS, so the ``.sqsh`` files survive the file system: a later
+file system linked to the same bucket lists them at once (metadata imported on creation, contents loaded
+from S3 on first read). Nothing flows from S3 into a running file system (no auto-import events), and
+the bucket policy denies object writes and deletes to every principal but this file system's FSx
+service-linked role: whoever may write S3 cannot change what nodes serve (docs/security.md "The image
+store bucket"). Export covers everything under the linked directory,
 so image_sync keeps only published content there (``<name>/<hex>.sqsh``, the ``<name>.sqsh`` symlinks,
 ``manifest.json``); its lock, import temp files and node fingerprints live in the unlinked sibling
 ``.<store name>.clusterkit/`` (``/fsx/.containers.clusterkit``) and never reach S3.
@@ -19,13 +22,15 @@ when the cluster stack is half deleted. The cluster stack receives ``alert_topic
 
 Deleting the stack with ``retain_on_delete: false``: CloudFormation cannot delete a bucket that
 still holds objects, and this stack deliberately has no auto-delete Lambda, so empty the image
-store bucket (all versions) and its access-log bucket by hand first.
+store bucket (all versions) and its access-log bucket by hand first; the image store's bucket policy
+denies that deletion to everyone but FSx, so remove the policy first (docs/operations.md).
 """
 from __future__ import annotations
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from constructs import Construct
@@ -38,7 +43,15 @@ LUSTRE_VERSION = "2.15"  # newest; required for PERSISTENT_2 metadata configurat
 MAINTENANCE_WINDOW = "7:05:00"  # d:HH:MM UTC, Sunday 05:00: weekly patching outside working hours
 BACKUP_WINDOW = "03:00"  # daily automatic backups (unlinked persistent file systems only)
 BACKUP_RETENTION_DAYS = 7
-SYNC_EVENTS = ["NEW", "CHANGED", "DELETED"]
+EXPORT_EVENTS = ["NEW", "CHANGED", "DELETED"]  # the store's files, renames and deletions reach S3
+# Object writes that change what a later file system (or a lazy load) would read from the bucket. Not
+# listed: tagging (no content), RestoreObject (a temporary copy of an archived object; nothing archives).
+STORE_WRITES = ["s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion", "s3:PutObjectAcl",
+                "s3:PutObjectVersionAcl", "s3:ReplicateObject", "s3:ReplicateDelete"]
+# FSx for Lustre reaches a linked bucket through one service-linked role per file system
+# (FSx for Lustre User Guide, "Using service-linked roles for Amazon FSx"); its path is the one AWS's
+# FSxDeleteServiceLinkedRoleAccess managed policy names (role/aws-service-role/<this path>/...).
+FSX_S3_ROLE = "role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_{fs_id}"
 NONCURRENT_VERSION_DAYS = 30  # a replaced or deleted .sqsh stays restorable this long
 ACCESS_LOG_DAYS = 365
 S3_LOGS_BY_POLICY = "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"
@@ -82,6 +95,7 @@ class StorageStack(cdk.Stack):
         self._output("FileSystemId", self.file_system_id, "FSx for Lustre file system holding the image store")
         self._output("MountName", file_system.attr_lustre_mount_name, "Lustre mount name (mount DNS@tcp:/MountName)")
         if self.image_store_bucket is not None:
+            self._writes_only_by_fsx(self.image_store_bucket, file_system)
             link = self._link(file_system, self.image_store_bucket, storage.image_store_fs_path)
             link.apply_removal_policy(policy)
             self._output("ImageStoreBucketName", self.image_store_bucket.bucket_name,
@@ -170,8 +184,25 @@ class StorageStack(cdk.Stack):
             removal_policy=policy,
         )
 
+    def _writes_only_by_fsx(self, bucket: s3.Bucket, file_system: fsx.CfnFileSystem) -> None:
+        """Deny object writes to every principal but this file system's FSx S3 role.
+
+        Node and admin roles alike: the head node writes the store through FSx, never through S3. The
+        bucket owner's account root can still replace the bucket policy (break glass, docs/security.md).
+        """
+        fsx_role = cdk.Fn.join("", [f"arn:{cdk.Aws.PARTITION}:iam::{self.account}:",
+                                    FSX_S3_ROLE.format(fs_id=file_system.ref)])
+        bucket.add_to_resource_policy(iam.PolicyStatement(
+            sid="StoreWritesOnlyThroughFsx", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
+            actions=STORE_WRITES, resources=[bucket.arn_for_objects("*")],
+            conditions={"ArnNotLike": {"aws:PrincipalArn": fsx_role}}))
+
     def _link(self, file_system: fsx.CfnFileSystem, bucket: s3.IBucket, path: str) -> fsx.CfnDataRepositoryAssociation:
-        """Two-way sync of the image store directory with ``s3://bucket/<dir>/`` (new, changed, deleted)."""
+        """Export-only link of the image store directory to ``s3://bucket/<dir>/`` (new, changed, deleted).
+
+        No auto-import: an object written to S3 never reaches a running file system. Metadata is still
+        imported once, on creation, so a new file system linked to a populated bucket lists the store.
+        """
         prefix = path.strip("/")
         return fsx.CfnDataRepositoryAssociation(
             self, "ImageStoreLink",
@@ -180,8 +211,7 @@ class StorageStack(cdk.Stack):
             data_repository_path=f"s3://{bucket.bucket_name}/{prefix}/",
             batch_import_meta_data_on_create=True,
             s3=fsx.CfnDataRepositoryAssociation.S3Property(
-                auto_import_policy=fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(events=SYNC_EVENTS),
-                auto_export_policy=fsx.CfnDataRepositoryAssociation.AutoExportPolicyProperty(events=SYNC_EVENTS)),
+                auto_export_policy=fsx.CfnDataRepositoryAssociation.AutoExportPolicyProperty(events=EXPORT_EVENTS)),
         )
 
     def _output(self, key: str, value: str, description: str) -> None:

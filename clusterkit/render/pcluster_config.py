@@ -16,6 +16,8 @@ from typing import Any, Protocol
 from clusterkit.effective.expand import EffectiveComputeResource, EffectiveQueue, EffectiveSpec
 
 EPHEMERAL_MOUNT = "/scratch"  # bootstrap scripts put enroot's local dirs here when it is a mount point
+# Session Manager on the head node only (docs/security.md "Node roles"): this AWS managed policy also allows
+# ssm:GetParameter(s) on every parameter, and every job user on a compute node holds the compute role.
 SSM_CORE = "arn:{partition}:iam::aws:policy/AmazonSSMManagedInstanceCore"
 
 
@@ -126,12 +128,17 @@ def _s3(refs: Refs, key: str) -> str:
     return f"s3://{refs.assets_bucket}/{refs.assets_prefix}{key}"
 
 
-def _iam(refs: Refs, policy_arn: str | None) -> dict[str, Any]:
-    """SSM Session Manager instead of SSH, plus read access to this role's bootstrap objects only."""
-    iam: dict[str, Any] = {"AdditionalIamPolicies": [{"Policy": SSM_CORE.format(partition=refs.partition)}]}
+def _iam(refs: Refs, policy_arn: str | None, session_manager: bool) -> dict[str, Any]:
+    """Read access to this role's bootstrap objects only; Session Manager (instead of SSH) where asked.
+
+    Compute nodes get no Session Manager: their role is every job user's (PC restricts IMDS on head and
+    login nodes only), and AmazonSSMManagedInstanceCore would let each job read every SSM parameter.
+    """
+    policies = [{"Policy": SSM_CORE.format(partition=refs.partition)}] if session_manager else []
     if policy_arn is not None:
-        iam["AdditionalIamPolicies"].append({"Policy": policy_arn})
-    else:
+        policies.append({"Policy": policy_arn})
+    iam: dict[str, Any] = {"AdditionalIamPolicies": policies} if policies else {}
+    if policy_arn is None:
         iam["S3Access"] = [{"BucketName": refs.assets_bucket, "KeyName": f"{refs.assets_prefix}*",
                             "EnableWriteAccess": False}]
     return iam
@@ -145,7 +152,7 @@ def _head_node(spec: EffectiveSpec, refs: Refs, artifacts: NodeArtifactKeys) -> 
         "LocalStorage": {"RootVolume": {"Size": spec.head_node.root_volume_gib, "Encrypted": True,
                                         "VolumeType": "gp3"}},
         "Imds": {"Secured": True},
-        "Iam": _iam(refs, refs.head_node_policy_arn),
+        "Iam": _iam(refs, refs.head_node_policy_arn, session_manager=True),
         "CustomActions": {
             # OnNodeConfigured cannot change once the cluster exists (PC update policy UNSUPPORTED), so
             # it names the frozen stage 0, which runs the launcher of the bundle it finds at a stable place.
@@ -178,7 +185,7 @@ def _queue(spec: EffectiveSpec, queue: EffectiveQueue, refs: Refs,
     out["JobExclusiveAllocation"] = queue.job_exclusive
     if queue.has_gpu:
         out["HealthChecks"] = {"Gpu": {"Enabled": True}}
-    out["Iam"] = _iam(refs, refs.compute_node_policy_arn)
+    out["Iam"] = _iam(refs, refs.compute_node_policy_arn, session_manager=False)
     out["CustomActions"] = {
         "OnNodeStart": {"Script": _s3(refs, artifacts.compute_start.key), "Args": args},
         "OnNodeConfigured": {"Script": _s3(refs, artifacts.compute_configured.key), "Args": args},

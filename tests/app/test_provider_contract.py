@@ -95,7 +95,10 @@ def test_every_node_policy_is_attachable_by_the_provider(synthesized, name) -> N
     stacks, _ = synthesized[name]
     template = Template.from_stack(stacks["cluster"])
     policies = attached_policies(template)
-    assert {where for where, _ in policies} >= {"HeadNode"} and len(policies) >= 4
+    (cluster,) = template.find_resources("Custom::PclusterCluster").values()
+    queues = len(cluster["Properties"]["ClusterConfiguration"]["Scheduling"]["SlurmQueues"])
+    # head node: Session Manager + its policy; each queue: its policy only (docs/security.md)
+    assert {where for where, _ in policies} >= {"HeadNode"} and len(policies) == 2 + queues
     assert unattachable(template) == []
 
 

@@ -106,6 +106,14 @@ def test_security_defaults(rendered, name):
                         "${Cluster.HeadNodePolicyArn}"]
 
 
+@pytest.mark.parametrize("name", SPECS)
+def test_compute_queues_get_only_their_own_policy(rendered, name):
+    """No Session Manager on compute nodes: AmazonSSMManagedInstanceCore allows ssm:GetParameter(s) on every
+    parameter, and every job user holds the compute role (docs/security.md)."""
+    for queue in rendered[name]["Scheduling"]["SlurmQueues"]:
+        assert queue["Iam"] == {"AdditionalIamPolicies": [{"Policy": "${Cluster.ComputeNodePolicyArn}"}]}
+
+
 def test_scripts_are_content_addressed(rendered):
     artifacts = node_artifacts(load("demo"))
     head = rendered["demo"]["HeadNode"]["CustomActions"]

@@ -119,17 +119,19 @@ def test_image_store_path_is_relative_to_the_mount_dir():
 
 
 @pytest.mark.parametrize("name", NEW_FSX)
-def test_data_repository_association_links_the_store_both_ways(synths, name):
+def test_data_repository_association_only_exports(synths, name):
+    """No AutoImportPolicy: nothing written to S3 reaches a running file system. The metadata import on
+    creation stays, so a new file system linked to a populated bucket lists the store."""
     synth = synths(name)
     (link,) = synth.resources("storage", "AWS::FSx::DataRepositoryAssociation").values()
-    events = ["NEW", "CHANGED", "DELETED"]
     assert link["Properties"] == {
         "FileSystemId": {"Ref": "FileSystem"},
         "FileSystemPath": "/containers",
         "DataRepositoryPath": {"Fn::Join": ["", ["s3://", {"Ref": image_bucket_id(synth)}, "/containers/"]]},
         "BatchImportMetaDataOnCreate": True,
-        "S3": {"AutoImportPolicy": {"Events": events}, "AutoExportPolicy": {"Events": events}},
+        "S3": {"AutoExportPolicy": {"Events": ["NEW", "CHANGED", "DELETED"]}},
     }
+    assert "AutoImportPolicy" not in json.dumps(synth.templates["storage"])
 
 
 def _tls_deny_statement(policy: dict, bucket_id: str) -> dict | None:
@@ -486,3 +488,92 @@ def test_granular_findings_are_acknowledged_one_by_one(tmp_path):
     assert [(f.rule, f.reason) for f in synth()] == [(finding, None)]
     assert [(f.rule, f.reason) for f in synth(applies_to=["Resource::arn:aws:s3:::bucket/prefix/*"])] == [
         (finding, "reads objects under one content-hashed prefix only")]
+
+
+# --- who may write the image store (tests/iam_eval.py) -------------------------------------------------------
+
+FS_ID = "fs-0123456789abcdef0"
+FSX_ROLE = ("arn:aws:iam::123456789012:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/"
+            f"AWSServiceRoleForFSxS3Access_{FS_ID}")
+WRITERS = {
+    "head node": "arn:aws:iam::123456789012:role/parallelcluster/demo/demo-RoleHeadNode-ABC",
+    "compute node": "arn:aws:iam::123456789012:role/parallelcluster/demo/demo-RoleGpu-DEF",
+    "admin": "arn:aws:iam::123456789012:role/Admin",
+    "another file system's FSx role": FSX_ROLE.replace(FS_ID, "fs-0fffffffffffffff0"),
+}
+
+
+def _store_policy(synth) -> tuple[list, str]:
+    from tests.iam_eval import parse
+
+    bucket_id = image_bucket_id(synth)
+    (policy,) = [p for p in synth.resources("storage", "AWS::S3::BucketPolicy").values()
+                 if p["Properties"]["Bucket"] == {"Ref": bucket_id}]
+    refs = {"AWS::Partition": "aws", "AWS::AccountId": "123456789012", "FileSystem": FS_ID,
+            f"{bucket_id}.Arn": "arn:aws:s3:::image-store"}
+    return parse(policy["Properties"]["PolicyDocument"], "ImageStoreBucketPolicy", refs), "arn:aws:s3:::image-store"
+
+
+def _write(principal: str, action: str = "s3:PutObject", key: str = "containers/pytorch/abc.sqsh"):
+    from tests.iam_eval import Request
+
+    return Request(action, f"arn:aws:s3:::image-store/{key}", principal=f"AWS:{principal}",
+                   context={"aws:PrincipalArn": principal, "aws:SecureTransport": "true", "s3:TlsVersion": "1.3"})
+
+
+@pytest.mark.parametrize("name", NEW_FSX)
+@pytest.mark.parametrize("who", sorted(WRITERS))
+def test_only_fsx_may_write_the_store(synths, name, who):
+    """Bucket policy alone (identity policies aside, an admin's allows everything): every write-ish action is
+    an explicit deny for node and admin roles, so no S3 permission anywhere can change what nodes serve."""
+    from stacks.storage import STORE_WRITES
+    from tests.iam_eval import Decision, decide
+
+    statements, _ = _store_policy(synths(name))
+    for action in STORE_WRITES:
+        for key in ("containers/manifest.json", "containers/pytorch/abc.sqsh", "elsewhere"):
+            assert decide(statements, _write(WRITERS[who], action, key)) is Decision.EXPLICIT_DENY, (action, key)
+
+
+@pytest.mark.parametrize("name", NEW_FSX)
+def test_the_fsx_role_of_this_file_system_may_export(synths, name):
+    """Not denied: FSx's own role policy allows it (the bucket policy grants nothing, denies nothing here)."""
+    from stacks.storage import STORE_WRITES
+    from tests.iam_eval import Decision, Request, decide
+
+    statements, _ = _store_policy(synths(name))
+    for action in STORE_WRITES:
+        assert decide(statements, _write(FSX_ROLE, action)) is Decision.IMPLICIT_DENY, action
+    # reads are not restricted by this policy (only TLS): nodes never read S3; FSx lazy-loads through it
+    read = Request("s3:GetObject", "arn:aws:s3:::image-store/containers/manifest.json", principal=f"AWS:{FSX_ROLE}",
+                   context={"aws:PrincipalArn": FSX_ROLE, "aws:SecureTransport": "true", "s3:TlsVersion": "1.3"})
+    assert decide(statements, read) is Decision.IMPLICIT_DENY
+    plain_http = _write(FSX_ROLE)
+    plain_http = Request(plain_http.action, plain_http.resource, plain_http.principal,
+                         {**plain_http.context, "aws:SecureTransport": "false"})
+    assert decide(statements, plain_http) is Decision.EXPLICIT_DENY
+
+
+def test_the_write_deny_is_what_stops_the_writers(synths):
+    """Negative control: without the StoreWritesOnlyThroughFsx statement the same write is not denied."""
+    from tests.iam_eval import Decision, decide
+
+    statements, _ = _store_policy(synths("demo"))
+    rest = [s for s in statements if not s.source.endswith("/StoreWritesOnlyThroughFsx")]
+    assert len(rest) == len(statements) - 1
+    assert decide(rest, _write(WRITERS["head node"])) is Decision.IMPLICIT_DENY
+
+
+def test_an_unresolvable_exception_keeps_the_deny_conservative():
+    """The evaluator: a Deny whose condition it cannot resolve does not apply; an Allow's resource does."""
+    from tests.iam_eval import UNRESOLVED, Decision, Request, decide, parse
+
+    deny = parse({"Statement": [{"Effect": "Deny", "Principal": "*", "Action": "s3:PutObject", "Resource": "*",
+                                 "Condition": {"ArnNotLike": {"aws:PrincipalArn": {"Fn::ImportValue": "x"}}}}]},
+                 "t", {})
+    assert deny[0].conditions[0].values == (UNRESOLVED,)
+    request = _write(WRITERS["admin"])
+    assert decide(deny, request) is Decision.IMPLICIT_DENY
+    allow = parse({"Statement": [{"Effect": "Allow", "Action": "s3:GetObject",
+                                  "Resource": {"Fn::Join": ["", [{"Fn::ImportValue": "x"}, "/*"]]}}]}, "t", {})
+    assert decide(allow, Request("s3:GetObject", "arn:aws:s3:::anything/at/all")) is Decision.ALLOW

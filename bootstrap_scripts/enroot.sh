@@ -29,6 +29,7 @@ readonly CK_PYXIS_SO="/usr/local/lib/slurm/spank_pyxis.so"
 readonly CK_SLURM_ETC="/opt/slurm/etc"
 readonly CK_SLURM_BIN="/opt/slurm/bin"
 readonly CK_ENROOT_CREDENTIALS="/etc/enroot/credentials"
+readonly CK_SYNC_ENROOT_CONFIG="/etc/clusterkit/sync-enroot"
 readonly CK_PROLOG_DIR="/opt/slurm/etc/scripts/prolog.d"
 readonly CK_PROLOG_NAME="10_clusterkit_enroot_user_dirs"
 # enroot's Slurm hooks: 50-slurm-pmi.sh passes PMI/PMIx env and mounts into containers, 50-slurm-pytorch.sh
@@ -315,17 +316,37 @@ ck_install_hooks() {
 }
 
 # ck_write_ecr_credentials: /etc/enroot/credentials for CK_ECR_REGISTRIES, 0644 root (clusterkit_node/enroot_conf.py
-# says why it is world-readable and holds no secret); removed when the cluster names no ECR registry.
+# says why it is world-readable and holds no secret: each user's enroot runs its password command as that user, so
+# users pull with their own identity); removed when the cluster names no ECR registry. The head node's image sync
+# gets its own copy, root's only (ck_write_sync_credentials).
 ck_write_ecr_credentials() {
     local content
     content="$(ck_node_setup enroot-credentials)" ||
         ck_die 1 "cannot render ${CK_ENROOT_CREDENTIALS} (${CK_ZIPAPP} enroot-credentials failed)"
+    if [[ "${CK_ROLE}" == head ]]; then
+        ck_write_sync_credentials "${content}"
+    fi
     if [[ -z "${content}" ]]; then
         ck_remove_file "${CK_ROOT}${CK_ENROOT_CREDENTIALS}"
         return 0
     fi
     ck_ensure_dir "${CK_ROOT}/etc/enroot" 0755
     ck_write_file "${CK_ROOT}${CK_ENROOT_CREDENTIALS}" 0644 "${content}"
+}
+
+# ck_write_sync_credentials CONTENT: the image sync's enroot config dir (its unit's ENROOT_CONFIG_PATH), root's
+# only (0700), with .credentials 0600: whatever the sync authenticates with (today the ECR password commands, run as
+# root with the head node's role; a registry token if one is ever configured) is never readable by a user, and the
+# sync never reads a file a user could change. Written through a temp file in that 0700 dir, so never exposed.
+ck_write_sync_credentials() {
+    local dir="${CK_ROOT}${CK_SYNC_ENROOT_CONFIG}"
+    ck_ensure_dir "${CK_ROOT}/etc/clusterkit" 0755
+    ck_ensure_dir "${dir}" 0700
+    if [[ -z "$1" ]]; then
+        ck_remove_file "${dir}/.credentials"
+    else
+        ck_write_file "${dir}/.credentials" 0600 "$1"
+    fi
 }
 
 # ck_apply_os_tweaks: Ubuntu 24.04 restricts unprivileged user namespaces through AppArmor, which

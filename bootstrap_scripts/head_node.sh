@@ -183,6 +183,8 @@ StartLimitBurst=5
 [Service]
 Type=simple
 Environment=HOME=/root
+# Its own enroot config dir, root's only (enroot.sh ck_write_sync_credentials): registry credentials users cannot read.
+Environment=ENROOT_CONFIG_PATH=${CK_SYNC_ENROOT_CONFIG}
 Environment="PATH=/opt/slurm/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 EOF
     for key in ENROOT_SQUASH_OPTIONS ENROOT_MAX_PROCESSORS ENROOT_CONNECT_TIMEOUT ENROOT_TRANSFER_TIMEOUT \

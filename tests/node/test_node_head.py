@@ -339,9 +339,14 @@ def test_ecr_credentials_system_wide_and_removed_when_unset(sandbox: Sandbox) ->
     assert sandbox.mode(creds) == 0o644
     assert "ln -s /etc/enroot/credentials" in sandbox.read("etc/enroot/enroot.conf")
     assert ["ecr", "get-login-password"] not in [c[:2] for c in r.calls("aws")]  # never at bootstrap
+    # The image sync's own copy: root's only, in the config dir its unit names (users cannot read what it uses).
+    sync_creds = "etc/clusterkit/sync-enroot/.credentials"
+    assert sandbox.read(sync_creds) == sandbox.read(creds)
+    assert sandbox.mode(sync_creds) == 0o600 and sandbox.mode("etc/clusterkit/sync-enroot") == 0o700
+    assert "Environment=ENROOT_CONFIG_PATH=/etc/clusterkit/sync-enroot" in sandbox.read(UNIT).splitlines()
     r = sandbox.run("head_node.sh", *HEAD_ARGS)
     assert r.returncode == 0
-    assert not (sandbox.root / creds).exists()
+    assert not (sandbox.root / creds).exists() and not (sandbox.root / sync_creds).exists()
     assert "ln -s" not in sandbox.read("etc/enroot/enroot.conf")
 
 

@@ -13,12 +13,14 @@ the prolog script head_node.sh installs and the node zipapp it runs. Stand-ins a
 """
 from __future__ import annotations
 
+import base64
 import re
 import subprocess
 import time
 
 import pytest
-from cluster_flow import OS_RELEASE, Cluster, srun_container
+from cluster_flow import OS_RELEASE, SHARED, Cluster, rootfs, srun_container
+from images_fakes import add_rootfs_image, serve
 from node_root import USERS, NodeRoot
 
 A, B = "ckuser1", "ckuser2"
@@ -185,6 +187,45 @@ def test_dirs_left_by_an_older_layout_are_quarantined_not_used(cluster: Cluster)
     quarantined = f"{parents['DATA']}/.clusterkit-quarantine/user-{B_UID}.job{job}/pyxis_{job}_keep/etc/os-release"
     assert A_MARKER in node.read(quarantined)  # kept for inspection, never used
     assert stat_of(node, f"{parents['DATA']}/.clusterkit-quarantine") == "0 700 directory"
+
+
+ECR_HOST = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
+HEAD_ARGS = ("CK_CLUSTER=demo", "CK_OS=alinux2023", "CK_REGION=us-east-1", f"CK_BUNDLE=s3://ck-test/{'a' * 64}.zip")
+
+
+def test_the_image_syncs_registry_credentials_are_roots_only(cluster: Cluster) -> None:
+    """The head node writes the sync's credentials into its own 0700 config dir (the unit's ENROOT_CONFIG_PATH): the
+    real enroot, as root with that config, authenticates to a Basic-auth registry (ECR's scheme) with them, and a
+    user can neither read them nor point their own enroot at them."""
+    node = cluster.node
+    password = base64.b64encode(b"sync-token").decode()
+    setup = (f"CK_ZIPAPP={SHARED}/clusterkit_node.pyz; source {SHARED}/enroot.sh; "
+             "ck_parse_args head \"$@\"; ck_write_ecr_credentials")
+    with serve() as ecr:
+        ecr.basic_auth = ("AWS", password)
+        add_rootfs_image(ecr, "team/private", "v1", [rootfs()])
+        port = ecr.host.rsplit(":", 1)[1]
+        node.sh(f"grep -q ' {ECR_HOST}$' /etc/hosts || echo '127.0.0.1 {ECR_HOST}' >> /etc/hosts")
+        node.write("/var/lib/ck-test/ecr-password", password + "\n", 0o644)
+        node.run(["bash", "-c", setup, "setup", *HEAD_ARGS, f"CK_ECR_REGISTRIES={ECR_HOST}"])
+        try:
+            assert stat_of(node, "/etc/clusterkit/sync-enroot") == "0 700 directory"
+            assert stat_of(node, "/etc/clusterkit/sync-enroot/.credentials") == "0 600 regular file"
+            for script in ("cat /etc/clusterkit/sync-enroot/.credentials",
+                           f"ENROOT_CONFIG_PATH=/etc/clusterkit/sync-enroot enroot import -o /tmp/mt-stolen.sqsh "
+                           f"docker://{ECR_HOST}:{port}#team/private:v1"):
+                proc = as_user(node, A, script)
+                assert proc.returncode != 0, (script, proc)
+            assert "Permission denied" in as_user(node, A, "cat /etc/clusterkit/sync-enroot/.credentials").stderr
+            out = "/var/lib/ck-test/mt-sync.sqsh"
+            proc = node.run(["enroot", "import", "-o", out, f"docker://{ECR_HOST}:{port}#team/private:v1"],
+                            env={"ENROOT_CONFIG_PATH": "/etc/clusterkit/sync-enroot"}, check=False, timeout=120)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            assert [auth for _, _, auth in ecr.log if auth and auth.startswith("Basic ")]
+            node.run(["rm", "-f", out])
+        finally:
+            node.run(["bash", "-c", setup, "setup", *HEAD_ARGS])
+    assert node.run(["test", "-e", "/etc/clusterkit/sync-enroot/.credentials"], check=False).returncode != 0
 
 
 def test_no_user_made_the_node_drain(cluster: Cluster) -> None:

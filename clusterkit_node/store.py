@@ -11,6 +11,9 @@ Staging and housekeeping live in a sibling directory on the same file system, ou
 (``/fsx/containers`` -> ``/fsx/.containers.clusterkit``; every directory mode 0755)::
 
   <staging>/sync.lock                                flock: one importer at a time
+  <staging>/published.json                           mode 0644 root: the sync's record of each published
+                                                    file's size, sha256 and lstat identity (published.py;
+                                                    the importer trusts the store only through it)
   <staging>/quarantine/<name>+<hex>.sqsh.<time>-<pid>  a published file that failed a check (or
                                                     a directory in the way), moved out of the store
   <staging>/partial/<name>.<hex>.sqsh.partial-<pid>/  an import in progress (or debris of a crashed
@@ -19,6 +22,7 @@ Staging and housekeeping live in a sibling directory on the same file system, ou
                                                     image.sqsh inside (older versions: a plain file), the
                                                     sync progress.json (its last heartbeat, progress.py)
   <staging>/tmp/store.manifest.json.tmp-<pid>        manifest being written (renamed over manifest.json)
+  <staging>/tmp/store.published.json.tmp-<pid>       record being written (renamed over published.json)
   <staging>/tmp/link.<name>.sqsh.tmp-<pid>           stable-name symlink being swapped in
   <staging>/tmp/node.<host>.json.tmp-<pid>           fingerprint being written (renamed into nodes/)
   <staging>/nodes/<hostname>.json                    mode 0644: what each compute node runs

@@ -189,9 +189,11 @@ def sync_images(args: argparse.Namespace, doing: List[str]) -> int:
                                                plan.reason)
                 else:
                     work.append((img, plan))
-            # a recheck may re-import: it needs what an import needs
-            to_import = [img for img, plan in work if plan.action in ("import", "reimport", "recheck")]
-            tools = (["enroot"] if to_import else []) + \
+            to_import = [img for img, plan in work if plan.action in ("import", "reimport")]
+            # a recheck re-imports only what turns out changed: it needs enroot, not the disk preflight (a
+            # store an older ClusterKit published is all rechecks once, and must not need room for a copy)
+            rechecks = any(p.action == "recheck" for _, p in work)
+            tools = (["enroot"] if to_import or rechecks else []) + \
                 (["unsquashfs"] if any(p.action != "relink" for _, p in work) else [])
             missing = [t for t in tools if shutil.which(t, path=env.get("PATH")) is None]
             if missing:
@@ -200,7 +202,7 @@ def sync_images(args: argparse.Namespace, doing: List[str]) -> int:
             problems = preflight(cfg, to_import)
             if problems:
                 raise UsageError(problems)
-            if to_import or any(p.action == "adopt" for _, p in work):
+            if to_import or rechecks or any(p.action == "adopt" for _, p in work):
                 cfg.enroot_version = enroot_version(env)
             for img, plan in work:
                 log(f"{img.name}: {plan.action} ({plan.reason})")

@@ -9,6 +9,7 @@ Real: the node zipapp, the real enroot importing from the loopback registry, squ
 run as a subprocess. Stand-in: the registry (faults injected there)."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -164,3 +165,21 @@ def test_a_sync_stopped_by_sigterm_says_so_in_one_line(sandbox):
     assert "sync stopped by SIGTERM (systemctl stop or shutdown) while app: import" in line
     sandbox.set_spec({})
     assert sandbox.sync().returncode == 0 and sandbox.unpublished() == []
+
+
+def test_the_deep_checks_trust_the_record_not_a_manifest_that_vouches_for_a_changed_file(sandbox):
+    """manifest.json is exported state: one rewritten to vouch for changed bytes does not fool the deep
+    checks, which compare with the sha256 in the sync's own record."""
+    sandbox.write_lock([sandbox.image("app")])
+    assert sandbox.sync().returncode == 0
+    final = published(sandbox)
+    with open(final, "r+b") as fh:
+        fh.seek(final.stat().st_size // 2)
+        fh.write(b"\xff" * 64)
+    sandbox.as_bit_rot(final)
+    manifest = sandbox.manifest()
+    manifest["images"]["app"]["sha256"] = hashlib.sha256(final.read_bytes()).hexdigest()
+    (sandbox.store / "manifest.json").write_text(json.dumps(manifest))
+    deep = sandbox.run("verify", "--store", str(sandbox.store), "--lock", str(sandbox.lock), "--deep")
+    assert deep.returncode == 1 and "is corrupt: sha256" in one_line(deep.stderr)
+    assert "content differs from the sha256 recorded at import" in sandbox.fast_sync_then_verify_all().stdout

@@ -140,8 +140,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
     except Stopped:
         error(f"sync stopped by SIGTERM (systemctl stop or shutdown) while {doing[0]}: nothing half-imported is "
               f"published; the next sync removes the partial files and resumes")
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    finally:  # None: a handler not set from Python, which cannot be restored from here
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
     return EXIT_FAILED  # not reached

@@ -194,8 +194,10 @@ EOF
         fi
     done
     cat <<EOF
-# Journal (stdout) and a plain log file for people without journalctl habits.
-ExecStart=/bin/bash -o pipefail -c 'python3 /opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz sync --lock /opt/parallelcluster/shared/clusterkit/images.lock --store ${CK_STORE} 2>&1 | tee -a ${SYNC_LOG}'
+# Journal (stdout) and a plain log file for people without journalctl habits. systemctl stop sends
+# SIGTERM to every process of the unit: tee ignores it and passes on the sync's last line ("stopped by
+# SIGTERM"), then ends with the pipe.
+ExecStart=/bin/bash -o pipefail -c 'python3 /opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz sync --lock /opt/parallelcluster/shared/clusterkit/images.lock --store ${CK_STORE} 2>&1 | (trap "" TERM; exec tee -a ${SYNC_LOG})'
 # Exit 1 = some image failed (registry hiccup): retry later. Exit 2 = usage/preflight: do not loop.
 Restart=on-failure
 RestartSec=120

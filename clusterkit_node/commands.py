@@ -28,6 +28,8 @@ The work is done by the package's modules, one job each:
   console.py          log/warn/error lines, tables, usage errors, exit codes
   lock.py             the image lock as the nodes read it (every problem at once)
   layout.py           the store's names: published files, stable names, manifest, staging entries
+  published.py        the sync's private record of published files (size, sha256, lstat identity) and the
+                      importer's cheap check against it
   store.py            the store itself (published content only; staging next to it), manifest (atomic
                       writes), sync lock, stable names, crash debris, migration of the old layout
   sync_config.py      sync options; enroot settings resolved as enroot does (env, enroot.conf, defaults)

@@ -18,21 +18,25 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, Tuple
 
-from .console import format_versions, log, mb, now_utc, warn
+from .console import error, format_versions, log, mb, now_utc, warn
 from .enroot_uri import import_uri
 from .layout import IMPORT_FILE
 from .lock import LockedImage
 from .progress import ImportProgress, drop_record, enroot_dirs
 from .squashfs import check_squashfs, content_sha256
 from .store import (
+    RECORD_KEY,
     drop_stable_name,
     ensure_dir,
+    ensure_image_dir,
     file_size,
     fsync_dir,
     partial_path,
     point_stable_name,
     quarantine,
+    record_published,
     remove_partial,
+    take_out_of_service,
     write_manifest,
 )
 from .sync_config import SyncConfig
@@ -87,6 +91,19 @@ def run_import(cfg: SyncConfig, img: LockedImage, tmp: str, attempt: str = "1/1"
     return True, tail
 
 
+def adoptable(manifest: Dict[str, Any], img: LockedImage, final: str) -> Tuple[bool, str, str]:
+    """(ok, compressor or why not, sha256) for a final file no manifest entry vouches for: it must pass
+    the squashfs check and, when the record knows it, still hold the content recorded at publish."""
+    ok, detail = check_squashfs(final)
+    if not ok:
+        return False, detail, ""
+    sha256 = content_sha256(final)
+    recorded = manifest.get(RECORD_KEY, {}).get(img.rel_file, {})
+    if recorded.get("digest") == img.digest and recorded.get("sha256") != sha256:
+        return False, f"sha256 {sha256} is not the {recorded.get('sha256')} recorded at publish", ""
+    return True, detail, sha256
+
+
 def import_image(cfg: SyncConfig, manifest: Dict[str, Any], img: LockedImage, adopt: bool) -> Result:
     """Import (or adopt an unrecorded final file), check, read versions, publish, record."""
     store = cfg.store
@@ -96,13 +113,16 @@ def import_image(cfg: SyncConfig, manifest: Dict[str, Any], img: LockedImage, ad
     started = time.monotonic()
     source = final if adopt else tmp
     compressor = ""
+    sha256 = ""
     if adopt:
-        ok, detail = check_squashfs(final)
+        ok, detail, sha256 = adoptable(manifest, img, final)
         if ok:
             compressor = detail
             log(f"{img.name}: adopting {final} (complete file left unrecorded by an interrupted run)")
         else:
-            log(f"{img.name}: {final} is unusable ({detail}); importing again")
+            # out of service BEFORE the import: if it fails, the image is missing, never served broken
+            error(f"{img.name}: {final} is unusable ({detail}); taking it out of service and importing again")
+            take_out_of_service(store, manifest, img, detail)
             adopt, source = False, tmp
     if not adopt:
         attempts = cfg.retries + 1
@@ -140,9 +160,10 @@ def import_image(cfg: SyncConfig, manifest: Dict[str, Any], img: LockedImage, ad
             remove_partial(work)
         return Result(img, "failed", detail=f"cannot read versions: {exc}")
     size = os.stat(source).st_size
-    sha256 = content_sha256(source)  # just written (or adopted): cheap now, the deep checks' reference
+    # just written (or adopted, hashed above): cheap now, the reference of the record and the deep checks
+    sha256 = sha256 or content_sha256(source)
     if not adopt:
-        ensure_dir(os.path.dirname(final))
+        ensure_image_dir(store, img)
         if os.path.lexists(final) and file_size(final) is None:
             quarantine(store, final, "not a regular file")
         os.replace(tmp, final)
@@ -150,8 +171,9 @@ def import_image(cfg: SyncConfig, manifest: Dict[str, Any], img: LockedImage, ad
         drop_record(work)
         os.rmdir(work)
         fsync_dir(os.path.dirname(work))
-    else:
+    elif os.stat(final).st_mode & 0o777 != 0o644:  # chmod changes the ctime the record keeps: only if needed
         os.chmod(final, 0o644)
+    record_published(store, manifest, img, sha256)  # before the manifest: the importer reads the record
     problems = expect_problems(img.expect, versions)
     if problems:
         reason = "; ".join(problems)

@@ -13,10 +13,11 @@ from typing import Optional
 MANIFEST_NAME = "manifest.json"
 STAGING_SUFFIX = ".clusterkit"
 LOCK_NAME = "sync.lock"
+RECORD_NAME = "published.json"  # the sync's own record of published files (published.py)
 PARTIAL_DIR, TMP_DIR, NODES_DIR = "partial", "tmp", "nodes"
 PARTIAL_RE = re.compile(r"^(?P<name>.+)\.(?P<hex>[0-9a-f]{64})\.sqsh\.partial-(?P<pid>\d+)$")
 LINK_TMP_RE = re.compile(r"^link\..+\.sqsh\.tmp-\d+$")
-MANIFEST_TMP_RE = re.compile(r"^store\.manifest\.json\.tmp-\d+$")
+MANIFEST_TMP_RE = re.compile(r"^store\.(manifest|published)\.json\.tmp-\d+$")  # the manifest, the record
 FINGERPRINT_TMP_RE = re.compile(r"^node\.(?P<host>.+)\.json\.tmp-(?P<pid>\d+)$")
 # The previous layout kept these inside the store (migrated by migrate_legacy, read by drift).
 LEGACY_LOCK_NAME = ".sync.lock"
@@ -67,6 +68,10 @@ def nodes_dir(store: str) -> str:
 
 def lock_path(store: str) -> str:
     return os.path.join(staging_dir(store), LOCK_NAME)
+
+
+def record_path(store: str) -> str:
+    return os.path.join(staging_dir(store), RECORD_NAME)
 
 
 def legacy_nodes_dir(store: str) -> str:

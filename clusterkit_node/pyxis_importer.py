@@ -17,10 +17,14 @@ here) and a fixed PATH for enroot. Resolution: the URI is parsed as enroot 4.x p
 (enroot_uri.parse_request); the image lock next to the zipapp names the image when registry, repository
 and the locked tag or digest match; the answer is the digest-named store file ``<store>/<name>/<hex>.sqsh``
 (immutable, unlike the stable ``<name>.sqsh`` link a sync may re-point mid-job), so a node never contacts a
-registry for a locked image and always runs the locked digest. Anything else follows CK_UNLOCKED_IMAGES from the
-node's settings: ``refuse`` (default, reproducible: one line naming `make lock`) or ``import``
-(``enroot import`` of that URI, or of the locked digest while the store does not have it yet, into a
-per-step file under PYXIS_RUNTIME_PATH, as pyxis' own import does; ``release`` removes it).
+registry for a locked image and always runs the locked digest. Only a file the head node's sync recorded as
+published (published.py: its private record in the staging directory, root-owned) whose ``lstat`` still
+matches the record (inode, size, mtime, ctime; a real image directory) is answered: a file changed behind the
+sync's back is refused with one line, at the cost of a few syscalls and a small JSON read, never a hash.
+Anything else follows CK_UNLOCKED_IMAGES from the node's settings: ``refuse`` (default, reproducible: one
+line naming `make lock`) or ``import`` (``enroot import`` of that URI, or of the locked digest while the store
+cannot serve it, into a per-step file under PYXIS_RUNTIME_PATH, as pyxis' own import does; ``release``
+removes it).
 """
 from __future__ import annotations
 
@@ -35,7 +39,9 @@ from . import settings as settings_contract
 from .bundle_files import LOCK_NAME, ZIPAPP_NAME, bundle_dir
 from .console import UsageError, os_error_line
 from .enroot_uri import import_uri, parse_request
+from .layout import record_path
 from .lock import LockedImage, find_locked, load_lock
+from .published import RecordError, read_record, serve_problem
 
 PROG = "clusterkit importer"
 CK_ROOT = os.environ.get("CK_ROOT", "")  # a throwaway root in tests; the job user gains nothing by it
@@ -88,6 +94,15 @@ def store_file(store: str, img: LockedImage) -> Optional[str]:
     return path if os.path.isfile(CK_ROOT + path) and os.access(CK_ROOT + path, os.R_OK) else None
 
 
+def serve_check(store: str, img: LockedImage) -> Optional[str]:
+    """Why the store's file for img must not be served (see the module docstring), or None."""
+    try:
+        files = read_record(CK_ROOT + record_path(store))
+    except RecordError as exc:
+        return str(exc)
+    return serve_problem(CK_ROOT + store, img.rel_file, img.digest, files)
+
+
 def enroot_env() -> Dict[str, str]:
     return dict(os.environ, PATH=ENROOT_PATH)
 
@@ -118,15 +133,20 @@ def resolve(uri: str, settings: Dict[str, str], images: List[LockedImage]) -> st
     img = find_locked(images, request) if request else None
     if img is not None:
         found = store_file(store, img)
-        if found:
+        problem = serve_check(store, img) if found else None
+        if found and not problem:
             return found
-        if os.path.isfile(CK_ROOT + os.path.join(store, img.rel_file)):
+        if not found and os.path.isfile(CK_ROOT + os.path.join(store, img.rel_file)):
             raise Refused(f"{store}/{img.rel_file} (locked {img.name}) is not readable by uid {os.getuid()}: store "
                           f"files must be mode 0644, as image_sync publishes them (check who changed it: ls -l)")
         if policy == "import":
             version = subprocess.run(["enroot", "version"], capture_output=True, text=True, env=enroot_env(),
                                      check=False).stdout
             return enroot_import(import_uri(img.enroot_uri, version))
+        if problem:
+            raise Refused(f"refusing {store}/{img.rel_file} (locked {img.name}): {problem}; the head node's image "
+                          f"sync re-checks it on its next run and re-imports it if its content changed "
+                          f"(`systemctl start clusterkit-image-sync` on the head node)")
         raise Refused(f"{uri} is locked as {img.name} ({img.digest[:19]}...) but {store}/{img.rel_file} is not "
                       f"in the store yet: the head node's image sync is importing it (check with "
                       f"`python3 /opt/parallelcluster/shared/clusterkit/{ZIPAPP_NAME} status --store {store}` "

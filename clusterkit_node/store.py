@@ -11,6 +11,9 @@ Staging and housekeeping live in a sibling directory on the same file system, ou
 (``/fsx/containers`` -> ``/fsx/.containers.clusterkit``; every directory mode 0755)::
 
   <staging>/sync.lock                                flock: one importer at a time
+  <staging>/published.json                           mode 0644 root: the sync's record of each published
+                                                    file's size, sha256 and lstat identity (published.py;
+                                                    the importer trusts the store only through it)
   <staging>/quarantine/<name>+<hex>.sqsh.<time>-<pid>  a published file that failed a check (or
                                                     a directory in the way), moved out of the store
   <staging>/partial/<name>.<hex>.sqsh.partial-<pid>/  an import in progress (or debris of a crashed
@@ -19,6 +22,7 @@ Staging and housekeeping live in a sibling directory on the same file system, ou
                                                     image.sqsh inside (older versions: a plain file), the
                                                     sync progress.json (its last heartbeat, progress.py)
   <staging>/tmp/store.manifest.json.tmp-<pid>        manifest being written (renamed over manifest.json)
+  <staging>/tmp/store.published.json.tmp-<pid>       record being written (renamed over published.json)
   <staging>/tmp/link.<name>.sqsh.tmp-<pid>           stable-name symlink being swapped in
   <staging>/tmp/node.<host>.json.tmp-<pid>           fingerprint being written (renamed into nodes/)
   <staging>/nodes/<hostname>.json                    mode 0644: what each compute node runs
@@ -51,7 +55,7 @@ import stat
 import time
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from .console import UsageError, error, log
+from .console import UsageError, error, log, warn
 from .layout import (
     LEGACY_FINGERPRINT_TMP_RE,
     LEGACY_LOCK_NAME,
@@ -63,16 +67,19 @@ from .layout import (
     NODES_DIR,
     PARTIAL_DIR,
     PARTIAL_RE,
+    RECORD_NAME,
     TMP_DIR,
     legacy_nodes_dir,
     lock_path,
     manifest_path,
     nodes_dir,
     partial_dir,
+    record_path,
     staging_dir,
     tmp_dir,
 )
 from .lock import LockedImage
+from .published import RecordError, new_entry, read_record, record_doc
 
 MANIFEST_VERSION = 1
 # A fingerprint write takes milliseconds: an older temp file of the previous layout is debris (its
@@ -179,8 +186,8 @@ def write_json_atomic(final: str, tmp: str, doc: Dict[str, Any]) -> str:
     os.replace is one atomic rename(2) across directories; readers see the old or the new file, whole.
     """
     data = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode("utf-8")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             view = memoryview(data)
             while view:
@@ -190,10 +197,12 @@ def write_json_atomic(final: str, tmp: str, doc: Dict[str, Any]) -> str:
         finally:
             os.close(fd)
         os.replace(tmp, final)
-    except OSError:
+    except OSError as exc:
         # a full disk mid-write: the old file stays whole, and the partial temp file goes now
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if exc.filename is None:  # write(2)/fsync(2) errors name no file: name the one being replaced
+            raise OSError(exc.errno, f"writing it: {exc.strerror}", final) from None
         raise
     fsync_dir(os.path.dirname(final))
     if os.path.dirname(tmp) != os.path.dirname(final):
@@ -328,10 +337,10 @@ def ensure_dir(path: str) -> None:
 
 
 def file_size(path: str) -> Optional[int]:
-    """Size of the regular file at path (symlinks followed); None when there is none (a directory in
-    its place counts as none: only a regular file can be an image)."""
+    """Size of the regular file at path; None when there is none (a directory or a symlink in its place
+    counts as none: only a regular file can be an image, and a link could lead out of the store)."""
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except OSError:
         return None
     return st.st_size if stat.S_ISREG(st.st_mode) else None
@@ -353,17 +362,96 @@ def quarantine(store: str, path: str, why: str) -> str:
     return dest
 
 
+def image_dir_problem(store: str, img: LockedImage) -> Optional[str]:
+    """Why ``<store>/<name>`` cannot hold the image, or None (missing is fine: publishing creates it).
+    A symlink there would lead the published file out of the store, where FSx never exports it."""
+    path = os.path.join(store, img.name)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        return None
+    kind = "a symlink" if stat.S_ISLNK(st.st_mode) else "not a directory"
+    return f"{path} is {kind}: the image directory must be a real directory inside the store"
+
+
+def ensure_image_dir(store: str, img: LockedImage) -> str:
+    """``<store>/<name>/``, a real directory: a symlink or file in its place is moved aside first."""
+    path = os.path.join(store, img.name)
+    problem = image_dir_problem(store, img)
+    if problem:
+        quarantine(store, path, problem)
+    ensure_dir(path)
+    return path
+
+
+def take_out_of_service(store: str, manifest: Dict[str, Any], img: LockedImage, why: str) -> None:
+    """Stop serving img's file: stable name and record entry dropped (the importer refuses it from
+    then on), then the file (or a symlinked image directory) quarantined. The manifest is not written."""
+    drop_stable_name(store, img)
+    drop_record(store, manifest, img.rel_file)
+    if image_dir_problem(store, img):
+        quarantine(store, os.path.join(store, img.name), why)
+        return
+    path = os.path.join(store, img.rel_file)
+    if os.path.lexists(path):
+        quarantine(store, path, why)
+
+
 def unpublish(store: str, manifest: Dict[str, Any], img: LockedImage, why: str) -> None:
     """Take a recorded image that failed a check out of service BEFORE re-importing it: stable name
     dropped, file quarantined, entry removed, manifest written. If the re-import then fails, the image
     is missing, never served corrupt."""
-    drop_stable_name(store, img)
-    path = os.path.join(store, img.rel_file)
-    if os.path.lexists(path):
-        quarantine(store, path, why)
+    take_out_of_service(store, manifest, img, why)
     if manifest["images"].get(img.name, {}).get("digest") == img.digest:
         del manifest["images"][img.name]
     write_manifest(store, manifest)
+
+
+# In memory only: the sync's record (published.py) travels with the manifest it planned from.
+RECORD_KEY = "record"
+
+
+def load_record(store: str, quiet: bool = False) -> Dict[str, Dict[str, Any]]:
+    """The record of published files for the sync; an untrusted or unreadable one is dropped (every
+    image is then re-hashed once and recorded again: sync.py's recheck; quiet: the unlocked first
+    look, which the locked one repeats)."""
+    path = record_path(store)
+    if not os.path.lexists(path):
+        return {}
+    try:
+        return read_record(path)
+    except RecordError as exc:
+        if not quiet:
+            warn(f"{exc}; re-hashing every published image once to record it again")
+        return {}
+
+
+def write_record(store: str, files: Dict[str, Dict[str, Any]]) -> None:
+    """Replace the record atomically (0644 root, in the staging dir that must stay 0755 for the
+    importer to trust it)."""
+    staging = ensure_staging(store, TMP_DIR)
+    if stat.S_IMODE(os.lstat(staging).st_mode) & 0o022:
+        os.chmod(staging, 0o755)
+        log(f"{staging}: made 0755 (the importer trusts the record only in a directory no user can write)")
+    write_json_atomic(record_path(store), os.path.join(tmp_dir(store), f"store.{RECORD_NAME}.tmp-{os.getpid()}"),
+                      record_doc(files))
+
+
+def record_published(store: str, manifest: Dict[str, Any], img: LockedImage, sha256: str) -> None:
+    """Record img's published file as lstat sees it now (after its final rename and chmod)."""
+    files = manifest.setdefault(RECORD_KEY, {})
+    entry = new_entry(img.digest, sha256, os.lstat(os.path.join(store, img.rel_file)))
+    if files.get(img.rel_file) != entry:  # an adopted file the record already knows: nothing to write
+        files[img.rel_file] = entry
+        write_record(store, files)
+
+
+def drop_record(store: str, manifest: Dict[str, Any], rel: str) -> None:
+    files = manifest.setdefault(RECORD_KEY, {})
+    if files.pop(rel, None) is not None:
+        write_record(store, files)
 
 
 @contextlib.contextmanager
@@ -461,9 +549,11 @@ def load_manifest_for_sync(store: str) -> Dict[str, Any]:
     """A corrupt manifest (never written by us: we replace it atomically) is moved aside; complete
     .sqsh files are then adopted again cheaply (superblock check + version read, no import)."""
     try:
-        return read_manifest(store)
+        manifest = read_manifest(store)
     except ValueError as exc:
         aside = os.path.join(ensure_staging(store), f"{MANIFEST_NAME}.corrupt-{int(time.time())}")
         error(f"{exc}; moving it to {aside} and rebuilding the manifest")
         os.replace(manifest_path(store), aside)
-        return {"manifest_version": MANIFEST_VERSION, "images": {}, "rejected": {}}
+        manifest = empty_manifest()
+    manifest[RECORD_KEY] = load_record(store)
+    return manifest

@@ -5,6 +5,10 @@ so a re-run on every node update costs milliseconds even with tens of GB in the 
 whose size differs from the manifest (truncated or replaced) is re-imported; ``--verify-all``
 additionally runs ``unsquashfs -s`` and a superblock/size check on every present image (slower, reads
 metadata) and compares each file's sha256 with the one recorded when it was published (reads it all).
+Every present image's ``lstat`` is also compared with the sync's own record of what it published
+(published.py, in the never-exported staging directory): a file whose identity changed (written,
+replaced, touched by an FSx import) is re-hashed under the lock; the same content is recorded again, other
+content is logged as an error with both hashes, taken out of service and re-imported (``recheck``).
 Only images that need work take the lock, and they are planned again under it (another
 sync may have finished them meanwhile). A store still holding the previous layout's lock or node
 fingerprints takes the lock once to move them out (store.migrate_legacy).
@@ -14,25 +18,32 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 from dataclasses import dataclass
-from typing import Any, Dict, List, Tuple
+from types import FrameType
+from typing import Any, Dict, List, Optional, Tuple
 
 from .console import EXIT_FAILED, EXIT_OK, UsageError, error, log, mb, print_table
 from .disk_preflight import preflight
 from .image_import import Result, import_image
 from .lock import LockedImage, load_lock
+from .published import changes
 from .squashfs import check_squashfs, content_sha256
 from .store import (
     MANIFEST_VERSION,
+    RECORD_KEY,
     clean_debris,
     drop_stable_name,
     ensure_store,
     file_size,
+    image_dir_problem,
     legacy_present,
     load_manifest_for_sync,
+    load_record,
     migrate_legacy,
     point_stable_name,
     read_manifest,
+    record_published,
     stable_name_ok,
     sync_lock,
     unpublish,
@@ -45,30 +56,38 @@ from .versions import expect_problems
 @dataclass
 class Plan:
     """What one image needs. action: none | relink | promote | demote | adopt | import | reimport
-    (recorded but failed a check: taken out of service first) | rejected."""
+    (recorded but failed a check: taken out of service first) | recheck (identity changed since
+    publish, or never recorded: re-hash) | rejected."""
 
     action: str
     reason: str = ""
 
 
 def plan_image(store: str, manifest: Dict[str, Any], img: LockedImage, verify: bool) -> Plan:
-    """Decide with a stat and dictionary lookups only (the O(1) path); ``verify`` adds the
-    unsquashfs/superblock check of present files."""
+    """Decide with two lstats and dictionary lookups only (the O(1) path); ``verify`` adds the
+    unsquashfs/superblock check and the sha256 of present files."""
     path = os.path.join(store, img.rel_file)
-    size = file_size(path)
     entry = manifest["images"].get(img.name)
+    recorded = bool(entry and entry.get("digest") == img.digest and entry.get("file") == img.rel_file)
+    escape = image_dir_problem(store, img)
+    if escape:  # never follow it: whatever is behind it is outside the store
+        return Plan("reimport" if recorded else "import", escape)
+    size = file_size(path)
     rejected = manifest.get("rejected", {}).get(img.name)
-    if entry and entry.get("digest") == img.digest and entry.get("file") == img.rel_file:
+    if entry and recorded:
         if size is None:
-            return Plan("reimport", "missing although recorded in the manifest")
+            return Plan("reimport", "missing (or not a regular file) although recorded in the manifest")
         if size != entry.get("size"):
             return Plan("reimport", f"size {size} differs from the manifest's {entry.get('size')} "
                                     f"(truncated or replaced)")
+        changed = identity_change(manifest, img, path)
+        if changed:
+            return Plan("recheck", changed)
         if verify:
             ok, detail = check_squashfs(path)
             if not ok:
                 return Plan("reimport", f"--verify-all: {detail}")
-            if entry.get("sha256") and content_sha256(path) != entry["sha256"]:
+            if content_sha256(path) != manifest[RECORD_KEY][img.rel_file]["sha256"]:
                 return Plan("reimport", "--verify-all: content differs from the sha256 recorded at import "
                                         "(same-size corruption)")
         problems = expect_problems(img.expect, entry.get("versions", {}))
@@ -79,6 +98,9 @@ def plan_image(store: str, manifest: Dict[str, Any], img: LockedImage, verify: b
         return Plan("none")
     if rejected and rejected.get("digest") == img.digest and rejected.get("file") == img.rel_file \
             and size is not None and size == rejected.get("size"):
+        changed = identity_change(manifest, img, path)
+        if changed:
+            return Plan("recheck", changed)
         problems = expect_problems(img.expect, rejected.get("versions", {}))
         if problems:
             return Plan("rejected", "; ".join(problems))
@@ -88,7 +110,45 @@ def plan_image(store: str, manifest: Dict[str, Any], img: LockedImage, verify: b
     return Plan("import", "not in the store")
 
 
+def identity_change(manifest: Dict[str, Any], img: LockedImage, path: str) -> str:
+    """Why the file must be re-hashed ('' if not): no record of it, or its lstat differs from the one
+    recorded at publish."""
+    entry = manifest.get(RECORD_KEY, {}).get(img.rel_file)
+    if not entry or entry.get("digest") != img.digest:
+        return "not in the sync's record of published files (published by an older ClusterKit, or the record " \
+               "was lost): hashing it once to record it"
+    diff = changes(entry, os.lstat(path))
+    return f"changed since it was published ({', '.join(diff)}): re-hashing it" if diff else ""
+
+
+class Stopped(BaseException):
+    """SIGTERM arrived (systemctl stop, shutdown): unwinds the sync (enroot is killed on the way) so the
+    journal gets a line saying so instead of nothing."""
+
+
+def _stopped(signum: int, _frame: Optional[FrameType]) -> None:
+    signal.signal(signum, signal.SIG_IGN)  # a second SIGTERM must not interrupt the line below
+    raise Stopped()
+
+
 def cmd_sync(args: argparse.Namespace) -> int:
+    """``sync``; a SIGTERM ends it with one line, then the process dies by that signal, as systemd expects."""
+    doing = ["planning"]
+    previous = signal.signal(signal.SIGTERM, _stopped)
+    try:
+        return sync_images(args, doing)
+    except Stopped:
+        error(f"sync stopped by SIGTERM (systemctl stop or shutdown) while {doing[0]}: nothing half-imported is "
+              f"published; the next sync removes the partial files and resumes")
+    finally:  # None: a handler not set from Python, which cannot be restored from here
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+    return EXIT_FAILED  # not reached
+
+
+def sync_images(args: argparse.Namespace, doing: List[str]) -> int:
+    """Plan every locked image, then do the work under the lock; doing[0] says what is under way."""
     images = load_lock(args.lock)
     store = os.path.abspath(args.store)
     env = dict(os.environ)
@@ -101,6 +161,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
         manifest = read_manifest(store)
     except ValueError:  # dealt with under the lock (load_manifest_for_sync)
         manifest = {"manifest_version": MANIFEST_VERSION, "images": {}, "rejected": {}}
+    manifest[RECORD_KEY] = load_record(store, quiet=True)
     results: Dict[str, Result] = {}
     pending: List[LockedImage] = []
     for img in images:
@@ -129,8 +190,11 @@ def cmd_sync(args: argparse.Namespace) -> int:
                 else:
                     work.append((img, plan))
             to_import = [img for img, plan in work if plan.action in ("import", "reimport")]
-            tools = (["enroot"] if to_import else []) + \
-                (["unsquashfs"] if any(p.action in ("import", "reimport", "adopt") for _, p in work) else [])
+            # a recheck re-imports only what turns out changed: it needs enroot, not the disk preflight (a
+            # store an older ClusterKit published is all rechecks once, and must not need room for a copy)
+            rechecks = any(p.action == "recheck" for _, p in work)
+            tools = (["enroot"] if to_import or rechecks else []) + \
+                (["unsquashfs"] if any(p.action != "relink" for _, p in work) else [])
             missing = [t for t in tools if shutil.which(t, path=env.get("PATH")) is None]
             if missing:
                 raise UsageError([f"{' and '.join(missing)} not found on PATH {env.get('PATH', '')} "
@@ -138,10 +202,11 @@ def cmd_sync(args: argparse.Namespace) -> int:
             problems = preflight(cfg, to_import)
             if problems:
                 raise UsageError(problems)
-            if to_import or any(p.action == "adopt" for _, p in work):
+            if to_import or rechecks or any(p.action == "adopt" for _, p in work):
                 cfg.enroot_version = enroot_version(env)
             for img, plan in work:
                 log(f"{img.name}: {plan.action} ({plan.reason})")
+                doing[0] = f"{img.name}: {plan.action}"
                 results[img.name] = apply_plan(cfg, manifest, img, plan)
     rows = []
     for img in images:
@@ -158,6 +223,12 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 def apply_plan(cfg: SyncConfig, manifest: Dict[str, Any], img: LockedImage, plan: Plan) -> Result:
     store = cfg.store
+    if plan.action == "none":
+        return Result(img, "present", manifest["images"][img.name]["size"])
+    if plan.action == "rejected":
+        return Result(img, "rejected", manifest["rejected"][img.name]["size"], plan.reason)
+    if plan.action == "recheck":
+        return recheck(cfg, manifest, img)
     if plan.action == "relink":
         point_stable_name(store, img)
         return Result(img, "present", manifest["images"][img.name]["size"], "stable name repaired")
@@ -179,3 +250,33 @@ def apply_plan(cfg: SyncConfig, manifest: Dict[str, Any], img: LockedImage, plan
     if plan.action == "reimport":
         unpublish(store, manifest, img, plan.reason)
     return import_image(cfg, manifest, img, adopt=plan.action == "adopt")
+
+
+def recheck(cfg: SyncConfig, manifest: Dict[str, Any], img: LockedImage) -> Result:
+    """Re-hash a file whose identity changed (or was never recorded) against the sha256 of the record
+    (else the manifest's, written at import by an older ClusterKit): the same content is recorded
+    again and planned as usual; other content is an error naming both hashes, and the file is taken
+    out of service and re-imported by digest."""
+    store = cfg.store
+    path = os.path.join(store, img.rel_file)
+    section = "images" if manifest["images"].get(img.name, {}).get("digest") == img.digest else "rejected"
+    entry = manifest[section][img.name]
+    record = manifest.get(RECORD_KEY, {}).get(img.rel_file, {})
+    expected = record.get("sha256") if record.get("digest") == img.digest else entry.get("sha256", "")
+    actual = content_sha256(path)
+    if not expected:  # an older ClusterKit recorded no sha256: the squashfs check is all there is
+        ok, detail = check_squashfs(path)
+        expected = actual if ok else f"none recorded ({detail})"
+    if actual != expected:
+        error(f"{img.name}: {path} changed after it was published: sha256 {actual}, recorded {expected}; "
+              f"taking it out of service and re-importing {img.digest}")
+        if section == "rejected":
+            del manifest["rejected"][img.name]
+        unpublish(store, manifest, img, "content changed after publish")
+        return import_image(cfg, manifest, img, adopt=False)
+    record_published(store, manifest, img, actual)
+    log(f"{img.name}: {path}: content unchanged (sha256 {actual[:12]}); recorded its current identity")
+    plan = plan_image(store, manifest, img, cfg.verify_all)
+    if plan.action == "recheck":  # changed again while it was hashed: take no chances
+        plan = Plan("reimport", plan.reason)
+    return apply_plan(cfg, manifest, img, plan)

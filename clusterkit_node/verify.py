@@ -12,8 +12,9 @@ import shutil
 from typing import Any, Dict, List, Tuple
 
 from .console import EXIT_FAILED, EXIT_OK, error, format_versions, log, mb, warn
-from .layout import manifest_path
+from .layout import manifest_path, record_path
 from .lock import LockedImage, load_lock
+from .published import RecordError, read_record
 from .squashfs import content_sha256, read_superblock, unsquashfs_can_read
 from .store import empty_manifest, file_size, read_manifest
 
@@ -79,16 +80,27 @@ def cmd_verify(args: argparse.Namespace) -> int:
             else:
                 log(f"verify: unsquashfs reads {comp} images ({img.name})")
     log(f"verify: {len(present)}/{len(images)} locked images present in {store}")
-    if args.deep and not deep_check(manifest, present):
+    if args.deep and not deep_check(manifest, present, store):
         return EXIT_FAILED
     return EXIT_OK
 
 
-def deep_check(manifest: Dict[str, Any], present: List[Tuple[LockedImage, str]]) -> bool:
+def recorded_sha256(store: str) -> Dict[str, str]:
+    """sha256 per store file from the sync's record (published.py), which no user or S3 can change; the
+    manifest's (exported state) where there is no trusted record."""
+    try:
+        return {rel: entry["sha256"] for rel, entry in read_record(record_path(store)).items()}
+    except RecordError as exc:
+        warn(f"verify: {exc}; comparing with the sha256 in the manifest instead")
+        return {}
+
+
+def deep_check(manifest: Dict[str, Any], present: List[Tuple[LockedImage, str]], store: str) -> bool:
     """Every present image's bytes against the sha256 recorded when it was published."""
     ok = True
+    record = recorded_sha256(store) if present else {}
     for img, path in present:
-        recorded = manifest["images"][img.name].get("sha256")
+        recorded = record.get(img.rel_file) or manifest["images"][img.name].get("sha256")
         if not recorded:
             warn(f"verify: {img.name}: no sha256 recorded at import (an older ClusterKit imported it); "
                  f"`sync --verify-all` re-checks it with unsquashfs only")

@@ -185,6 +185,37 @@ class Sandbox:
         assert len(self.imports()) == 2
         return full
 
+    def importer(self, uri: str) -> subprocess.CompletedProcess:
+        """Run the node zipapp as pyxis runs its importer (``get URI``) against this store, with the
+        current lock in its bundle: CK_ROOT is the sandbox root and the node's CK_STORE /<store name>."""
+        bundle = self.root / "bundle"
+        if not bundle.is_dir():
+            bundle.mkdir()
+            write_zipapp(bundle)
+            (self.root / "etc/clusterkit").mkdir(parents=True, exist_ok=True)
+            (self.root / "etc/clusterkit/node.env").write_text(
+                f"CK_CLUSTER='demo'\nCK_STORE='/{self.store.name}'\nCK_UNLOCKED_IMAGES='refuse'\n")
+        shutil.copy(self.lock, bundle / "images.lock")
+        env = {"CK_ROOT": str(self.root), "PYXIS_RUNTIME_PATH": str(self.root / "pyxis"), "SLURM_JOB_UID": "0",
+               "SLURM_JOB_GID": "0", "SLURM_JOB_ID": "41", "SLURM_STEP_ID": "0"}
+        return subprocess.run([sys.executable, "-I", str(bundle / ZIPAPP), "get", uri], env=env,
+                              capture_output=True, text=True, timeout=60)
+
+    def as_bit_rot(self, final: Path) -> None:
+        """Make a change the test wrote into final look like bit rot, which leaves the inode alone: the
+        sync's record (published.json) is given final's current lstat identity. Only ``--verify-all``
+        (and ``verify --deep``) can see such a change; any write changes the ctime the plain sync checks."""
+        path = self.staging / "published.json"
+        record = json.loads(path.read_text())
+        st = final.lstat()
+        record["files"][final.relative_to(self.store).as_posix()].update(mtime=st.st_mtime_ns, ctime=st.st_ctime_ns)
+        path.write_text(json.dumps(record))
+
+    def locked_uri(self, name: str) -> str:
+        """What a job names an image by: the locked registry/repository and digest."""
+        entry = {i["name"]: i for i in json.loads(self.lock.read_text())["images"]}[name]
+        return f"docker://{entry['registry']}#{entry['repository']}@{entry['digest']}"
+
     def imports(self) -> list[str]:
         """URIs the real enroot was asked to import, one per attempt (from the wrapper's log)."""
         return imports(self.log)

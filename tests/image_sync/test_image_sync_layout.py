@@ -66,10 +66,11 @@ def test_only_published_content_under_the_store_after_failed_and_killed_imports(
     published = sorted(p.relative_to(sandbox.store).as_posix() for p in sandbox.store.rglob("*"))
     assert published == sorted(["manifest.json", "good", "good.sqsh", manifest["images"]["good"]["file"],
                                 "slow", "slow.sqsh", manifest["images"]["slow"]["file"]])
-    # the sibling holds the lock, the (now empty) partial and tmp dirs and the fingerprints
+    # the sibling holds the lock, the record of published files, the (now empty) partial and tmp dirs and
+    # the fingerprints
     assert modes(sandbox.staging) == {
-        ".": "0o755", "sync.lock": "0o644", "partial": "0o755", "tmp": "0o755", "nodes": "0o755",
-        "nodes/gpu-st-p5-1.json": "0o644", "nodes/gpu-st-p5-2.json": "0o644"}
+        ".": "0o755", "sync.lock": "0o644", "published.json": "0o644", "partial": "0o755", "tmp": "0o755",
+        "nodes": "0o755", "nodes/gpu-st-p5-1.json": "0o644", "nodes/gpu-st-p5-2.json": "0o644"}
     assert sandbox.staging.parent == sandbox.store.parent
     assert sandbox.staging.stat().st_dev == sandbox.store.stat().st_dev
 

@@ -122,6 +122,7 @@ def test_verify_all_catches_same_size_corruption_that_the_fast_path_skips(sandbo
     final = sandbox.store / sandbox.manifest()["images"]["app"]["file"]
     with open(final, "r+b") as fh:
         fh.write(b"JUNK")  # clobber the magic, keep the size
+    sandbox.as_bit_rot(final)
     full = sandbox.fast_sync_then_verify_all()
     assert "--verify-all: unsquashfs -s failed" in full.stdout
     assert final.read_bytes()[:4] == b"hsqs"

@@ -102,7 +102,7 @@ def test_fresh_run_content_essentials(sandbox: Sandbox) -> None:
     unit = sandbox.read(UNIT)
     assert ("ExecStart=/bin/bash -o pipefail -c 'python3 /opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz "
             "sync --lock /opt/parallelcluster/shared/clusterkit/images.lock --store /fsx/containers 2>&1 "
-            "| tee -a /var/log/clusterkit/image-sync.log'") in unit
+            "| (trap \"\" TERM; exec tee -a /var/log/clusterkit/image-sync.log)'") in unit
     assert 'Environment="ENROOT_SQUASH_OPTIONS=-comp zstd -Xcompression-level 3 -b 128K -no-fragments"' in unit
     assert "RequiresMountsFor=/fsx/containers /opt/parallelcluster/shared" in unit
     dropin = sandbox.read("etc/systemd/system/slurmctld.service.d/clusterkit-path.conf")

@@ -6,6 +6,7 @@ image lock, under a throwaway root (CK_ROOT). The real pyxis calling it is tests
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 
 from clusterkit.artifacts.bundle import PYXIS_IMPORTER, ZIPAPP_SHEBANG, build_zipapp
 from clusterkit.images.lock_file import ImageLock, LockedImage, lock_text
+from clusterkit_node import published
 
 HEX_A = "a" * 64
 HEX_B = "b" * 64
@@ -54,10 +56,18 @@ class Node:
         (self.root / "etc/clusterkit/node.env").write_text("# ClusterKit node settings\n" + text)
 
     def publish(self, name: str, hexdigest: str, mode: int = 0o644) -> str:
+        """Put a file in the store and record it as the head node's sync does (published.py)."""
         path = self.root / STORE.lstrip("/") / name / f"{hexdigest}.sqsh"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"hsqs")
         path.chmod(mode)
+        record = self.root / "fsx/.containers.clusterkit/published.json"
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.parent.chmod(0o755)
+        files = json.loads(record.read_text())["files"] if record.exists() else {}
+        files[f"{name}/{hexdigest}.sqsh"] = dict(published.identity(path.lstat()), digest=f"sha256:{hexdigest}",
+                                                 sha256="0" * 64)
+        record.write_text(json.dumps(published.record_doc(files)))
         return f"{STORE}/{name}/{hexdigest}.sqsh"
 
     def run(self, *args: str, step: str = "0", user: int | None = None) -> subprocess.CompletedProcess:
@@ -149,6 +159,27 @@ def test_a_store_file_the_user_cannot_read_is_not_handed_out() -> None:
         assert r.returncode == 1 and "is not readable by uid 27001: store files must be mode 0644" in r.stderr
         node.publish("pytorch", HEX_A, mode=0o644)
         assert node.run("get", "docker://nvcr.io#nvidia/pytorch:25.01-py3", user=27001).returncode == 0
+
+
+def test_a_file_the_sync_did_not_record_or_that_changed_since_is_refused_with_one_line(node: Node) -> None:
+    uri = "docker://nvcr.io#nvidia/pytorch:25.01-py3"
+    path = node.root / node.publish("pytorch", HEX_A).lstrip("/")
+    path.write_bytes(b"hsqs-other")  # changed behind the sync's back (size, mtime, ctime)
+    r = node.run("get", uri)
+    assert r.returncode == 1 and r.stdout == ""
+    (line,) = r.stderr.splitlines()
+    assert line.startswith(f"clusterkit importer: error: refusing {STORE}/pytorch/{HEX_A}.sqsh (locked pytorch): "
+                           "it changed after the head node's image sync published it (size 10 (recorded 4)")
+    node.publish("ubuntu", HEX_B)
+    record = node.root / "fsx/.containers.clusterkit/published.json"
+    doc = json.loads(record.read_text())
+    del doc["files"][f"pytorch/{HEX_A}.sqsh"]
+    record.write_text(json.dumps(doc))
+    r = node.run("get", uri)
+    assert r.returncode == 1 and "has not recorded it as published" in r.stderr
+    record.unlink()
+    r = node.run("get", "docker://ubuntu:24.04")
+    assert r.returncode == 1 and len(r.stderr.splitlines()) == 1 and "published.json: missing" in r.stderr
 
 
 @pytest.mark.parametrize("uri, says", [

@@ -93,6 +93,15 @@ def bundle_arg(eff: EffectiveSpec) -> str:
     return f"CK_BUNDLE_PARAMETER={eff.names.bundle_parameter}"
 
 
+# slurm.conf lines every ClusterKit cluster needs (ParallelCluster writes CustomSlurmSettings into slurm.conf;
+# PrologFlags is not on its deny list, pcluster/validators/slurm_settings_validator.py). Alloc: the prolog that makes
+# each job user's enroot dirs as root (clusterkit_node/user_dirs.py, installed in PC's prolog.d) runs on EVERY node of
+# an allocation when it is granted, not only where a step starts. pyxis' job epilog runs `enroot list` as the job's
+# user on every allocated node, and enroot makes those dirs at every start (enroot.in: mkdir -p of the data, cache and
+# runtime paths); under root's parents that fails where the prolog did not run, and a failed epilog drains the node.
+CUSTOM_SLURM_SETTINGS: tuple[dict[str, str], ...] = ({"PrologFlags": "Alloc"},)
+
+
 def render_config(spec: EffectiveSpec, refs: Refs, artifacts: NodeArtifactKeys) -> dict[str, Any]:
     """The ParallelCluster configuration as plain dicts and lists (YAML- and JSON-ready)."""
     config: dict[str, Any] = {
@@ -105,6 +114,7 @@ def render_config(spec: EffectiveSpec, refs: Refs, artifacts: NodeArtifactKeys) 
             "SlurmSettings": {
                 "QueueUpdateStrategy": spec.scheduling.queue_update_strategy,
                 "ScaledownIdletime": spec.scheduling.scaledown_idletime_minutes,
+                "CustomSlurmSettings": [dict(setting) for setting in CUSTOM_SLURM_SETTINGS],
             },
             "SlurmQueues": [_queue(spec, q, refs, artifacts) for q in spec.queues],
         },

@@ -105,6 +105,7 @@ class Fleet:
         self.head.cluster_conf = slurm_conf(self.fabric.attached)
         for node in self.nodes:
             self._join(node)
+        self.head.pc_slurm_scripts()  # into the /opt/slurm/etc every node now shares, as PC's head node does
         return self
 
     def _add_node(self, name: str, stage: Path, fuse_mode: str | None = None) -> NodeRoot:

@@ -1,6 +1,6 @@
-"""The multi-node tests that run on the newest enroot + pyxis generation only: an MPI allreduce over PMIx,
-and the faults a fleet has (a node whose self-test fails, nodes verifying while a new digest is published, a
-node lost mid-job).
+"""The multi-node tests that run on the newest enroot + pyxis generation only: an MPI allreduce over PMIx, a job
+that steps on one of its nodes by a user new to them, and the faults a fleet has (a node whose self-test fails, nodes
+verifying while a new digest is published, a node lost mid-job).
 
 Why not both generations: on the older one every container start extracts the 1.5 GB image on every node
 (pyxis 0.20 has no in-place start), which would put the tier past its time in ``make test``;
@@ -38,6 +38,20 @@ def test_an_mpi_allreduce_spans_three_nodes(up, mpi: str) -> None:
     assert {r["sum"] for r in got} == {21}
     assert sorted({r["node"] for r in got}) == compute_names(3)
     assert all("Open MPI" in r["library"] for r in got)
+
+
+def test_a_user_new_to_the_nodes_whose_job_steps_only_on_one_leaves_none_drained(up) -> None:
+    """pyxis' job epilog runs `enroot list` as the job's user on every allocated node, and enroot makes the user's
+    dirs at every start, which root's 0755 parents refuse: so the prolog must have run on every node of the
+    allocation, stepped on or not (PrologFlags=Alloc, rendered as CustomSlurmSettings). ckuser2 has never run on
+    these nodes; its job's one step runs on the first node only."""
+    head = up.fleet.head
+    state, out = head.sbatch("#!/bin/bash\nhostname\n", user="ckuser2", args=("-N", "3"), timeout=120)
+    assert state == "COMPLETED", out
+    up.fleet.wait_idle(timeout=30)
+    for node in up.fleet.computes:
+        data = node.run(["stat", "-c", "%U %a", "/scratch/enroot/data/user-27002"], check=False)
+        assert data.stdout.strip() == "ckuser2 700", (node.slurm_node, data)
 
 
 # --- faults a fleet has ---------------------------------------------------------------------------------------

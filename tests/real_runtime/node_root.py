@@ -46,6 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "slurm"))
 from slurm_cluster import _free_ports  # noqa: E402  (ports the kernel hands out now, held together)
 
+from clusterkit.render.pcluster_config import CUSTOM_SLURM_SETTINGS  # noqa: E402
 from clusterkit_node import profiles  # noqa: E402
 
 # slurm.conf lines every node root's Slurm shares (single node here, tests/multinode's fleet too): munge auth, root
@@ -65,8 +66,10 @@ SLURM_DAEMONS = (
 # no-op epilog files/default/config_slurm/scripts/epilog.d/90_pcluster_noop and the health-check prolog
 # 90_pcluster_health_check_manager, which runs checks only when the cluster enables them: an exit-0 stand-in here).
 # Slurm 22.05 fails a prolog whose glob matches nothing, so the stand-in matters. ClusterKit's prolog drops in beside.
+# ClusterKit's CustomSlurmSettings (PrologFlags=Alloc), which ParallelCluster appends to slurm.conf, ride along.
 PC_PROLOG_EPILOG = ("Prolog=/opt/slurm/etc/scripts/prolog.d/*", "Epilog=/opt/slurm/etc/scripts/epilog.d/*",
-                    "SchedulerParameters=nohold_on_prolog_fail")
+                    "SchedulerParameters=nohold_on_prolog_fail",
+                    *(f"{key}={value}" for setting in CUSTOM_SLURM_SETTINGS for key, value in setting.items()))
 SLURM_CLIENTS = ("srun", "sbatch", "salloc", "scontrol", "squeue", "sinfo", "scancel", "sacct")
 # Test users: two share a primary group (the multi-user failure story), uids well above system ranges.
 USERS = {"ckuser1": (27001, 27000), "ckuser2": (27002, 27000)}
@@ -271,11 +274,6 @@ class NodeRoot:
             printf '%s' {shlex.quote(users)} >> /etc/passwd
             for u in {' '.join(USERS)}; do install -d -m 0750 -o "$u" -g {GROUP[0]} "/home/$u"; done
             mkdir -p /opt/slurm/etc /opt/slurm/bin /opt/parallelcluster/shared /var/log/clusterkit
-            install -d -m 0755 /opt/slurm/etc/scripts/prolog.d /opt/slurm/etc/scripts/epilog.d
-            printf '#!/bin/bash\nexit 0\n' > /opt/slurm/etc/scripts/epilog.d/90_pcluster_noop
-            printf '#!/bin/bash\nexit 0\n' > /opt/slurm/etc/scripts/prolog.d/90_pcluster_health_check_manager
-            chmod 0755 /opt/slurm/etc/scripts/epilog.d/90_pcluster_noop \
-                /opt/slurm/etc/scripts/prolog.d/90_pcluster_health_check_manager
             {links}
             rm -rf /etc/slurm && ln -s /opt/slurm/etc /etc/slurm
             mkdir -p /opt/parallelcluster/examples/enroot /opt/parallelcluster/examples/spank \
@@ -288,6 +286,18 @@ class NodeRoot:
             chmod 0700 /etc/munge /var/lib/munge; chmod 0755 /run/munge
             dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 status=none
             chmod 0400 /etc/munge/munge.key
+        """)
+        self.pc_slurm_scripts()
+
+    def pc_slurm_scripts(self) -> None:
+        """ParallelCluster's prolog.d/epilog.d in /opt/slurm/etc with its two scripts (PC_PROLOG_EPILOG says
+        whence); the head node makes them, in the /opt/slurm/etc it shares with the compute nodes."""
+        self.sh("""
+            install -d -m 0755 /opt/slurm/etc/scripts/prolog.d /opt/slurm/etc/scripts/epilog.d
+            printf '#!/bin/bash\\nexit 0\\n' > /opt/slurm/etc/scripts/epilog.d/90_pcluster_noop
+            printf '#!/bin/bash\\nexit 0\\n' > /opt/slurm/etc/scripts/prolog.d/90_pcluster_health_check_manager
+            chmod 0755 /opt/slurm/etc/scripts/epilog.d/90_pcluster_noop \\
+                /opt/slurm/etc/scripts/prolog.d/90_pcluster_health_check_manager
         """)
 
     def slurm_conf(self, ctld_port: int, slurmd_port: int) -> str:

@@ -31,6 +31,7 @@ readonly BUNDLE_FILES=(
     compute_node_configured.sh
 )
 readonly SYNC_UNIT="clusterkit-image-sync.service"
+readonly SYNC_TIMER="clusterkit-image-sync.timer"
 readonly SYNC_LOG="/var/log/clusterkit/image-sync.log"
 BOOT_TMP=""
 BUNDLE_DIR=""
@@ -209,6 +210,24 @@ WantedBy=multi-user.target
 EOF
 }
 
+# render_sync_timer: the sync again 15 minutes after each run ends (systemd.timer(5) OnUnitInactiveSec, so never
+# while one runs): it re-checks every published file against its record (a file changed behind the sync's back is
+# re-hashed and, if its content changed, replaced; the importer refuses it meanwhile) and retries what failed.
+render_sync_timer() {
+    cat <<EOF
+# Managed by ClusterKit head_node.sh; re-run it (OnNodeUpdated) instead of editing this file.
+[Unit]
+Description=ClusterKit image sync, again 15 minutes after each run: re-check the store, retry what failed
+
+[Timer]
+OnUnitInactiveSec=15min
+RandomizedDelaySec=60
+
+[Install]
+WantedBy=timers.target
+EOF
+}
+
 # sync_inputs: what a running sync was started with: the unit (command line, enroot settings) and the
 # image lock of the live bundle. Anything else in a new bundle does not concern a running import.
 sync_inputs() {
@@ -227,8 +246,11 @@ start_image_sync() {
     ck_ensure_dir "${CK_ROOT}/etc/systemd/system" 0755
     ck_write_file "${CK_ROOT}/etc/systemd/system/${SYNC_UNIT}" 0644 "$(render_sync_unit)"
     [[ "${CK_LAST_CHANGED}" == yes ]] && CK_SYSTEMD_DIRTY=yes
+    ck_write_file "${CK_ROOT}/etc/systemd/system/${SYNC_TIMER}" 0644 "$(render_sync_timer)"
+    [[ "${CK_LAST_CHANGED}" == yes ]] && CK_SYSTEMD_DIRTY=yes
     ck_systemd_reload_if_dirty
     systemctl enable --quiet "${SYNC_UNIT}"
+    systemctl enable --quiet --now "${SYNC_TIMER}"
     inputs="$(sync_inputs)"
     [[ -f "${state}" ]] && recorded="$(<"${state}")"
     if [[ "${inputs}" != "${recorded}" ]]; then

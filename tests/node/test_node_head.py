@@ -31,6 +31,7 @@ ISO_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ head_node\.sh (INFO|WAR
 
 
 SYNC = "clusterkit-image-sync.service"
+TIMER = "clusterkit-image-sync.timer"
 
 
 def args_with(**overrides: str) -> list[str]:
@@ -54,6 +55,7 @@ def test_fresh_run_writes_exactly_the_expected_files(sandbox: Sandbox) -> None:
         "etc/enroot/hooks.d/50-slurm-pytorch.sh",
         "etc/systemd/system/slurmctld.service.d/clusterkit-path.conf",
         UNIT,
+        f"etc/systemd/system/{TIMER}",
         PLUGSTACK,
         PYXIS_CONF,
         PROLOG,
@@ -120,7 +122,11 @@ def test_fresh_run_commands(sandbox: Sandbox) -> None:
     assert r.calls("aws") == [["s3", "cp", "--only-show-errors", "--region", "us-east-1", BUNDLE_URI,
                                r.calls("aws")[0][-1]]]
     assert r.calls("scontrol") == [["reconfigure"]]
-    assert r.calls("systemctl") == [["daemon-reload"], ["enable", "--quiet", SYNC], ["restart", "--no-block", SYNC]]
+    assert r.calls("systemctl") == [["daemon-reload"], ["enable", "--quiet", SYNC],
+                                    ["enable", "--quiet", "--now", TIMER], ["restart", "--no-block", SYNC]]
+    # the sync again 15 minutes after each run ends (never while one runs): re-checks the store, retries failures
+    timer = sandbox.read(f"etc/systemd/system/{TIMER}").splitlines()
+    assert "OnUnitInactiveSec=15min" in timer and "WantedBy=timers.target" in timer
     zip_calls = [c for c in r.calls("python3") if c[:3] == ["-m", "zipfile", "-e"]]
     assert len(zip_calls) == 1
     assert r.calls("sysctl") == []  # alinux2023

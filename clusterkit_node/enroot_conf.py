@@ -41,8 +41,8 @@ def render(values: Dict[str, str], layout: Layout) -> str:
     lines: List[str] = [
         "# Managed by ClusterKit (bootstrap_scripts/enroot.sh) from the node's CustomActions Args; edits are",
         f"# overwritten on the next run. Working dirs: {layout.medium}; never FSx or NFS (enroot#154).",
-        "# Runtime, data and the layer cache are per user (user-$(id -u)): enroot creates each 0700 for the",
-        "# user who runs it first, so a per-group cache locks out every other user of that group.",
+        "# Runtime, data and the layer cache are per user (user-$(id -u)), under parents only root may write:",
+        "# root makes each user's (0700, theirs) in the Slurm prolog before a job's steps run (user-dirs).",
         f"ENROOT_RUNTIME_PATH {layout.runtime}/user-$(id -u)",
         f"ENROOT_DATA_PATH {layout.data}/user-$(id -u)",
         f"ENROOT_CACHE_PATH {layout.cache}/user-$(id -u)",

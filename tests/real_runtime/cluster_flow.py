@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from images_fakes import FakeRegistry, add_rootfs_image
+from images_fakes import FakeRegistry, add_rootfs_image, serve
 from node_root import NodeRoot
 
 from clusterkit.artifacts.bundle import node_artifacts
@@ -193,3 +193,19 @@ def slurmd_log(node: NodeRoot) -> str:
 def pyxis_version_logged(node: NodeRoot) -> str | None:
     found = re.findall(r"pyxis: version v(\d+\.\d+\.\d+)", slurmd_log(node))
     return found[-1] if found else None
+
+
+ECR_HOST = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
+
+
+@contextmanager
+def ecr_like_registry(node: NodeRoot, password: str) -> Iterator[tuple[FakeRegistry, str]]:
+    """A loopback registry that answers ECR's scheme (Basic auth, user AWS) as ``ECR_HOST`` on the node, holding
+    ``team/private:v1``; the node's ``aws ecr get-login-password`` stand-in prints ``password``. Yields (the
+    registry, its port)."""
+    with serve() as ecr:
+        ecr.basic_auth = ("AWS", password)
+        add_rootfs_image(ecr, "team/private", "v1", [rootfs()])
+        node.sh(f"grep -q ' {ECR_HOST}$' /etc/hosts || echo '127.0.0.1 {ECR_HOST}' >> /etc/hosts")
+        node.write("/var/lib/ck-test/ecr-password", password + "\n", 0o644)
+        yield ecr, ecr.host.rsplit(":", 1)[1]

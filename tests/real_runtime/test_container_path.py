@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from cluster_flow import (
+    ECR_HOST,
     IMAGE_ENV,
     IMAGE_NAME,
     OS_RELEASE,
@@ -22,12 +23,13 @@ from cluster_flow import (
     SHARED,
     STORE,
     Cluster,
+    ecr_like_registry,
     pyxis_version_logged,
     rootfs,
     srun_container,
     unlocked_images,
 )
-from images_fakes import add_rootfs_image, serve
+from images_fakes import add_rootfs_image
 from node_root import PROFILES
 
 PRETTY = "ClusterKit test image (busybox)"
@@ -159,7 +161,6 @@ def test_two_users_of_one_group_pull_from_the_registry(cluster: Cluster) -> None
 
 # ------------------------------------------------------------------------------------ registry auth
 
-ECR_HOST = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
 
 
 def test_ecr_credentials_setup_against_a_basic_auth_registry(cluster: Cluster, tmp_path: Path) -> None:
@@ -168,20 +169,16 @@ def test_ecr_credentials_setup_against_a_basic_auth_registry(cluster: Cluster, t
     stand-in here) and answers the registry's Basic challenge with it."""
     node = cluster.node
     password = base64.b64encode(b"ecr-token-for-test").decode()
-    with serve() as ecr:
-        ecr.basic_auth = ("AWS", password)
-        add_rootfs_image(ecr, "team/private", "v1", [rootfs()])
-        port = ecr.host.rsplit(":", 1)[1]
-        node.sh(f"echo '127.0.0.1 {ECR_HOST}' >> /etc/hosts")
-        node.write("/var/lib/ck-test/ecr-password", password + "\n", 0o644)
+    with ecr_like_registry(node, password) as (ecr, port):
         node.run(["bash", f"{SHARED}/compute_node_configured.sh", "CK_CLUSTER=demo", "CK_OS=alinux2023",
                   "CK_REGION=us-east-1", f"CK_ECR_REGISTRIES={ECR_HOST}"])
         creds = node.read("/etc/enroot/credentials")
         assert creds == (f"machine {ECR_HOST} login AWS password "
                          "$(aws ecr get-login-password --region us-east-1)\n")
         out = f"/tmp/{tmp_path.name}-private.sqsh"
-        proc = node.run(["enroot", "import", "-o", out, f"docker://{ECR_HOST}:{port}#team/private:v1"],
-                        user="ckuser1", check=False, timeout=120)
+        # in a job, as users run enroot on compute nodes (the prolog made the user's enroot dirs)
+        proc = node.run(["srun", "--chdir=/tmp", "enroot", "import", "-o", out,
+                         f"docker://{ECR_HOST}:{port}#team/private:v1"], user="ckuser1", check=False, timeout=120)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         basic = [auth for _, _, auth in ecr.log if auth and auth.startswith("Basic ")]
         assert basic, ecr.log
@@ -192,9 +189,9 @@ def test_ecr_credentials_setup_against_a_basic_auth_registry(cluster: Cluster, t
         # and without the ECR setting the same pull is refused: the credentials are what made it work
         node.run(["bash", f"{SHARED}/compute_node_configured.sh", "CK_CLUSTER=demo", "CK_OS=alinux2023",
                   "CK_REGION=us-east-1"])
-        proc = node.run(["enroot", "import", "-o", out, f"docker://{ECR_HOST}:{port}#team/private:v1"],
-                        user="ckuser2", check=False, timeout=120)
-        assert proc.returncode != 0
+        proc = node.run(["srun", "--chdir=/tmp", "enroot", "import", "-o", out,
+                         f"docker://{ECR_HOST}:{port}#team/private:v1"], user="ckuser2", check=False, timeout=120)
+        assert proc.returncode != 0 and "user: <anonymous>" in proc.stderr, proc.stdout + proc.stderr
         node.run(["rm", "-f", out])
 
 

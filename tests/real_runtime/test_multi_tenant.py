@@ -19,8 +19,7 @@ import subprocess
 import time
 
 import pytest
-from cluster_flow import OS_RELEASE, SHARED, Cluster, rootfs, srun_container
-from images_fakes import add_rootfs_image, serve
+from cluster_flow import ECR_HOST, OS_RELEASE, SHARED, Cluster, ecr_like_registry, srun_container
 from node_root import USERS, NodeRoot
 
 A, B = "ckuser1", "ckuser2"
@@ -189,7 +188,6 @@ def test_dirs_left_by_an_older_layout_are_quarantined_not_used(cluster: Cluster)
     assert stat_of(node, f"{parents['DATA']}/.clusterkit-quarantine") == "0 700 directory"
 
 
-ECR_HOST = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
 HEAD_ARGS = ("CK_CLUSTER=demo", "CK_OS=alinux2023", "CK_REGION=us-east-1", f"CK_BUNDLE=s3://ck-test/{'a' * 64}.zip")
 
 
@@ -201,22 +199,17 @@ def test_the_image_syncs_registry_credentials_are_roots_only(cluster: Cluster) -
     password = base64.b64encode(b"sync-token").decode()
     setup = (f"CK_ZIPAPP={SHARED}/clusterkit_node.pyz; source {SHARED}/enroot.sh; "
              "ck_parse_args head \"$@\"; ck_write_ecr_credentials")
-    with serve() as ecr:
-        ecr.basic_auth = ("AWS", password)
-        add_rootfs_image(ecr, "team/private", "v1", [rootfs()])
-        port = ecr.host.rsplit(":", 1)[1]
-        node.sh(f"grep -q ' {ECR_HOST}$' /etc/hosts || echo '127.0.0.1 {ECR_HOST}' >> /etc/hosts")
-        node.write("/var/lib/ck-test/ecr-password", password + "\n", 0o644)
+    with ecr_like_registry(node, password) as (ecr, port):
         node.run(["bash", "-c", setup, "setup", *HEAD_ARGS, f"CK_ECR_REGISTRIES={ECR_HOST}"])
         try:
             assert stat_of(node, "/etc/clusterkit/sync-enroot") == "0 700 directory"
             assert stat_of(node, "/etc/clusterkit/sync-enroot/.credentials") == "0 600 regular file"
-            for script in ("cat /etc/clusterkit/sync-enroot/.credentials",
-                           f"ENROOT_CONFIG_PATH=/etc/clusterkit/sync-enroot enroot import -o /tmp/mt-stolen.sqsh "
-                           f"docker://{ECR_HOST}:{port}#team/private:v1"):
-                proc = as_user(node, A, script)
-                assert proc.returncode != 0, (script, proc)
-            assert "Permission denied" in as_user(node, A, "cat /etc/clusterkit/sync-enroot/.credentials").stderr
+            proc = as_user(node, A, "cat /etc/clusterkit/sync-enroot/.credentials")
+            assert proc.returncode != 0 and "Permission denied" in proc.stderr, proc
+            # pointing their own enroot (in a job, where their enroot dirs exist) at the sync's config gets nothing
+            proc = as_user(node, A, f"srun --chdir=/tmp env ENROOT_CONFIG_PATH=/etc/clusterkit/sync-enroot enroot "
+                                    f"import -o /tmp/mt-stolen.sqsh docker://{ECR_HOST}:{port}#team/private:v1")
+            assert proc.returncode != 0 and "user: <anonymous>" in proc.stderr, proc
             out = "/var/lib/ck-test/mt-sync.sqsh"
             proc = node.run(["enroot", "import", "-o", out, f"docker://{ECR_HOST}:{port}#team/private:v1"],
                             env={"ENROOT_CONFIG_PATH": "/etc/clusterkit/sync-enroot"}, check=False, timeout=120)

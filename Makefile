@@ -20,7 +20,7 @@ DEB_PACKAGES := slurmctld slurmd slurm-client munge libslurm-dev gcc libc6-dev m
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(shell node -p "process.versions.node.split('.')[0]" 2>/dev/null)
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 
-.PHONY: help python-venv python39 synth test test-fast real-runtime render render-check lock validate deploy diff cdk-diff destroy-cluster destroy-all pcluster-venv checkov-venv system-packages clean
+.PHONY: help python-venv python39 synth test test-deps test-fast real-runtime render render-check lock validate deploy diff cdk-diff destroy-cluster destroy-all pcluster-venv checkov-venv system-packages clean
 
 help:
 	@echo "make synth                 synthesize the default cluster (demo) offline and summarize it"
@@ -80,7 +80,7 @@ pcluster-venv: $(PCVENV)/.stamp
 checkov-venv: $(CKVENV)/.stamp
 
 # Debian packages: installed when root on Debian/Ubuntu, otherwise the exact command is printed.
-system-packages:
+system-packages: | python-venv
 	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -99,9 +99,16 @@ synth: $(VENV)/.stamp-runtime node_modules/.stamp
 # The real enroot + pyxis build is shared through a lock file (runtime_build.py), Slurm ports are picked free.
 # --dist loadscope: each test module runs on one worker, in order, so a module's clusters (the multi-node tier's
 # above all) come up once. (loadgroup would be finer, but pytest-xdist 3.8 cannot tag pytest 9's node ids.)
+# --no-loadscope-reorder: modules are handed out in tests/conftest.py's order (slow tiers first), not xdist's default
+# of most tests first, which left the few-test, minutes-long cluster modules for last.
 TEST_JOBS ?= 2
-test: $(VENV)/.stamp-dev $(PCVENV)/.stamp $(CKVENV)/.stamp node_modules/.stamp system-packages python39
-	$(VENV)/bin/python -m pytest -n $(TEST_JOBS) --dist loadscope
+# What the tests need, installed side by side (-j4): the three venvs and node_modules download in parallel, while the
+# three apt users (python-venv, system-packages, python39) run one after another, as dpkg's lock requires.
+test-deps: $(VENV)/.stamp-dev $(PCVENV)/.stamp $(CKVENV)/.stamp node_modules/.stamp system-packages python39
+
+test:
+	@$(MAKE) --no-print-directory -j4 test-deps
+	$(VENV)/bin/python -m pytest -n $(TEST_JOBS) --dist loadscope --no-loadscope-reorder
 
 # The Python-only tier alone (tests/tiers.py gives every test file its tier: unit, moto, node, synth, pcluster,
 # system), from its own folders so nothing else is even imported; `make test` runs every tier and is what CI runs.
@@ -112,7 +119,7 @@ test-fast: $(VENV)/.stamp-dev
 # The oldest Python the node package supports (clusterkit_node: 3.9, the python3 of alinux2023 and rhel9), which
 # the tests run the node zipapp under: one on this machine (CK_PYTHON39, python3.9 on PATH, pyenv), else Debian
 # 11's python3.9 packages unpacked into .cache/python3.9 (Debian 12 has none; nothing is installed).
-python39:
+python39: | system-packages
 	@py="$$($(PYTHON) tests/oldest_python.py)" && echo "python 3.9 for the node package tests: $$py"
 
 # The real NVIDIA enroot + pyxis (two generations) the tests run, built from ../shared/vendor (or the

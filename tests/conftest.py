@@ -1,6 +1,7 @@
 """Suite-wide setup: no test may reach AWS or the internet, whatever the machine's environment holds; the
 oldest Python the node package supports, for the tests that run it there; and every test's tier marker
-(tests/tiers.py: a file in no tier is a collection error, so a new folder has to choose one)."""
+(tests/tiers.py: a file in no tier is a collection error, so a new folder has to choose one), and the order
+the tiers are handed to the workers in."""
 import importlib.util
 import os
 import subprocess
@@ -32,13 +33,26 @@ def _load(name: str):
 _tiers = _load("tiers")
 
 
+# The order tests are handed out in (`make test`: --dist loadscope gives each worker whole modules, in collection
+# order): the slow tiers first, so their long modules start at once and the many short ones fill the end of the run
+# instead of one long module holding it up while the other worker idles; the clusters (multi-node first) lead the
+# system tier. Otherwise the collection order.
+SCHEDULE = ("system", "synth", "pcluster", "node", "moto", "unit")
+LEADING_FOLDERS = ("multinode", "real_runtime")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank: dict[int, int] = {}
     for item in items:
         tier = _tiers.tier_of(Path(str(item.fspath)))
         if tier is None:
             raise pytest.UsageError(f"{item.fspath}: in no test tier: add its folder to TIER_OF_FOLDER in "
                                     "tests/tiers.py")
         item.add_marker(getattr(pytest.mark, tier))
+        folder = Path(str(item.fspath)).resolve().relative_to(_tiers.TESTS).parts[0]
+        lead = LEADING_FOLDERS.index(folder) if folder in LEADING_FOLDERS else len(LEADING_FOLDERS)
+        rank[id(item)] = SCHEDULE.index(tier) * 10 + lead
+    items.sort(key=lambda item: rank[id(item)])
 
 
 def _oldest_python():

@@ -35,22 +35,27 @@ def expand_shell_vars(value: str, env: Dict[str, str]) -> str:
     return _VAR_RE.sub(repl, value)
 
 
-def enroot_conf(env: Dict[str, str]) -> Dict[str, str]:
-    """KEY value pairs of enroot.conf (comments and blank lines skipped); {} if there is none."""
-    path = env.get("CK_ENROOT_CONF", ENROOT_CONF_DEFAULT)
+def parse_enroot_conf(text: str) -> Dict[str, str]:
+    """KEY value pairs of enroot.conf's text (comments and blank lines skipped), values unexpanded."""
     values: Dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split(None, 1)  # "KEY<spaces or tabs>VALUE"
+        value = parts[1].strip() if len(parts) > 1 else ""
+        values[parts[0]] = value.strip('"').strip("'")
+    return values
+
+
+def enroot_conf(env: Dict[str, str]) -> Dict[str, str]:
+    """KEY value pairs of enroot.conf; {} if there is none."""
+    path = env.get("CK_ENROOT_CONF", ENROOT_CONF_DEFAULT)
     try:
         with open(path, encoding="utf-8") as fh:
-            for line in fh:
-                line = line.strip()
-                if not line or line.startswith("#"):
-                    continue
-                parts = line.split(None, 1)  # "KEY<spaces or tabs>VALUE"
-                value = parts[1].strip() if len(parts) > 1 else ""
-                values[parts[0]] = value.strip('"').strip("'")
+            return parse_enroot_conf(fh.read())
     except OSError:
-        pass
-    return values
+        return {}
 
 
 def enroot_setting(key: str, env: Dict[str, str]) -> str:

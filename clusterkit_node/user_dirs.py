@@ -28,6 +28,9 @@ import stat
 import sys
 from typing import List, Optional, Tuple
 
+from .console import now_utc
+from .sync_config import parse_enroot_conf
+
 ENROOT_CONF = "/etc/enroot/enroot.conf"
 LOG_FILE = "/var/log/clusterkit/user-dirs.log"
 QUARANTINE = ".clusterkit-quarantine"
@@ -40,10 +43,6 @@ _PARENT_RE = re.compile(r"/[A-Za-z0-9._/-]+")  # an absolute path with nothing t
 CK_ROOT = os.environ.get("CK_ROOT", "")  # the node scripts' test-root convention
 
 
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
 class Log:
     """Lines for the log file, stdout and (WARN and ERROR) syslog; never raises."""
 
@@ -53,7 +52,7 @@ class Log:
         self.lines: List[str] = []
 
     def say(self, level: str, message: str) -> None:
-        line = f"{_now()} user-dirs {level} {message}"
+        line = f"{now_utc()} user-dirs {level} {message}"
         self.lines.append(line)
         if self.echo:
             print(line, flush=True)
@@ -75,14 +74,13 @@ class Log:
 
 def parents(conf_text: str) -> List[str]:
     """The parents of the per-user dirs enroot.conf names (in PER_USER_KEYS order, once each)."""
+    values = parse_enroot_conf(conf_text)
     found: List[str] = []
-    for line in conf_text.splitlines():
-        key, _, value = line.strip().partition(" ")
-        value = value.strip()
-        if key in PER_USER_KEYS and value.endswith(PER_USER_SUFFIX):
-            parent = value[: -len(PER_USER_SUFFIX)]
-            if _PARENT_RE.fullmatch(parent) and ".." not in parent.split("/") and parent not in found:
-                found.append(parent)
+    for key in PER_USER_KEYS:
+        value = values.get(key, "")
+        parent = value[: -len(PER_USER_SUFFIX)] if value.endswith(PER_USER_SUFFIX) else ""
+        if _PARENT_RE.fullmatch(parent) and ".." not in parent.split("/") and parent not in found:
+            found.append(parent)
     return found
 
 

@@ -11,22 +11,25 @@ CDK := node_modules/.bin/cdk
 # Packages the tests run for real: Slurm + munge, squashfs-tools (image store), qemu-user (runs the aarch64 boot
 # self-test program, tests/node_package/test_start_path.py), libpmix2 + libpmix-dev (Slurm's mpi/pmix plugin
 # loads libpmix.so: srun --mpi=pmix in tests/multinode), mmdebstrap + iproute2 (the multi-node tier builds its
-# Debian training image and its network), and what building and running
+# Debian training image and its network), libfabric + hwloc + autotools (the image-versions tier builds the real
+# aws-ofi-nccl against them, tests/image_versions/artifacts.py), and what building and running
 # the REAL enroot + pyxis needs (tests/real_runtime/runtime_build.py DEB_PACKAGES lists the same; a test
 # checks the two agree).
 DEB_PACKAGES := slurmctld slurmd slurm-client munge libslurm-dev gcc libc6-dev make libbsd-dev makeself jq \
 	parallel squashfs-tools squashfuse fuse-overlayfs fuse3 curl zstd pigz busybox-static util-linux \
-	libcap2-bin binutils qemu-user libpmix2 libpmix-dev mmdebstrap iproute2
+	libcap2-bin binutils qemu-user libpmix2 libpmix-dev mmdebstrap iproute2 libfabric-dev libhwloc-dev autoconf \
+	automake libtool
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(shell node -p "process.versions.node.split('.')[0]" 2>/dev/null)
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 
-.PHONY: help python-venv python39 synth test test-deps test-fast real-runtime render render-check lock validate deploy diff cdk-diff destroy-cluster destroy-all pcluster-venv checkov-venv system-packages clean
+.PHONY: help python-venv python39 synth test test-deps test-artifacts test-fast real-runtime render render-check lock validate deploy diff cdk-diff destroy-cluster destroy-all pcluster-venv checkov-venv system-packages clean
 
 help:
 	@echo "make synth                 synthesize the default cluster (demo) offline and summarize it"
 	@echo "make test                  install test dependencies, then run the whole test suite"
 	@echo "make test-fast             only the pure-Python tier (-m unit): seconds, for the edit-test loop"
 	@echo "make real-runtime          build the real enroot + pyxis the tests run (both generations)"
+	@echo "make test-artifacts        download the pinned NVIDIA wheels the image-versions tests build images from"
 	@echo "make python39              provide the Python 3.9 the node package is tested under"
 	@echo "make render                rewrite cluster_configs/rendered/*.yaml (and docs/spec-reference.md)"
 	@echo "make render-check          exit 1 when a rendered file is stale"
@@ -104,7 +107,15 @@ synth: $(VENV)/.stamp-runtime node_modules/.stamp
 TEST_JOBS ?= 2
 # What the tests need, installed side by side (-j4): the three venvs and node_modules download in parallel, while the
 # three apt users (python-venv, system-packages, python39) run one after another, as dpkg's lock requires.
-test-deps: $(VENV)/.stamp-dev $(PCVENV)/.stamp $(CKVENV)/.stamp node_modules/.stamp system-packages python39
+test-deps: $(VENV)/.stamp-dev $(PCVENV)/.stamp $(CKVENV)/.stamp node_modules/.stamp system-packages python39 \
+	test-artifacts
+
+# The real NCCL / CUDA runtime / nvcc wheels (pinned by sha256 in tests/image_versions/artifacts.py) into
+# $$CK_TEST_CACHE/wheels (default ~/.cache/clusterkit-tests), outside the clone, and aws-ofi-nccl built from
+# ../shared/vendor beside them (cached by content: nothing is downloaded or built twice).
+test-artifacts: $(VENV)/.stamp-runtime | system-packages
+	@$(VENV)/bin/python tests/image_versions/artifacts.py fetch
+	@$(VENV)/bin/python tests/image_versions/artifacts.py plugin >/dev/null
 
 test:
 	@$(MAKE) --no-print-directory -j4 test-deps

@@ -12,6 +12,7 @@ clusterkit_node COMMAND`` in a checkout):
   drift       --store DIR [--rules FILE] [--format table|json] [--max-age-hours H]
   start-path  [--want-squashfuse 0|1] [--os OS] [--format text|json]   (how pyxis will start containers here)
   selftest    [--want-squashfuse 0|1] [--path squashfuse|extract] [--squash-options O] [--format text|json]
+  inspect     IMAGE.sqsh [--rules FILE] [--format text|json]   (versions, their sources, rule findings)
   nccl-check  [--expect ofi|socket|any] [--format text|json] [LOGFILE...]   (stdin without LOGFILE)
   user-dirs   --prolog | --uid UID --gid GID   (root: a user's enroot dirs, theirs and 0700; the Slurm prolog)
 
@@ -36,7 +37,11 @@ The work is done by the package's modules, one job each:
   sizing.py           the disk factors of an import (the CLI's sizing advice imports them too)
   disk_preflight.py   refuse imports that would fill a filesystem
   squashfs.py         unsquashfs + superblock checks of a .sqsh
-  versions.py         CUDA/NCCL/EFA/... versions read out of a .sqsh; ``expect`` matching
+  image_files.py      files inside a .sqsh without mounting it (listing, symlinks, bounded reads)
+  elf_dynamic.py      a library's DT_NEEDED / DT_RPATH / DT_RUNPATH, from its bytes
+  library_search.py   which file the dynamic loader picks inside an image (ld.so(8)'s order)
+  versions.py         CUDA/NCCL/EFA/... versions read out of a .sqsh as the loader sees them; ``expect``
+  image_inspect.py    ``inspect``: those versions, their sources and the rules' findings
   image_import.py     enroot import with retries and backoff, adoption, publish and record
   progress.py         enroot's output streamed to the log, heartbeat lines, the in-flight record `status` reads
   sync.py             ``sync``;  status.py ``status``;  verify.py ``verify``
@@ -68,7 +73,7 @@ import sys
 from typing import Iterable, Optional
 
 from . import args as node_args
-from . import enroot_conf, pyxis_conf, selftest, start_path, user_dirs
+from . import enroot_conf, image_inspect, pyxis_conf, selftest, start_path, user_dirs
 from .bundle_files import RULES_NAME, ZIPAPP_NAME
 from .console import EXIT_FAILED, EXIT_USAGE, PROG, UsageError, error, os_error_line
 from .drift import cmd_drift
@@ -140,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the transport every host must use (default ofi: NET/OFI over the efa provider; "
                         "socket for single-node or non-EFA runs; any: only report)")
     n.add_argument("--format", choices=("text", "json"), default="text")
+    image_inspect.add_parser(sub)
     start_path.add_parser(sub)
     selftest.add_parser(sub)
     user_dirs.add_parser(sub)
@@ -168,6 +174,8 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
             return user_dirs.cmd_user_dirs(args)
         if args.command == "nccl-check":
             return cmd_nccl_check(args)
+        if args.command == "inspect":
+            return image_inspect.cmd_inspect(args)
         if args.command in NODE_SETUP:
             return NODE_SETUP[args.command](args)
         return cmd_verify(args)

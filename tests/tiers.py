@@ -27,7 +27,8 @@ TIER_OF_FOLDER = {
     "compat": "node", "node": "node", "node_package": "node",
     "app": "synth", "stacks": "synth", "ttl": "synth",
     "pcluster": "pcluster",
-    "image_sync": "system", "multinode": "system", "real_runtime": "system", "slurm": "system",
+    "image_sync": "system", "image_versions": "system", "multinode": "system", "real_runtime": "system",
+    "slurm": "system",
 }
 # Files whose tier differs from their folder's, and what they run that the folder's others do not.
 TIER_OF_FILE = {

@@ -4,7 +4,8 @@ and enforcing the lock's `expect`.
 Real: mksquashfs-built images read with unsquashfs -lln / -cat (squashfs-tools 4.5.1). The marker
 files imitate the layouts of NGC images and the EFA installer (file names and formats taken from
 efa_installer.sh's write_package_file, CUDA's version.json, torch/version.py); they are synthetic files,
-not the real libraries. The sync tests serve them from a loopback registry to the real enroot
+not the real libraries: tests/image_versions reads images built from the real binaries. The sync tests
+serve them from a loopback registry to the real enroot
 (real_enroot.py), which imports them.
 """
 from __future__ import annotations
@@ -132,13 +133,17 @@ def test_read_versions_fallbacks(tmp_path, image_versions):
         "/usr/local/cuda-11.0/version.txt": "CUDA Version 11.0.228\n",
         "/usr/local/cuda-10.2/version.txt": "CUDA Version 10.2.89\n",
         "/opt/nccl/include/nccl.h": "#define NCCL_MAJOR 2\n#define NCCL_MINOR 18\n#define NCCL_PATCH 5\n",
-        # a pip wheel's copy must not be mistaken for the system NCCL
+        # the only NCCL library is a pip wheel's: that is what runs, not the version of a header without a library
         "/opt/conda/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2.21.5": b"\0",
         "/opt/conda/lib/python3.11/site-packages/torch/version.py": "__version__ = '2.3.1+cu121'\n",
         "/opt/aws-ofi-nccl/lib/libnccl-net.so": b"\x7fELF...Initializing aws-ofi-nccl 1.9.1-aws\0...",
     }, {"/usr/local/cuda": "cuda"})  # a self-loop must not hang
     assert image_versions.read_versions(sqsh) == {
-        "cuda": "11.0.228", "nccl": "2.18.5", "pytorch": "2.3.1+cu121", "aws_ofi_nccl": "1.9.1"}
+        "cuda": "11.0.228", "nccl": "2.21.5", "pytorch": "2.3.1+cu121", "aws_ofi_nccl": "1.9.1"}
+    # without any library the header is the last word
+    header_only = squash(tmp_path, {"/opt/nccl/include/nccl.h": "#define NCCL_MAJOR 2\n#define NCCL_MINOR 18\n"
+                                                                 "#define NCCL_PATCH 5\n"}, name="header")
+    assert image_versions.read_versions(header_only) == {"nccl": "2.18.5"}
 
 
 def test_read_versions_pip_only_nccl_and_empty_image(tmp_path, image_versions):

@@ -22,7 +22,7 @@ DEB_PACKAGES := slurmctld slurmd slurm-client munge libslurm-dev gcc libc6-dev m
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(shell node -p "process.versions.node.split('.')[0]" 2>/dev/null)
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 
-.PHONY: help python-venv python39 synth test test-deps test-artifacts test-fast real-runtime render render-check lock validate deploy diff cdk-diff destroy-cluster destroy-all pcluster-venv checkov-venv system-packages clean
+.PHONY: help python-venv python39 synth test test-deps test-artifacts test-fast real-runtime render render-check compat-rules lock validate deploy diff cdk-diff destroy-cluster destroy-all pcluster-venv checkov-venv system-packages clean
 
 help:
 	@echo "make synth                 synthesize the default cluster (demo) offline and summarize it"
@@ -33,6 +33,7 @@ help:
 	@echo "make python39              provide the Python 3.9 the node package is tested under"
 	@echo "make render                rewrite cluster_configs/rendered/*.yaml (and docs/spec-reference.md)"
 	@echo "make render-check          exit 1 when a rendered file is stale"
+	@echo "make compat-rules          regenerate the aws-ofi-nccl rules in compat_rules.json from its vendored release notes"
 	@echo "make lock CLUSTER=x        resolve image digests into cluster_configs/x.images.lock"
 	@echo "make validate [PCLUSTER=1] check every spec (PCLUSTER=1 adds ParallelCluster's own validators)"
 	@echo "make deploy CLUSTER=x      cdk deploy all three stacks (needs AWS credentials)"
@@ -143,6 +144,11 @@ render: $(VENV)/.stamp-runtime
 
 render-check: $(VENV)/.stamp-runtime
 	$(VENV)/bin/python -m clusterkit render --check
+
+# The aws-ofi-nccl rules of clusterkit/data/compat_rules.json, from RELEASENOTES.md inside
+# ../shared/vendor/aws-ofi-nccl-*.tar.gz (tests/compat/test_compat_build.py fails when the file is stale).
+compat-rules: $(VENV)/.stamp-runtime
+	$(VENV)/bin/python -m clusterkit.rules.compat_build
 
 lock: $(VENV)/.stamp-runtime
 	$(VENV)/bin/python -m clusterkit lock $(CLUSTER)

@@ -12,6 +12,10 @@ Rule kinds (deliberately few and declarative; every rule names its public source
   requires         {"if": {"nccl": ">=2.19"}, "then": {"efa_installer": ">=1.29"}}
                    when every "if" component is known and in range, every known "then" component must
                    be in range. A component the image does not reveal is never guessed: no finding.
+                   Without "if" the rule always applies. An optional "message" (a str.format template
+                   using {image} and the components the rule names, e.g. {nccl}) words the finding, e.g.
+                   "not covered" for a version the maker never tested rather than "needs"; a rule
+                   without "if" must have one.
   driver_for_cuda  {"min_driver": {"12": "525.60.13", "13": "580"}}
                    the host NVIDIA driver must be >= the entry whose key is the longest version prefix of
                    the image's CUDA version (keys "12" and "12.8" both match CUDA 12.8.1; "12.8" wins).
@@ -42,10 +46,11 @@ COMPONENTS: Dict[str, str] = {
 }
 
 _RULE_KEYS = {
-    "requires": {"id", "kind", "level", "if", "then", "why", "source"},
+    "requires": {"id", "kind", "level", "if", "then", "message", "why", "source"},
     "driver_for_cuda": {"id", "kind", "level", "min_driver", "message", "why", "source"},
 }
-_TOP_KEYS = {"source", "as_of", "rules", "rules_version"}
+# "generated": provenance of the rules clusterkit.rules.compat_build writes (from aws-ofi-nccl's notes).
+_TOP_KEYS = {"source", "as_of", "generated", "rules", "rules_version"}
 _VERSION_RE = re.compile(r"^[0-9][0-9A-Za-z.+_~-]*$")
 _CLAUSE_RE = re.compile(r"^\s*(>=|<=|==|!=|>|<)\s*([0-9][0-9A-Za-z.+_~-]*)\s*$")
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
@@ -71,7 +76,7 @@ class Rule:
     when: Tuple[Tuple[str, str], ...] = ()        # requires: (component, constraint) that trigger it
     then: Tuple[Tuple[str, str], ...] = ()        # requires: (component, constraint) that must hold
     min_driver: Tuple[Tuple[str, str], ...] = ()  # driver_for_cuda: (CUDA version prefix, driver)
-    message: str = ""                             # driver_for_cuda: str.format template
+    message: str = ""                             # str.format template (driver_for_cuda; optional for requires)
 
 
 @dataclass(frozen=True)
@@ -183,6 +188,8 @@ def parse_rules(doc: object, where: str = "compat_rules.json") -> RuleSet:
         if not isinstance(doc.get(key), str) or not doc.get(key):
             problems.append(f"{where}: {key}: missing or empty (say where the rules come from and when "
                             f"they were checked)")
+    if "generated" in doc and not isinstance(doc["generated"], dict):
+        problems.append(f"{where}: generated: not an object (the generated rules' provenance)")
     raw_rules = doc.get("rules")
     if not isinstance(raw_rules, list):
         raise RulesError(problems + [f"{where}: rules: missing or not a list"])
@@ -216,12 +223,23 @@ def parse_rules(doc: object, where: str = "compat_rules.json") -> RuleSet:
                 problems.append(f"{at}: {key}: missing or empty (every rule explains itself and names "
                                 f"its source)")
         if kind == "requires":
-            when = _component_ranges(raw.get("if"), f"{at}: if", problems)
+            when = _component_ranges(raw.get("if"), f"{at}: if", problems) if "if" in raw else ()
             then = _component_ranges(raw.get("then"), f"{at}: then", problems)
+            template = raw.get("message", "")
+            fields = {"image"} | {c for c, _ in when + then}
+            if not isinstance(template, str) or ("message" in raw and not template):
+                problems.append(f"{at}: message: not a template string")
+            elif not template and "if" not in raw:
+                problems.append(f"{at}: message: required when the rule has no 'if' (say what the finding means)")
+            else:
+                used = set(re.findall(r"{(\w*)}", template))
+                if used - fields:
+                    problems.append(f"{at}: message: unknown placeholder(s) {', '.join(sorted(used - fields))} "
+                                    f"(known: {', '.join(sorted(fields))})")
             # a non-string id was a problem above: the isinstance only narrows it for the type checker
-            if len(problems) == before and isinstance(rule_id, str):
+            if len(problems) == before and isinstance(rule_id, str) and isinstance(template, str):
                 rules.append(Rule(id=rule_id, kind=kind, level=raw["level"], why=raw["why"],
-                                  source=raw["source"], when=when, then=then))
+                                  source=raw["source"], when=when, then=then, message=template))
         else:
             table = raw.get("min_driver")
             entries: List[Tuple[str, str]] = []
@@ -274,6 +292,13 @@ def _component_ranges(raw: object, at: str, problems: List[str]) -> Tuple[Tuple[
 
 # ----------------------------------------------------------------------------------------- evaluating
 
+class _Named(Dict[str, str]):
+    """Template values; a component the image does not reveal reads "unknown" (another "then" fired)."""
+
+    def __missing__(self, key: str) -> str:
+        return "unknown"
+
+
 def _pretty(constraint: str) -> str:
     return ", ".join(f"{op} {v}" for op, v in parse_constraint(constraint))
 
@@ -302,11 +327,15 @@ def check(rules: RuleSet, image: str, versions: Dict[str, str],
             trigger = ", ".join(f"{COMPONENTS[c]} {versions[c]}" for c, _ in rule.when)
             for comp, con in rule.then:
                 if comp in versions and not satisfies(versions[comp], con):
+                    if rule.message:
+                        named = {c: versions[c] for c, _ in rule.when + rule.then if c in versions}
+                        message = rule.message.format_map(_Named(image=image, **named))
+                    else:
+                        message = (f"image {image}: {trigger} needs {COMPONENTS[comp]} {_pretty(con)} "
+                                   f"(it has {versions[comp]})")
                     found.append(Finding(
                         rule=rule.id, kind=rule.kind, level=rule.level, image=image, component=comp,
-                        message=f"image {image}: {trigger} needs {COMPONENTS[comp]} {_pretty(con)} "
-                                f"(it has {versions[comp]})",
-                        why=rule.why, source=rule.source))
+                        message=message, why=rule.why, source=rule.source))
         elif rule.kind == "driver_for_cuda":
             cuda = versions.get("cuda")
             entry = driver_entry(rule, cuda) if cuda else None

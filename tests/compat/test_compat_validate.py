@@ -79,9 +79,20 @@ def test_warnings_do_not_fail_validation(tmp_path):
     assert all("lock" in ln for ln in errors), errors
 
 
-@pytest.mark.parametrize("name", ["demo", "p4d-existing", "p5-capacity-block"])
+@pytest.mark.parametrize("name", ["p4d-existing", "p5-capacity-block"])
 def test_committed_specs_raise_no_compat_warning(name):
     assert compat_warnings(load(name)) == []
+
+
+def test_demo_image_is_not_covered_by_the_aws_ofi_nccl_notes():
+    """AWS's nccl-tests image pairs aws-ofi-nccl 1.19.0 with NCCL 2.30.4: the 1.19 notes name NCCL up to 2.29.7
+    (NCCL 2.30's plugin interface came with 1.20.0), so the generated rules warn 'not covered'."""
+    found = compat_warnings(load("demo"))
+    assert len(found) == 1 and (
+        "warning[image-expect-incompatible]: containers.images[0].expect.nccl: image nccl-tests: NCCL 2.30.4 is "
+        "newer than every NCCL aws-ofi-nccl 1.19.0 was tested with (2.27.3, 2.28.7, 2.29.2, 2.29.7, aws-ofi-nccl "
+        "release notes v1.18.0 to v1.19.2): not covered") in found[0]
+    assert "rule ofi-notes-1.18.0-to-1.19.2-nccl-tested in clusterkit/data/compat_rules.json" in found[0]
 
 
 def test_broken_rules_file_is_an_error_not_a_traceback(tmp_path, monkeypatch):

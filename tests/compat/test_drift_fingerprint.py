@@ -49,7 +49,13 @@ def test_records_the_node_software(node):
     assert doc["kernel"] == os.uname().release
     assert doc["manifest_sha256"] == node.manifest_sha256()
     assert doc["instance_type"] is None and doc["ami_id"] is None  # IMDS disabled in this test
-    assert doc["fingerprint_version"] == 1 and doc["rules_as_of"] and doc["findings"] == []
+    assert doc["fingerprint_version"] == 1 and doc["rules_as_of"]
+    # AWS's nccl-tests image pairs aws-ofi-nccl 1.19.0 with NCCL 2.30.4; the 1.19 notes name NCCL up to 2.29.7
+    assert [(f["rule"], f["level"], f["component"], f["versions"]) for f in doc["findings"]] == [
+        ("ofi-notes-1.18.0-to-1.19.2-nccl-tested", "warning", "nccl", "recorded")]
+    assert "warning: fingerprint: image nccl-tests: NCCL 2.30.4 is newer than every NCCL aws-ofi-nccl 1.19.0 was " \
+           "tested with (2.27.3, 2.28.7, 2.29.2, 2.29.7, aws-ofi-nccl release notes v1.18.0 to v1.19.2): not " \
+           "covered [ofi-notes-1.18.0-to-1.19.2-nccl-tested: " in proc.stderr
     assert sorted(os.listdir(node.staging / "nodes")) == ["gpu-st-p5-12.json"]
     assert os.listdir(node.staging / "tmp") == [], "no temp file left"
     assert oct((node.staging / "nodes" / "gpu-st-p5-12.json").stat().st_mode & 0o777) == "0o644"
@@ -67,7 +73,8 @@ def test_driver_too_old_for_a_locked_image_fails_the_node(node):
     # recorded anyway: drift on the head node shows why nodes are being replaced
     doc = node.fingerprint_doc()
     assert [(f["rule"], f["level"], f["versions"]) for f in doc["findings"]] == [
-        ("cuda-driver-floor", "error", "recorded")]
+        ("cuda-driver-floor", "error", "recorded"),
+        ("ofi-notes-1.18.0-to-1.19.2-nccl-tested", "warning", "recorded")]
 
 
 def test_minor_version_compatibility_only_warns(node):
@@ -96,7 +103,7 @@ def test_each_finding_says_where_its_versions_came_from(node):
     proc = node.fingerprint(FAKE_NVIDIA_DRIVER="575.57.08")
     assert proc.returncode == 1
     assert [(f["image"], f["versions"]) for f in node.fingerprint_doc()["findings"]] == [
-        ("later", "expected"), ("nccl-tests", "recorded")]
+        ("later", "expected"), ("nccl-tests", "recorded"), ("nccl-tests", "recorded")]
 
 
 def test_image_level_rule_warns_but_does_not_fail_the_node(node):

@@ -15,7 +15,9 @@ Rule kinds (deliberately few and declarative; every rule names its public source
                    Without "if" the rule always applies. An optional "message" (a str.format template
                    using {image} and the components the rule names, e.g. {nccl}) words the finding, e.g.
                    "not covered" for a version the maker never tested rather than "needs"; a rule
-                   without "if" must have one.
+                   without "if" must have one. "coverage": true marks a rule whose finding means "the
+                   makers' notes do not cover this combination" (untested) rather than "incompatible":
+                   validate reports it under its own warning id, image-combination-untested.
   driver_for_cuda  {"min_driver": {"12": "525.60.13", "13": "580"}}
                    the host NVIDIA driver must be >= the entry whose key is the longest version prefix of
                    the image's CUDA version (keys "12" and "12.8" both match CUDA 12.8.1; "12.8" wins).
@@ -46,7 +48,7 @@ COMPONENTS: Dict[str, str] = {
 }
 
 _RULE_KEYS = {
-    "requires": {"id", "kind", "level", "if", "then", "message", "why", "source"},
+    "requires": {"id", "kind", "level", "if", "then", "message", "coverage", "why", "source"},
     "driver_for_cuda": {"id", "kind", "level", "min_driver", "message", "why", "source"},
 }
 # "generated": provenance of the rules clusterkit.rules.compat_build writes (from aws-ofi-nccl's notes).
@@ -77,6 +79,7 @@ class Rule:
     then: Tuple[Tuple[str, str], ...] = ()        # requires: (component, constraint) that must hold
     min_driver: Tuple[Tuple[str, str], ...] = ()  # driver_for_cuda: (CUDA version prefix, driver)
     message: str = ""                             # str.format template (driver_for_cuda; optional for requires)
+    coverage: bool = False                        # requires: breaking it means "untested", not "incompatible"
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,7 @@ class Finding:
     message: str
     why: str
     source: str
+    coverage: bool = False  # the makers' notes do not cover this combination (untested, not known broken)
 
     def as_dict(self) -> Dict[str, str]:
         return {"rule": self.rule, "kind": self.kind, "level": self.level, "image": self.image,
@@ -226,6 +230,9 @@ def parse_rules(doc: object, where: str = "compat_rules.json") -> RuleSet:
             when = _component_ranges(raw.get("if"), f"{at}: if", problems) if "if" in raw else ()
             then = _component_ranges(raw.get("then"), f"{at}: then", problems)
             template = raw.get("message", "")
+            coverage = raw.get("coverage", False)
+            if not isinstance(coverage, bool):
+                problems.append(f"{at}: coverage: {coverage!r} is not true or false")
             fields = {"image"} | {c for c, _ in when + then}
             if not isinstance(template, str) or ("message" in raw and not template):
                 problems.append(f"{at}: message: not a template string")
@@ -239,7 +246,8 @@ def parse_rules(doc: object, where: str = "compat_rules.json") -> RuleSet:
             # a non-string id was a problem above: the isinstance only narrows it for the type checker
             if len(problems) == before and isinstance(rule_id, str) and isinstance(template, str):
                 rules.append(Rule(id=rule_id, kind=kind, level=raw["level"], why=raw["why"],
-                                  source=raw["source"], when=when, then=then, message=template))
+                                  source=raw["source"], when=when, then=then, message=template,
+                                  coverage=coverage is True))
         else:
             table = raw.get("min_driver")
             entries: List[Tuple[str, str]] = []
@@ -335,7 +343,7 @@ def check(rules: RuleSet, image: str, versions: Dict[str, str],
                                    f"(it has {versions[comp]})")
                     found.append(Finding(
                         rule=rule.id, kind=rule.kind, level=rule.level, image=image, component=comp,
-                        message=message, why=rule.why, source=rule.source))
+                        message=message, why=rule.why, source=rule.source, coverage=rule.coverage))
         elif rule.kind == "driver_for_cuda":
             cuda = versions.get("cuda")
             entry = driver_entry(rule, cuda) if cuda else None

@@ -191,7 +191,7 @@ def generated_rules(*, notes: Notes) -> list[dict[str, Any]]:
         tested = ", ".join(sorted({v for r in g.releases for v in r.nccl_tested}, key=_by_version))
         rules.append(_rule(
             id=f"{PREFIX}{g.slug}-nccl-tested", kind="requires", level="warning",
-            **{"if": {"aws_ofi_nccl": g.constraint}}, then={"nccl": f"<{g.value}"},
+            **{"if": {"aws_ofi_nccl": g.constraint}}, then={"nccl": f"<{g.value}"}, coverage=True,
             message=f"image {{image}}: NCCL {{nccl}} is newer than every NCCL aws-ofi-nccl {{aws_ofi_nccl}} was "
                     f"tested with ({tested}, aws-ofi-nccl release notes {g.span}): not covered",
             why="the makers name the NCCL each release was tested with or supports; a newer NCCL series is "
@@ -200,7 +200,7 @@ def generated_rules(*, notes: Notes) -> list[dict[str, Any]]:
     oldest, newest = releases[0], notes.newest
     rules.append(_rule(
         id=f"{PREFIX}aws-ofi-nccl-covered", kind="requires", level="warning",
-        then={"aws_ofi_nccl": f">={oldest.version},<={newest.version}"},
+        then={"aws_ofi_nccl": f">={oldest.version},<={newest.version}"}, coverage=True,
         message=f"image {{image}}: aws-ofi-nccl {{aws_ofi_nccl}} is not covered by its release notes "
                 f"(v{oldest.version} to v{newest.version} in {notes.tarball}): its NCCL and libfabric needs are "
                 f"not checked",

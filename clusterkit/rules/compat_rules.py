@@ -59,5 +59,7 @@ def expect_problems(spec: ClusterSpec, marks: Marks) -> list[Problem]:
         for finding in node_compat.check(ruleset, image.name, expect):
             hint = f"{finding.why}; rule {finding.rule} in {RULES_PATH.relative_to(REPO)}"
             problems.append(marks.problem(f"containers.images[{i}].expect.{finding.component}",
-                                          finding.message, hint, level="warning", id="image-expect-incompatible"))
+                                          finding.message, hint, level="warning",
+                                          id="image-combination-untested" if finding.coverage
+                                          else "image-expect-incompatible"))
     return problems

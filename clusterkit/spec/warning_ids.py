@@ -21,6 +21,8 @@ WARNINGS: dict[str, str] = {
     "capacity-block-size-unlisted": "the instance size is not among the Capacity Block sizes AWS lists",
     "instance-type-not-in-az": "the offline catalog does not list the instance type in the availability zone",
     "image-expect-incompatible": "an image's expected versions break a rule of clusterkit/data/compat_rules.json",
+    "image-combination-untested": "an image's expected aws-ofi-nccl + NCCL combination is beyond what the plugin's "
+                                  "release notes say it was tested with (untested, not known broken)",
     "acknowledgement-unused": "an acknowledge entry names a warning the spec no longer raises",
     "pcluster-validator": "a warning of ParallelCluster's own validators (validate --pcluster)",
 }

@@ -33,7 +33,10 @@ def test_validate_json_on_the_shipped_specs(capsys) -> None:
     data = json.loads(out)
     assert (code, err) == (0, "")
     assert set(data) == {"schema", "ok", "clusters", "problems", "acknowledged"}
-    assert data["schema"] == "clusterkit.validate/v1" and data["acknowledged"] == []
+    assert data["schema"] == "clusterkit.validate/v1"
+    (ack,) = data["acknowledged"]  # the demo's untested aws-ofi-nccl + NCCL pairing, with its reason
+    assert (ack["id"], ack["file"]) == ("image-combination-untested", "cluster_configs/demo.yaml")
+    assert ack["reason"].startswith("AWS publishes this aws-ofi-nccl 1.19.0 + NCCL 2.30.4 pairing")
     assert data["ok"] is True
     assert [c["name"] for c in data["clusters"]] == sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
     warning = next(p for p in data["problems"] if p["path"] == "storage.fsx_lustre.new.throughput_mb_per_tib")

@@ -213,3 +213,17 @@ def test_unreadable_rules_file(compat, tmp_path):
     with pytest.raises(compat.RulesError) as info:
         compat.load_rules(str(tmp_path / "missing.json"))
     assert "cannot read compatibility rules" in info.value.lines[0]
+
+
+def test_coverage_marks_untested_rather_than_incompatible():
+    """``coverage: true`` keeps the finding's level and marks it as the makers' notes not covering the pairing
+    (validate reports it as image-combination-untested); anything but a boolean is refused."""
+    from clusterkit_node import compat as node_compat
+    rule = {"id": "r", "kind": "requires", "level": "warning", "if": {"aws_ofi_nccl": "==1.21.1"},
+            "then": {"nccl": "<2.32"}, "coverage": True, "why": "w", "source": "s"}
+    ruleset = node_compat.parse_rules({"source": "s", "as_of": "2026-12-02", "rules": [rule]})
+    (finding,) = node_compat.check(ruleset, "img", {"aws_ofi_nccl": "1.21.1", "nccl": "2.32.3"})
+    assert (finding.coverage, finding.level) == (True, "warning")
+    assert node_compat.check(ruleset, "img", {"aws_ofi_nccl": "1.21.1", "nccl": "2.31.5"}) == []
+    with pytest.raises(node_compat.RulesError, match=r"coverage: 'yes' is not true or false"):
+        node_compat.parse_rules({"source": "s", "as_of": "2026-12-02", "rules": [{**rule, "coverage": "yes"}]})

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Tuple
 
 from .console import error, format_versions, log, mb, now_utc, warn
+from .declared_versions import disagreements
 from .enroot_uri import import_uri
 from .layout import IMPORT_FILE
 from .lock import LockedImage
@@ -159,6 +160,9 @@ def import_image(cfg: SyncConfig, manifest: Dict[str, Any], img: LockedImage, ad
         if not adopt:
             remove_partial(work)
         return Result(img, "failed", detail=f"cannot read versions: {exc}")
+    for key, (said, read) in sorted(disagreements(img.declared, versions).items()):
+        warn(f"{img.name}: the image config declares {key} {said} (recorded in the lock), its binaries say {read}: "
+             f"{read} counts")
     size = os.stat(source).st_size
     # just written (or adopted, hashed above): cheap now, the reference of the record and the deep checks
     sha256 = sha256 or content_sha256(source)

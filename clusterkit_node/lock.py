@@ -40,6 +40,10 @@ class LockedImage:
     platform: str  # one of PLATFORMS
     compressed_size: Optional[int]  # bytes of the layers; None: unknown (an offline lock)
     expect: Dict[str, str]  # versions the image must report (compat rules check them on the node)
+    # versions the image config's Env declares, read when the lock resolved the image (declared_versions.py),
+    # and where they came from or why none could be read without pulling layers; both optional in the file
+    declared: Dict[str, str] = dataclasses.field(default_factory=dict)
+    declared_from: str = ""
 
     @property
     def hex(self) -> str:
@@ -131,6 +135,10 @@ def image_problems(image: LockedImage) -> List[Tuple[str, str]]:
         problems.append(("compressed_size", f"{image.compressed_size!r} is not a byte count or null"))
     for key, value in image.expect.items():
         problems += _text_problems(f"expect.{key}", key) + _text_problems(f"expect.{key}", value)
+    for key, value in image.declared.items():
+        problems += _text_problems(f"declared.{key}", key) + _text_problems(f"declared.{key}", value)
+    if image.declared_from:
+        problems += _text_problems("declared_from", image.declared_from)
     return problems
 
 
@@ -222,6 +230,8 @@ def _build(cls: Any, raw: Any, path: str, problems: List[Tuple[str, str]]) -> An
         ok = False
     values: Dict[str, Any] = {}
     for name in fields:
+        if name not in raw and _optional(fields[name]):
+            continue
         if name not in raw:
             problems.append((where, f"missing required key '{name}'"))
             ok = False
@@ -233,6 +243,10 @@ def _build(cls: Any, raw: Any, path: str, problems: List[Tuple[str, str]]) -> An
 
 
 _BAD = object()
+
+
+def _optional(f: "dataclasses.Field[Any]") -> bool:
+    return f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
 
 
 def _value(kind: str, raw: Any, path: str, problems: List[Tuple[str, str]]) -> Any:

@@ -76,7 +76,12 @@ def lock_text(lock: ImageLock) -> str:
     if broken:
         raise ValueError("; ".join(f"{where}: {problem}" for where, problem in broken))
     ordered = dataclasses.replace(lock, images=tuple(sorted(lock.images, key=lambda image: image.name)))
-    return json.dumps(dataclasses.asdict(ordered), indent=2, sort_keys=True) + "\n"
+    doc = dataclasses.asdict(ordered)
+    for image in doc["images"]:  # optional keys: written only when the lock read something (or says why not)
+        for key in ("declared", "declared_from"):
+            if not image[key]:
+                del image[key]
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
 
 def write_lock(path: str | Path, lock: ImageLock) -> None:

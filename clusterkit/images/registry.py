@@ -110,6 +110,7 @@ class ResolvedImage:
     media_type: str
     compressed_size: int        # config.size + sum(layers[].size)
     index_digest: str | None    # the manifest list / index the platform manifest was chosen from
+    env: tuple[str, ...] = ()   # the image config's Env ("KEY=VALUE"), where the makers declare versions
 
 
 def sha256_digest(data: bytes) -> str:
@@ -253,18 +254,22 @@ def resolve_image(
     `fetch_config(digest)` returns the config blob's bytes, checked here.
     """
     top = fetch_manifest(ref.reference)
+    index_digest = None
     if top.is_index:
         child = fetch_manifest(select_platform(top, platform))
         if child.is_index:
             raise RegistryError(f"{child.label}: manifest list points to another list (nested lists are not supported)")
-        return ResolvedImage(child.digest, child.media_type, compressed_size(child), index_digest=top.digest)
+        top, index_digest = child, top.digest
     size = compressed_size(top)
     digest = config_digest(top)
     config = fetch_config(digest)
     if sha256_digest(config) != digest:
         raise RegistryError(f"{top.label}: config blob does not match its digest {digest} (corrupt download)")
     check_config_platform(top.label, config, platform)
-    return ResolvedImage(top.digest, top.media_type, size, index_digest=None)
+    inner = _json_object(config, f"{top.label}: image config").get("config")
+    env = inner.get("Env") if isinstance(inner, dict) else None
+    return ResolvedImage(top.digest, top.media_type, size, index_digest=index_digest,
+                         env=tuple(e for e in env if isinstance(e, str)) if isinstance(env, list) else ())
 
 
 def credentials_from_env(environ: Mapping[str, str] | None = None) -> dict[str, tuple[str, str]]:

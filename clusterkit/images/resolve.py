@@ -8,6 +8,7 @@ name the command that fixes it. The lock's model and rules: clusterkit_node.lock
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from clusterkit.images.registry import (
     resolve_image,
 )
 from clusterkit.spec.errors import ClusterKitError
+from clusterkit_node.declared_versions import NOTHING_DECLARED, declared_versions
 from clusterkit_node.lock import LOCK_VERSION, ImageLock, LockedImage
 
 
@@ -104,13 +106,20 @@ def resolve_lock(
         if ref.digest and ref.digest not in (resolved.digest, resolved.index_digest):
             problems.append(f"image '{spec.name}': resolved {resolved.digest}, not the pinned {ref.digest}")
             continue
-        entries.append(locked_image(spec, ref, str(target), resolved.digest, resolved.compressed_size))
+        declared = declared_versions(resolved.env)
+        entries.append(dataclasses.replace(
+            locked_image(spec, ref, str(target), resolved.digest, resolved.compressed_size), declared=declared,
+            declared_from="image config Env" if declared else NOTHING_DECLARED))
         if progress is not None:
             size = f"{resolved.compressed_size / 1e9:.2f} GB" if resolved.compressed_size else "size unknown"
             progress(f"{cluster}: {spec.name} {spec.uri} -> {resolved.digest} ({size})")
     if problems:
         raise LockResolveError(problems)
     return ImageLock(cluster=cluster, images=tuple(entries), lock_version=LOCK_VERSION)
+
+
+OFFLINE_NOT_READ = ("not read: an offline lock asks no registry for the image config (run `make lock` with registry "
+                    "access); the head node reads the versions from the layers at import")
 
 
 def offline_lock(cluster: str, images: list[ImageSpec], platform: str) -> ImageLock:
@@ -121,7 +130,8 @@ def offline_lock(cluster: str, images: list[ImageSpec], platform: str) -> ImageL
         if ref.digest is None:
             raise ClusterKitError(f"{cluster}: image '{spec.name}' ({spec.uri}) has no @sha256 digest; "
                                   "offline locking needs one (or run `make lock` with registry access)")
-        entries.append(locked_image(spec, ref, str(parse_platform(platform)), ref.digest, None))
+        entries.append(dataclasses.replace(locked_image(spec, ref, str(parse_platform(platform)), ref.digest, None),
+                                           declared_from=OFFLINE_NOT_READ))
     return ImageLock(cluster=cluster, images=tuple(entries), lock_version=LOCK_VERSION)
 
 

@@ -190,3 +190,19 @@ def test_version_prefix_match(image_versions, expect, found, ok):
 def test_unknown_expect_key_is_reported(image_versions):
     assert image_versions.expect_problems({"cudnn": "9"}, {"cuda": "12.8"}) == [
         "cannot check expect cudnn (known: aws_ofi_nccl, cuda, efa_installer, libfabric, nccl, pytorch)"]
+
+
+def test_sync_says_when_the_binaries_contradict_what_the_lock_recorded_from_the_image_config(sandbox):
+    """The lock records the versions the image config's Env declares; the import reads the binaries, which count."""
+    sandbox.set_spec({"nvidia/pytorch": {"versions": sandbox.full_versions}})
+    img = sandbox.image("pytorch", repository="nvidia/pytorch")
+    img["declared"] = {"cuda": "12.8", "nccl": "2.21.5"}
+    img["declared_from"] = "image config Env"
+    sandbox.write_lock([img])
+    proc = sandbox.sync()
+    assert proc.returncode == 0, proc.stderr
+    nccl = sandbox.full_versions["nccl"]
+    assert (f"pytorch: the image config declares nccl 2.21.5 (recorded in the lock), its binaries say {nccl}: "
+            f"{nccl} counts") in proc.stderr
+    assert "declares cuda" not in proc.stderr, "12.8 agrees with 12.8.1"
+    assert sandbox.manifest()["images"]["pytorch"]["versions"] == sandbox.full_versions

@@ -26,6 +26,7 @@ from moto import mock_aws
 
 from clusterkit.images.registry import ACCEPTED_MEDIA_TYPES, RegistryClient
 from clusterkit.images.resolve import ImageSpec, LockResolveError, resolve_lock
+from clusterkit_node.declared_versions import NOTHING_DECLARED
 
 ACCOUNT = "123456789012"  # moto's default account
 HOST = f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com"
@@ -96,6 +97,7 @@ def test_single_manifest_by_tag(ecr_env, fake_registry):
         "name": "train", "source": f"{HOST}/train:v1", "registry": HOST, "repository": "train",
         "digest": digest, "enroot_uri": f"docker://{HOST}#train@{digest}", "platform": "linux/amd64",
         "compressed_size": len(config) + 300, "expect": {"cuda": "12.8"},
+        "declared": {}, "declared_from": NOTHING_DECLARED,
     },)}
     calls = made[0].calls
     assert calls[0] == ("batch_get_image", {"registryId": ACCOUNT, "repositoryName": "train",
@@ -108,7 +110,9 @@ def test_manifest_list_picks_platform_and_fetches_it_by_digest(ecr_env, fake_reg
     ecr, factory, made, http = ecr_env
     children = {}
     for arch, sizes in (("amd64", (5, 6)), ("arm64", (7, 8, 9))):
-        config = json.dumps({"architecture": arch, "os": "linux"}).encode()
+        config = json.dumps({"architecture": arch, "os": "linux",
+                             "config": {"Env": [f"CUDA_VERSION=12.9.{len(sizes)}", "NCCL_VERSION=2.27.3-1"]}}).encode()
+        fake_registry.cdn[sha256(config)] = config  # the platform manifest's config: where Env declares versions
         text = manifest_text(config, sizes, arch)
         children[arch] = (push(ecr, "train", text, OCI_MANIFEST), len(config) + sum(sizes))
     index = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [
@@ -124,8 +128,11 @@ def test_manifest_list_picks_platform_and_fetches_it_by_digest(ecr_env, fake_reg
                             ecr_client_factory=factory, registry_client=http)
         entry = lock.images[0]
         assert (entry.digest, entry.compressed_size) == children[arch]
+        assert (entry.declared, entry.declared_from) == (
+            {"cuda": f"12.9.{2 if arch == 'amd64' else 3}", "nccl": "2.27.3"}, "image config Env")
         calls = made[-1].calls
-        assert [c[1]["imageIds"] for c in calls] == [[{"imageTag": "multi"}], [{"imageDigest": children[arch][0]}]]
+        assert [c[1].get("imageIds") for c in calls] == [[{"imageTag": "multi"}], [{"imageDigest": children[arch][0]}],
+                                                         None]  # then the chosen manifest's config blob
 
     # Pinned to the list's digest: the lock holds the platform manifest, `source` keeps the user's text.
     pinned = f"{HOST}/train@{index_digest}"

@@ -13,7 +13,14 @@ import pytest
 
 from clusterkit.images.lock_file import ImageLock, LockedImage, LockError, lock_text, read_lock, write_lock
 from clusterkit.images.registry import RegistryClient
-from clusterkit.images.resolve import ImageSpec, LockResolveError, offline_lock, resolve_lock, staleness
+from clusterkit.images.resolve import (
+    OFFLINE_NOT_READ,
+    ImageSpec,
+    LockResolveError,
+    offline_lock,
+    resolve_lock,
+    staleness,
+)
 
 D1 = "sha256:" + "1" * 64
 D2 = "sha256:" + "2" * 64
@@ -123,7 +130,9 @@ def test_offline_lock_pins_only_digests_and_leaves_sizes_unknown():
     assert lock == ImageLock(cluster="demo", lock_version=1, images=(
         LockedImage(name="ubuntu", source=f"ubuntu@{D2}", registry="registry-1.docker.io",
                     repository="library/ubuntu", digest=D2, enroot_uri=f"docker://library/ubuntu@{D2}",
-                    platform="linux/amd64", compressed_size=None, expect={}),))
+                    platform="linux/amd64", compressed_size=None, expect={}, declared={},
+                    declared_from=OFFLINE_NOT_READ),))
+    assert OFFLINE_NOT_READ.startswith("not read: an offline lock asks no registry for the image config")
     assert staleness(lock, "demo", [ImageSpec("ubuntu", f"ubuntu@{D2}", {})], "linux/amd64") == []
 
 
@@ -178,7 +187,8 @@ def test_read_lock_reports_missing_unknown_and_repeated_keys(tmp_path):
     assert [line.split(": ", 1)[1] for line in err.value.lines()] == [
         "images[0]: missing required key 'platform' (run `make lock CLUSTER=demo`)",
         "images[0].expect.cuda: key given twice (remove one)",
-        "images[0].note: unknown key (allowed keys: compressed_size, digest, enroot_uri, expect, name, platform, "
+        "images[0].note: unknown key (allowed keys: compressed_size, declared, declared_from, digest, enroot_uri, "
+        "expect, name, platform, "
         "registry, repository, source)",
     ]
 

@@ -39,7 +39,10 @@ def test_tag_resolves_to_amd64_manifest_through_bearer_flow(fake_registry):
     assert log[1] == ("GET", "/token", None)
     assert log[2] == ("GET", "/v2/team/app/manifests/v1", f"Bearer {fake_registry.token}")
     assert log[3] == ("GET", f"/v2/team/app/manifests/{resolved.digest}", f"Bearer {fake_registry.token}")
-    assert len(log) == 4  # manifest-list children carry their platform: no config blob fetch
+    # then the chosen manifest's config blob (small): its Env declares the versions the lock records
+    assert log[4] == ("GET", f"/v2/team/app/blobs/{built.config_digests['linux/amd64']}",
+                      f"Bearer {fake_registry.token}")
+    assert len(log) == 5
 
 
 def test_arm64_choice_and_size_sum(fake_registry):

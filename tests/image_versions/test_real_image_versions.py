@@ -50,6 +50,10 @@ def test_pip_cuda_is_no_longer_invisible(real_image):
     assert src["libfabric"].startswith("/usr/lib/x86_64-linux-gnu/libfabric.so.1.20.0 (its version string); linked by "
                                        "the plugin")
     assert versions.read_versions(str(sqsh)) == got["versions"], "sync records what inspect shows"
+    # the rules generated from aws-ofi-nccl's notes, on what the binaries say
+    assert {f["rule"] for f in got["findings"]} == {"ofi-notes-1.19.0-to-1.21.1-libfabric-aws-min",
+                                                   "ofi-notes-1.21.0-to-1.21.1-nccl-tested"}
+    assert all(f["level"] == "warning" for f in got["findings"])
 
 
 def test_two_nccls_the_one_pytorch_loads_counts(real_image):

@@ -33,7 +33,15 @@ def _split(value: Optional[str]) -> Tuple[str, ...]:
 
 
 def read_dynamic(read: RangeReader) -> Optional[Dynamic]:
-    """The dynamic entries of an ELF64 little-endian object, or None (not ELF64 LE, static, truncated)."""
+    """The dynamic entries of an ELF64 little-endian object, or None (not ELF64 LE, static, truncated, garbage:
+    image content is untrusted, so nothing in it can raise out of here)."""
+    try:
+        return _read_dynamic(read)
+    except (struct.error, ValueError, OverflowError):
+        return None
+
+
+def _read_dynamic(read: RangeReader) -> Optional[Dynamic]:
     head = read([(0, HEADER_BYTES)])[(0, HEADER_BYTES)]
     if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
         return None

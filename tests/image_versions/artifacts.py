@@ -201,11 +201,23 @@ def _build_plugin(tarball: Path, runtime: Path, nvcc: Path, out: Path) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-if __name__ == "__main__":
-    if sys.argv[1:] == ["fetch"]:
-        sys.exit(fetch())
-    if sys.argv[1:] == ["plugin"]:
-        print(plugin())
-        sys.exit(0)
+def main(argv: list[str]) -> int:
+    """`make test-artifacts`: never fails the make run. What cannot be had here is said in one line, and the
+    image-versions tests then skip (or fail where CI requires them: tests/image_versions/conftest.py)."""
+    try:
+        if argv == ["fetch"]:
+            if fetch() != 0:
+                print("image-versions tier: wheels missing; its tests will skip (fail in CI)", file=sys.stderr)
+            return 0
+        if argv == ["plugin"]:
+            print(plugin())
+            return 0
+    except Unavailable as exc:
+        print(f"image-versions tier: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 0
     print("usage: artifacts.py fetch|plugin", file=sys.stderr)
-    sys.exit(2)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -5,6 +5,7 @@ the same validation and the same error lines.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -108,6 +109,10 @@ def load(name_or_path: str, *, check_lock: bool = True) -> Loaded:
     ones the spec acknowledges)."""
     path = resolve(name_or_path)
     shown = display(path)
+    if path.is_symlink() and not path.exists():  # else "no such spec file" would name a file that is listed
+        link = display(Path(os.path.abspath(path)).parent) + "/" + path.name  # the link's name, not its target's
+        raise SpecError([Problem(link.removeprefix("./"), 0, 0, "", f"broken symbolic link to {os.readlink(path)}: "
+                                 "nothing is there", "point the link at a spec, or remove it")])
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -44,7 +44,9 @@ def _rows(cls: type, prefix: str) -> list[str]:
     for f in dataclasses.fields(cls):
         path = f"{prefix}{f.name}"
         hint = hints[f.name]
-        rows.append(f"| `{path}` | {_type_name(hint)} | {_default(f)} | {f.metadata.get('doc', '')} |")
+        meaning = f.metadata.get("doc", "") + "".join(  # the values the reader refuses, from the same field
+            f"; not {value}: {why}" for value, why in f.metadata.get("refused", {}).items())
+        rows.append(f"| `{path}` | {_type_name(hint)} | {_default(f)} | {meaning} |")
         inner = hint
         if typing.get_origin(inner) in (Union, types.UnionType):
             inner = next(a for a in typing.get_args(inner) if a is not type(None))

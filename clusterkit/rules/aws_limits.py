@@ -49,6 +49,8 @@ class Limits:
     gp3_max_gib: int  # ParallelCluster's gp3 limit: lower than EBS's own, and the one our volumes meet
     kms_key_arn: re.Pattern[str]
     capacity_block_types: frozenset[str]
+    capacity_block_instance_types: frozenset[str]  # bought by the instance (not UltraServer blocks)
+    capacity_block_counts: tuple[int, ...]  # the instance counts a Capacity Block is sold in
 
 
 def raw() -> dict[str, dict[str, Any]]:
@@ -85,12 +87,15 @@ def limits() -> Limits:
         capacity_block_types=frozenset(v["capacity_block_instance_types"]
                                        + v["capacity_block_ultraserver_instance_types"]
                                        + v["capacity_block_other_instance_types"]),
+        capacity_block_instance_types=frozenset(v["capacity_block_instance_types"]
+                                                + v["capacity_block_other_instance_types"]),
+        capacity_block_counts=tuple(v["capacity_block_instance_counts"]),
     )
 
 
 def check(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
     """Every limit check, in spec order."""
-    for rule in (_ebs, _kms, _capacity_blocks, _tags, _tag_count):
+    for rule in (_ebs, _kms, _capacity_blocks, _capacity_block_counts, _tags, _tag_count):
         yield from rule(spec, m)
 
 
@@ -171,6 +176,25 @@ def _capacity_blocks(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
                 yield m.problem(path, f"{name} is not among the Capacity Block sizes AWS lists",
                                 f"listed {family(name)} sizes: {', '.join(sizes)}", level="warning",
                                 id="capacity-block-size-unlisted")
+
+
+def _capacity_block_counts(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
+    """A capacity block's instance count (``reservation_instance_count``) beyond the largest block EC2 sells.
+
+    A count below 1 is rules/queues.py's; one that is not a size sold (3, 12) is left alone: the block is
+    what was bought, and the page notes sizes vary by type and Region.
+    """
+    lim = limits()
+    most = max(lim.capacity_block_counts)
+    for i, queue in enumerate(spec.queues):
+        if queue.capacity_type != "capacity_block":
+            continue
+        for j, cr in enumerate(queue.compute_resources):
+            count = cr.reservation_instance_count
+            if count is not None and count > most and cr.instance_type in lim.capacity_block_instance_types:
+                yield m.problem(f"queues[{i}].compute_resources[{j}].reservation_instance_count",
+                                f"{count} instances is more than one Capacity Block holds",
+                                f"EC2 sells blocks of {', '.join(map(str, lim.capacity_block_counts))} instances")
 
 
 def _tags(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:

@@ -15,6 +15,7 @@ from clusterkit.effective.node_settings import setting_field
 from clusterkit.rules import aws_limits
 from clusterkit.rules.cluster import acknowledge, identity, settings
 from clusterkit.rules.containers import compat, containers
+from clusterkit.rules.limits import AWS_INTEGER_MAX
 from clusterkit.rules.network import network
 from clusterkit.rules.queues import head_node, queues
 from clusterkit.rules.storage import storage
@@ -32,7 +33,7 @@ def check(spec: ClusterSpec, marks: Marks) -> list[Problem]:
         problems.extend(rule(spec, marks))
     # Catch-alls, after the specific rules (whose messages say more): each field once.
     reported = {p.path for p in problems if p.level == "error"}
-    for rule in (_node_settings, _control_characters):
+    for rule in (_node_settings, _control_characters, _aws_integers):
         for problem in rule(spec, marks):
             if problem.path not in reported:
                 reported.add(problem.path)
@@ -59,15 +60,32 @@ def _control_characters(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
                             "write it on one line; a YAML block scalar (| or >) keeps its final newline")
 
 
+def _aws_integers(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
+    """No whole number beyond what AWS APIs take (32-bit integers), for fields no specific rule bounds above."""
+    for path, value in _values(spec, ""):
+        if isinstance(value, int) and not isinstance(value, bool) and value > AWS_INTEGER_MAX:
+            yield m.problem(path, f"{value} is larger than any AWS API takes",
+                            f"AWS reads whole numbers as 32-bit integers, at most {AWS_INTEGER_MAX}; real limits "
+                            "(service quotas) are far lower")
+
+
 def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
-    if isinstance(value, str):
-        yield path, value
-    elif dataclasses.is_dataclass(value):
+    for path, item in _values(value, path):
+        if isinstance(item, str):
+            yield path, item
+
+
+def _values(value: Any, path: str) -> Iterator[tuple[str, Any]]:
+    """Every scalar of the spec with its path (mapping keys as written)."""
+    if dataclasses.is_dataclass(value):
         for f in dataclasses.fields(value):
-            yield from _strings(getattr(value, f.name), f"{path}.{f.name}" if path else f.name)
+            yield from _values(getattr(value, f.name), f"{path}.{f.name}" if path else f.name)
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
-            yield from _strings(item, f"{path}[{i}]")
+            yield from _values(item, f"{path}[{i}]")
     elif isinstance(value, dict):
         for key, item in value.items():
-            yield from _strings(item, f"{path}.{key}")
+            yield from _values(item, f"{path}.{key}")
+    else:
+        yield path, value
+

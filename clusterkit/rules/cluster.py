@@ -20,7 +20,6 @@ from clusterkit.rules.limits import (
     PC_LOG_RETENTION_DAYS,
     TTL_MAX_HOURS,
     TTL_MIN_HOURS,
-    UNSUPPORTED_OS,
 )
 from clusterkit.spec import warning_ids
 from clusterkit.spec.errors import Problem
@@ -40,13 +39,11 @@ def identity(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
                         f"one of {', '.join(azs)}")
     if spec.account is not None and not IDS["account"].fullmatch(spec.account):
         yield m.problem("account", f"'{spec.account}' is not a 12-digit account id")
-    if spec.os in UNSUPPORTED_OS:
-        yield m.problem("os", f"{spec.os} is not supported: {UNSUPPORTED_OS[spec.os]}",
-                        "use rhel9, alinux2023, ubuntu2204 or ubuntu2404")
     version = parse_version(spec.parallelcluster_version)
     if version is None:
         yield m.problem("parallelcluster_version",
-                        f"'{spec.parallelcluster_version}' is not a version like {DEFAULT_PC_VERSION}")
+                        f"'{spec.parallelcluster_version}' is not a version like {DEFAULT_PC_VERSION}",
+                        "three numbers in ASCII digits")
     elif version < MIN_PC_VERSION:
         yield m.problem("parallelcluster_version", f"{spec.parallelcluster_version} is too old",
                         "ParallelCluster 3.11.1 or later ships Enroot and Pyxis on its official AMIs")

@@ -2,16 +2,17 @@
 """
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterator
 
+from clusterkit.rules.limits import PC_VERSION
 from clusterkit.spec.errors import Problem
 from clusterkit.spec.yaml_reader import Marks
 
 
 def parse_version(text: str) -> tuple[int, ...] | None:
-    return tuple(int(p) for p in text.split(".")) if re.fullmatch(r"\d+\.\d+\.\d+", text) else None
+    """(3, 16, 1) of "3.16.1"; None unless three parts of ASCII digits (int() alone also reads "٣")."""
+    return tuple(int(p) for p in text.split(".")) if PC_VERSION.fullmatch(text) else None
 
 
 def dotted(version: tuple[int, ...]) -> str:

@@ -12,6 +12,7 @@ import functools
 import json
 
 from clusterkit import paths
+from clusterkit.rules.limits import EXPECT_VERSION
 from clusterkit.spec.errors import Problem
 from clusterkit.spec.model import ClusterSpec
 from clusterkit.spec.yaml_reader import Marks
@@ -54,8 +55,8 @@ def expect_problems(spec: ClusterSpec, marks: Marks) -> list[Problem]:
     problems = []
     for i, image in enumerate(spec.containers.images):
         expect = image.expect.as_dict()
-        if not expect:
-            continue
+        if not expect or not all(EXPECT_VERSION.fullmatch(v) for v in expect.values()):
+            continue  # a malformed version is rules/containers.py's error; no rule can judge it
         for finding in node_compat.check(ruleset, image.name, expect):
             hint = f"{finding.why}; rule {finding.rule} in {RULES_PATH.relative_to(REPO)}"
             problems.append(marks.problem(f"containers.images[{i}].expect.{finding.component}",

@@ -3,13 +3,12 @@ and references, and expected versions against the compatibility rules.
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 from clusterkit.images.ref import ImageRefError, parse_image_ref
 from clusterkit.rules import compat_rules
 from clusterkit.rules.common import dotted, duplicates, parse_version
-from clusterkit.rules.limits import IMAGE_NAME, OLDEST_PC_PYXIS, PC_PYXIS, PYXIS_OPTION_SINCE
+from clusterkit.rules.limits import EXPECT_VERSION, IMAGE_NAME, OLDEST_PC_PYXIS, PC_PYXIS, PYXIS_OPTION_SINCE
 from clusterkit.spec.errors import Problem
 from clusterkit.spec.model import ClusterSpec
 from clusterkit.spec.yaml_reader import Marks
@@ -56,8 +55,9 @@ def containers(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
         except ImageRefError as exc:
             yield m.problem(f"{ip}.uri", f"malformed image reference '{img.uri}': {exc}")
         for key, value in img.expect.as_dict().items():
-            if not re.fullmatch(r"\d+(\.\d+){0,3}", value):
-                yield m.problem(f"{ip}.expect.{key}", f"'{value}' is not a version like 12.9 or 2.29.3")
+            if not EXPECT_VERSION.fullmatch(value):
+                yield m.problem(f"{ip}.expect.{key}", f"{node.show(value)} is not a version like 12.9 or 2.29.3",
+                                "ASCII digits and dots")
 
 
 def compat(spec: ClusterSpec, m: Marks) -> list[Problem]:

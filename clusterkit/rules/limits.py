@@ -17,6 +17,19 @@ MAX_PC_VERSION = tuple(int(part) for part in DEFAULT_PC_VERSION.split("."))
 MAX_QUEUES = 50
 MAX_COMPUTE_RESOURCES = 50
 AWS_RESERVED_IPS_PER_SUBNET = 5
+# The largest subnet (and VPC) AWS allows is a /16 (Amazon VPC User Guide, "VPC CIDR blocks": block sizes between
+# /16 and /28). Every compute node of a ClusterKit cluster takes its addresses in the one compute subnet, so no
+# compute resource can have more nodes than a /16 holds addresses.
+LARGEST_SUBNET_PREFIX = 16
+MAX_SUBNET_ADDRESSES = 2 ** (32 - LARGEST_SUBNET_PREFIX) - AWS_RESERVED_IPS_PER_SUBNET
+# AWS API integers are 32-bit ("Type: Integer" in every API reference; the SDKs read them as int32, e.g. the Rust
+# SDK's CreateFileSystemInput.storage_capacity: Option<i32>, CreateCapacityReservation.instance_count:
+# Option<i32>): no count or size a spec gives AWS can be larger. Fields without a tighter rule are checked
+# against it (rules/check.py).
+AWS_INTEGER_MAX = 2 ** 31 - 1
+# EC2 CreateCapacityReservation InstanceCount: "Valid range: 1 - 1000" when created; ModifyCapacityReservation grows
+# it (by at most 1000 per request), so only the minimum bounds a reservation's size.
+MIN_RESERVATION_INSTANCES = 1
 MIN_HEAD_ROOT_GIB = 40  # the official AMIs' root snapshots are 35 GiB and up
 MAX_EBS_GIB = 16384  # ParallelCluster 3.16.1's root-volume limit (validators/ebs_validators.py; EBS allows more)
 # lifecycle.ttl_hours: the teardown is created first and counts from the deploy, and creating the cluster
@@ -27,6 +40,10 @@ PC_LOG_RETENTION_DAYS = {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 54
 LOG_RETENTION_DAYS = {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192,
                       2557, 2922, 3288, 3653}
 FSX_THROUGHPUT = {"PERSISTENT_2": (125, 250, 500, 1000), "PERSISTENT_1": (50, 100, 200), "SCRATCH_2": ()}
+# Versions become AWS values, file names and comparisons: ASCII digits only ([0-9], never \d, which also matches
+# Arabic-Indic and other Unicode digits that int() reads as numbers).
+PC_VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
+EXPECT_VERSION = re.compile(r"[0-9]+(\.[0-9]+){0,3}")
 CLUSTER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,59}")
 QUEUE_NAME = re.compile(r"[a-z][a-z0-9-]{0,24}")
 RESOURCE_NAME = QUEUE_NAME  # ParallelCluster's NameValidator applies the same rule to both
@@ -47,11 +64,6 @@ IDS = {
     "cr": re.compile(r"cr-[0-9a-f]{17}"),
     "account": re.compile(r"[0-9]{12}"),
 }
-# OS values ParallelCluster accepts that ClusterKit's nodes cannot run on, and why.
-UNSUPPORTED_OS = {
-    # the cookbook installs the distro python3 on rhel8, which is 3.6; the node tools need 3.9+
-    "rhel8": "its python3 is 3.6 and ClusterKit's node tools need Python 3.9 or later",
-}
 # Pyxis on ParallelCluster's official AMIs, where verified in aws-parallelcluster-cookbook
 # (default['cluster']['pyxis']['version']: tags v3.11.0 and v3.11.1 pin 0.20.0; later attribute files pin
 # 0.24.0, but no release could be tied to them). Any other supported release is assumed to ship the
@@ -61,3 +73,29 @@ UNSUPPORTED_OS = {
 PC_PYXIS: dict[tuple[int, ...], tuple[int, ...]] = {(3, 11, 0): (0, 20, 0), (3, 11, 1): (0, 20, 0)}
 OLDEST_PC_PYXIS = (0, 20, 0)
 PYXIS_OPTION_SINCE = {option: version_key(release) for option, release in OPTION_SINCE.items()}
+
+# storage.fsx_lustre.mount_dir becomes the cluster's SharedStorage MountDir (clusterkit/render/pcluster_config.py).
+# ParallelCluster 3.16.1 refuses these directories themselves (pcluster/validators/cluster_validators.py
+# SharedStorageMountDirValidator, reserved_directories; a directory below them is allowed), and its file_path
+# pattern (pcluster/schemas/common_schema.py ALLOWED_VALUES) refuses "." and ".." parts, empty parts and a trailing "/".
+PC_RESERVED_MOUNT_DIRS = frozenset((
+    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/media", "/mnt", "/opt", "/opt/parallelcluster",
+    "/opt/parallelcluster/shared", "/opt/parallelcluster/shared_login_nodes", "/opt/slurm", "/opt/intel", "/proc",
+    "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var",
+))
+# Directories no mount may sit in or below on a ClusterKit node, and what the mount would hide or fail on.
+MOUNT_DIR_TREES = {
+    "/opt/slurm": "Slurm's installation and configuration",
+    "/opt/parallelcluster": "ParallelCluster's own files on every node",
+    # the instance-store NVMe of every node that has one (pcluster_config.py EPHEMERAL_MOUNT); ParallelCluster's
+    # OverlappingMountDirValidator refuses a shared directory inside an ephemeral one
+    "/scratch": "where ParallelCluster mounts the nodes' instance-store NVMe",
+    "/proc": "a kernel file system, where no directory can be made",
+    "/sys": "a kernel file system, where no directory can be made",
+    "/dev": "the device file system",
+}
+MOUNT_DIR_EXACT = {
+    "/": "the root of the file system",
+    "/home": "the home directories the head node shares with every node",
+    "/lib32": "a system library directory", "/libx32": "a system library directory",
+}

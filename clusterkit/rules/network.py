@@ -9,7 +9,13 @@ from collections.abc import Iterator
 from clusterkit.catalog import lookup as catalog
 from clusterkit.effective.expand import efa_enabled, new_vpc
 from clusterkit.rules.common import nearest
-from clusterkit.rules.limits import AWS_RESERVED_IPS_PER_SUBNET, IDS, LOG_RETENTION_DAYS
+from clusterkit.rules.limits import (
+    AWS_RESERVED_IPS_PER_SUBNET,
+    IDS,
+    LARGEST_SUBNET_PREFIX,
+    LOG_RETENTION_DAYS,
+    MAX_SUBNET_ADDRESSES,
+)
 from clusterkit.spec.errors import Problem
 from clusterkit.spec.model import ClusterSpec, ComputeResource
 from clusterkit.spec.yaml_reader import Marks
@@ -33,6 +39,8 @@ def _subnet_room(spec: ClusterSpec, m: Marks, path: str, cidr: str) -> Iterator[
         net = ipaddress.ip_network(cidr)
     except ValueError:
         return
+    if _beyond_any_subnet(spec, m):
+        return  # no subnet could hold them: the max is reported, not this subnet
     usable = net.num_addresses - AWS_RESERVED_IPS_PER_SUBNET
     needed = compute_ips_needed(spec)
     if needed > usable:
@@ -41,7 +49,26 @@ def _subnet_room(spec: ClusterSpec, m: Marks, path: str, cidr: str) -> Iterator[
                         f"EFA takes one address per interface; use a /{bits} or fewer max nodes")
 
 
+def _beyond_any_subnet(spec: ClusterSpec, m: Marks) -> list[Problem]:
+    """Compute resources whose max nodes need more addresses than the largest subnet AWS allows (a /16): no
+    compute subnet, new or existing, could hold them, so the max itself is wrong."""
+    problems = []
+    for i, queue in enumerate(spec.queues):
+        for j, cr in enumerate(queue.compute_resources):
+            per_node = interfaces_per_node(cr)
+            if cr.max * per_node > MAX_SUBNET_ADDRESSES:
+                each = f"each {cr.instance_type} node takes {per_node} (one per EFA interface)" if per_node > 1 \
+                    else "each node takes one"
+                problems.append(m.problem(
+                    f"queues[{i}].compute_resources[{j}].max",
+                    f"{cr.max} nodes need more addresses than any subnet has: {each}, and the largest subnet AWS "
+                    f"allows (/{LARGEST_SUBNET_PREFIX}) has {MAX_SUBNET_ADDRESSES}",
+                    f"at most {MAX_SUBNET_ADDRESSES // per_node}"))
+    return problems
+
+
 def network(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
+    yield from _beyond_any_subnet(spec, m)
     net = spec.network
     if net.new is not None and net.existing is not None:
         yield m.problem("network.existing", "give either network.new or network.existing, not both")

@@ -13,6 +13,7 @@ from clusterkit.rules.limits import (
     MAX_EBS_GIB,
     MAX_QUEUES,
     MIN_HEAD_ROOT_GIB,
+    MIN_RESERVATION_INSTANCES,
     QUEUE_NAME,
     RESERVED_NAMES,
     RESOURCE_NAME,
@@ -101,6 +102,11 @@ def _queue(spec: ClusterSpec, m: Marks, qp: str, queue: Queue, arches: dict[str,
         if cr.capacity_reservation_id is not None and not IDS["cr"].fullmatch(cr.capacity_reservation_id):
             yield m.problem(f"{cp}.capacity_reservation_id", f"'{cr.capacity_reservation_id}' is not a reservation id",
                             "cr- followed by 17 lowercase hex characters")
+        count = cr.reservation_instance_count
+        if count is not None and count < MIN_RESERVATION_INSTANCES:
+            yield m.problem(f"{cp}.reservation_instance_count", f"must be >= {MIN_RESERVATION_INSTANCES} (got {count})",
+                            "a capacity reservation holds at least one instance (EC2 CreateCapacityReservation); "
+                            "leave it out when unknown")
         if block:
             if cr.capacity_reservation_id is None:
                 yield m.problem(cp, "capacity_block needs capacity_reservation_id",

@@ -7,10 +7,17 @@ from collections.abc import Iterator
 
 from clusterkit.effective.expand import created_fsx, fsx_throughput, image_store
 from clusterkit.rules import aws_limits
-from clusterkit.rules.limits import FSX_THROUGHPUT, IDS
+from clusterkit.rules.limits import (
+    FSX_THROUGHPUT,
+    IDS,
+    MOUNT_DIR_EXACT,
+    MOUNT_DIR_TREES,
+    PC_RESERVED_MOUNT_DIRS,
+)
 from clusterkit.spec.errors import Problem
 from clusterkit.spec.model import ClusterSpec
 from clusterkit.spec.yaml_reader import Marks
+from clusterkit_node.settings import STORE_PATTERN, show
 
 
 def storage(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
@@ -41,10 +48,52 @@ def storage(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
         elif new.kms_key_arn is not None and not new.deployment_type.startswith("PERSISTENT"):
             yield m.problem(f"{nb}.kms_key_arn", f"{new.deployment_type} cannot use a customer-managed KMS key",
                             "scratch file systems are encrypted with an AWS-managed key; use PERSISTENT_2")
-    if (not re.fullmatch(r"/[A-Za-z0-9._/-]*", fsx.mount_dir)
-            or fsx.mount_dir.rstrip("/") in ("", "/home", "/opt/slurm")):
-        yield m.problem(f"{base}.mount_dir", f"'{fsx.mount_dir}' is not a usable mount point",
-                        "an absolute path like /fsx")
-    elif not image_store(fsx).startswith(fsx.mount_dir.rstrip("/") + "/"):
-        yield m.problem(f"{base}.image_store", f"'{image_store(fsx)}' is not inside mount_dir {fsx.mount_dir}",
-                        f"e.g. {fsx.mount_dir.rstrip('/')}/containers")
+    mount = mount_dir_problem(fsx.mount_dir)
+    if mount:
+        yield m.problem(f"{base}.mount_dir", *mount)
+        return
+    store = image_store(fsx)
+    climbs = _dot_part(store)
+    if climbs:
+        yield m.problem(f"{base}.image_store", f"{show(store)} has a {_dot_words(climbs)}",
+                        f"write the directory it means without . or .. parts, inside mount_dir, e.g. "
+                        f"{fsx.mount_dir}/containers")
+    elif not store.startswith(fsx.mount_dir + "/"):
+        yield m.problem(f"{base}.image_store", f"'{store}' is not inside mount_dir {fsx.mount_dir}",
+                        f"e.g. {fsx.mount_dir}/containers")
+
+
+def _dot_part(path: str) -> str | None:
+    """The first '.' or '..' part of ``path``: it names a directory other than the one written (``..`` climbs
+    out of it), and ParallelCluster's file_path pattern and the nodes' CK_STORE pattern refuse both."""
+    return next((part for part in path.split("/") if part in (".", "..")), None)
+
+
+def _dot_words(part: str) -> str:
+    return "'..' part, which climbs out of the directory before it" if part == ".." else "'.' part"
+
+
+def mount_dir_problem(path: str) -> tuple[str, str] | None:
+    """(message, hint) when the file system cannot be mounted at ``path``: what ParallelCluster refuses (its
+    reserved directories and file_path pattern, clusterkit/rules/limits.py) and what the mount would hide on a
+    ClusterKit node; None when it can."""
+    shown = show(path)
+    hint = "use a directory of its own, like /fsx or /mnt/fsx"
+    climbs = _dot_part(path)
+    if climbs:
+        return f"{shown} has a {_dot_words(climbs)}", "write the directory it means without . or .. parts, like /fsx"
+    if path != "/" and path.endswith("/"):
+        return f"{shown} ends with '/'", f"write {path.rstrip('/') or '/'}: ParallelCluster's MountDir pattern " \
+                                         "refuses a trailing slash"
+    if path in MOUNT_DIR_EXACT:
+        return f"{shown} is {MOUNT_DIR_EXACT[path]}: the file system would hide it", hint
+    tree = next((t for t in MOUNT_DIR_TREES if path == t or path.startswith(t + "/")), None)
+    if tree:
+        inside = "" if path == tree else f"inside {tree}, "
+        return f"{shown} is {inside}{MOUNT_DIR_TREES[tree]}: nothing can be mounted there", hint
+    if path in PC_RESERVED_MOUNT_DIRS:
+        return f"{shown} is a system directory ParallelCluster reserves: the file system would hide it", hint
+    if not re.fullmatch(STORE_PATTERN, path, re.ASCII):  # the nodes' own path rule; the store lies below it
+        return f"{shown} is not a usable mount point", \
+            "an absolute path of letters, digits, . _ - parts, like /fsx"
+    return None

@@ -17,7 +17,13 @@ from clusterkit.spec.errors import Problem
 from clusterkit.spec.yaml_reader import Marks, Reader, doc
 from clusterkit_node import settings as node
 
-OsName = Literal["alinux2023", "ubuntu2204", "ubuntu2404", "rhel8", "rhel9"]
+OsName = Literal["alinux2023", "ubuntu2204", "ubuntu2404", "rhel9"]
+# Operating systems ParallelCluster 3.16.1 accepts (pcluster/constants.py SUPPORTED_OSES) that ClusterKit's nodes
+# cannot run on, and why: the reader refuses them with the reason and the spec reference lists them, from here.
+REFUSED_OS = {
+    # the cookbook installs the distro python3 on rhel8, which is 3.6; the node tools need 3.9+
+    "rhel8": "its python3 is 3.6 and ClusterKit's node tools need Python 3.9 or later",
+}
 CapacityType = Literal["ondemand", "spot", "capacity_block"]
 FsxDeploymentType = Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"]
 
@@ -202,7 +208,7 @@ class ClusterSpec:
     account: str | None = doc("12-digit AWS account id; taken from the CLI credentials when unset", None)
     parallelcluster_version: str = doc("ParallelCluster version (3.11.1 or later: Enroot/Pyxis pre-installed)",
                                        DEFAULT_PC_VERSION)
-    os: OsName = doc("operating system of the official ParallelCluster AMI", "alinux2023")
+    os: OsName = doc("operating system of the official ParallelCluster AMI", "alinux2023", refused=REFUSED_OS)
     network: Network = doc("the VPC: new or existing", Network())
     head_node: HeadNode = doc("the head node", HeadNode())
     storage: Storage = doc("shared storage", Storage())

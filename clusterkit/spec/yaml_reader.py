@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
+import re
 import types
 import typing
 from dataclasses import MISSING, dataclass, field
@@ -105,14 +107,15 @@ class Reader:
         return self.read(root, cls, "")
 
     # -- dispatch on the type hint -----------------------------------------------------------------
-    def read(self, node: yaml.Node, hint: Any, path: str) -> Any:
+    def read(self, node: yaml.Node, hint: Any, path: str, refused: typing.Mapping[str, str] | None = None) -> Any:
+        """``refused``: values of a ``Literal`` field the spec names as not supported, with the reason."""
         self.marks.values[path] = _pos(node)
         origin = typing.get_origin(hint)
         if origin in (Union, types.UnionType):
             args = [a for a in typing.get_args(hint) if a is not type(None)]
             if self._is_null(node):
                 return None
-            return self.read(node, args[0], path) if len(args) == 1 else self._bad(node, path, hint)
+            return self.read(node, args[0], path, refused) if len(args) == 1 else self._bad(node, path, hint)
         if isinstance(hint, type) and dataclasses.is_dataclass(hint):  # hints are classes, not instances
             return self._read_dataclass(node, hint, path)
         if origin is tuple:
@@ -120,7 +123,7 @@ class Reader:
         if origin is dict:
             return self._read_mapping(node, typing.get_args(hint)[1], path)
         if origin is Literal:
-            return self._read_choice(node, typing.get_args(hint), path)
+            return self._read_choice(node, typing.get_args(hint), path, refused or {})
         return self._read_scalar(node, hint, path)
 
     def _is_null(self, node: yaml.Node) -> bool:
@@ -143,6 +146,38 @@ class Reader:
         return Problem(self.marks.file, *_pos(key_node), path, "key given twice", "remove one")
 
     # -- structures --------------------------------------------------------------------------------
+    def _pairs(self, node: yaml.MappingNode, path: str, within: frozenset[int] = frozenset()) -> list[
+            tuple[yaml.Node, yaml.Node]]:
+        """The mapping's key/value nodes with YAML 1.1 merge keys (``<<: *anchor``, ``<<: [*a, *b]``) resolved
+        as PyYAML's safe loader resolves them (``SafeConstructor.flatten_mapping``): a key written in the mapping
+        wins over a merged one, an earlier merged mapping over a later one. Merged nodes are the anchor's own, so
+        every value keeps the line and column where it is written."""
+        written: list[tuple[yaml.Node, yaml.Node]] = []
+        merged: list[tuple[yaml.Node, yaml.Node]] = []
+        for key_node, value_node in node.value:
+            if key_node.tag != _TAG + "merge":
+                written.append((key_node, value_node))
+                continue
+            sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+            for source in sources:
+                if not isinstance(source, yaml.MappingNode):
+                    self.problems.append(Problem(self.marks.file, *_pos(source), _join(path, "<<"),
+                                                 f"a merge key takes a mapping or a list of mappings, got "
+                                                 f"{self._kind(source)}", "like <<: *defaults"))
+                elif id(source) in within or source is node:
+                    self.problems.append(Problem(self.marks.file, *_pos(key_node), _join(path, "<<"),
+                                                 "the merged mapping contains this merge key itself",
+                                                 "merge another anchor"))
+                else:
+                    merged += self._pairs(source, path, within | {id(node)})
+        keys = {k.value for k, _ in written if isinstance(k, yaml.ScalarNode)}
+        for key_node, value_node in merged:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            if key not in keys:
+                keys.add(key)
+                written.append((key_node, value_node))
+        return written
+
     def _read_dataclass(self, node: yaml.Node, cls: type, path: str) -> Any:
         if not isinstance(node, yaml.MappingNode):
             return self._bad(node, path, "a mapping")
@@ -150,7 +185,7 @@ class Reader:
         hints = typing.get_type_hints(cls)
         values: dict[str, Any] = {}
         seen: set[str] = set()
-        for key_node, value_node in node.value:
+        for key_node, value_node in self._pairs(node, path):
             key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
             key_path = _join(path, str(key))
             self.marks.keys[key_path] = _pos(key_node)
@@ -163,7 +198,7 @@ class Reader:
                 self.problems.append(self._twice(key_node, key_path))
                 continue
             seen.add(key)
-            values[key] = self.read(value_node, hints[key], key_path)
+            values[key] = self.read(value_node, hints[key], key_path, fields[key].metadata.get("refused"))
         missing = [name for name, f in fields.items()
                    if name not in seen and f.default is MISSING and f.default_factory is MISSING]
         for name in missing:
@@ -182,7 +217,7 @@ class Reader:
         if not isinstance(node, yaml.MappingNode):
             return self._bad(node, path, "a mapping")
         out: dict[str, Any] = {}
-        for key_node, value_node in node.value:
+        for key_node, value_node in self._pairs(node, path):
             key = self._read_scalar(key_node, str, path)
             if key is None:
                 continue
@@ -196,7 +231,12 @@ class Reader:
                 out[key] = value
         return out
 
-    def _read_choice(self, node: yaml.Node, choices: tuple[Any, ...], path: str) -> Any:
+    def _read_choice(self, node: yaml.Node, choices: tuple[Any, ...], path: str,
+                     refused: typing.Mapping[str, str]) -> Any:
+        if isinstance(node, yaml.ScalarNode) and node.tag == _TAG + "str" and node.value in refused:
+            self.problems.append(self.marks.problem(path, f"{node.value} is not supported: {refused[node.value]}",
+                                                    f"use {_one_of(choices)}"))
+            return None
         if not isinstance(node, yaml.ScalarNode) or node.tag != _TAG + "str" or node.value not in choices:
             shown = " | ".join(map(str, choices))
             hint = (did_you_mean(str(getattr(node, "value", "")), map(str, choices))
@@ -219,7 +259,8 @@ class Reader:
         if want is str and isinstance(value, (int, float)) and not isinstance(value, bool):
             return self._bad(node, path, "a string", f'quote it: "{node.value}"')
         if type(value) is not want:
-            return self._bad(node, path, _NAMES.get(want, want.__name__))
+            hint = _number_hint(node.value, want) if want in (int, float) and isinstance(value, str) else ""
+            return self._bad(node, path, _NAMES.get(want, want.__name__), hint)
         return value
 
 
@@ -236,6 +277,30 @@ def _reader_reason(exc: yaml.YAMLError) -> str:
     return f"unacceptable character {character}" if character is not None else str(exc).splitlines()[0]
 
 
+# A number as YAML 1.1 (PyYAML) would not read it: an exponent without a dot in the mantissa or without a sign
+# (1e308, 2.5e3). ASCII digits only: Python's \d and int() also take Arabic-Indic and other digits.
+_LOOSE_NUMBER = re.compile(r"([-+]?)([0-9]+)(?:\.([0-9]*))?[eE]([-+]?)([0-9]+)", re.ASCII)
+
+
+def _number_hint(text: str, want: type) -> str:
+    """How to write ``text`` so YAML 1.1 reads it as the number it looks like; "" when it does not look like one."""
+    found = _LOOSE_NUMBER.fullmatch(text)
+    if found is None:
+        return ""
+    sign, whole, fraction, exp_sign, exponent = found.groups()
+    written = f"{sign}{whole}.{fraction or '0'}e{exp_sign or '+'}{exponent}"
+    if want is int:
+        value = float(text)
+        example = f", e.g. {int(value)}" if math.isfinite(value) and value == int(value) and value < 1e18 else ""
+        return f"YAML 1.1 reads {text} as a string, not a number: write the whole number in digits{example}"
+    return f"YAML 1.1 reads {text} as a string, not a number: write {written} (a dot before the e, a sign after it)"
+
+
+def _one_of(choices: typing.Iterable[Any]) -> str:
+    shown = [str(c) for c in choices]
+    return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
+
+
 _NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
 
 
@@ -248,8 +313,15 @@ def _doc_hint(f: dataclasses.Field[Any]) -> str:
     return doc
 
 
-def doc(text: str, default: Any = MISSING, **kwargs: Any) -> Any:
-    """A dataclass field carrying its one-line documentation (shown in hints and the spec reference)."""
+def doc(text: str, default: Any = MISSING, *, refused: typing.Mapping[str, str] | None = None, **kwargs: Any) -> Any:
+    """A dataclass field carrying its one-line documentation (shown in hints and the spec reference).
+
+    ``refused``: for a ``Literal`` field, values a reader of the field's consumer might expect (ParallelCluster
+    accepts them) that the spec refuses, each with the reason; the reader says it, the spec reference lists it.
+    """
     if default is not MISSING:
         kwargs["default"] = default
-    return field(metadata={"doc": text}, **kwargs)
+    metadata: dict[str, Any] = {"doc": text}
+    if refused:
+        metadata["refused"] = dict(refused)
+    return field(metadata=metadata, **kwargs)

@@ -42,6 +42,13 @@ MUTATIONS = [
      "InstanceArchitectureCompatibilityValidator"),
     ("capacity block without reservation", "    capacity_type: ondemand\n", "    capacity_type: capacity_block\n",
      "capacity_block needs capacity_reservation_id", None),
+    # mount directories: ParallelCluster's reserved list and its file_path pattern (clusterkit/rules/limits.py)
+    ("mount_dir over /etc", "    mount_dir: /fsx\n", "    mount_dir: /etc\n",
+     "is a system directory ParallelCluster reserves", "SharedStorageMountDirValidator"),
+    ("mount_dir climbing out with ..", "    mount_dir: /fsx\n", "    mount_dir: /fsx/..\n",
+     "has a '..' part", "ConfigSchemaValidator"),
+    ("mount_dir with a trailing slash", "    mount_dir: /fsx\n", "    mount_dir: /fsx/\n",
+     "ends with '/'", "ConfigSchemaValidator"),
 ]
 
 

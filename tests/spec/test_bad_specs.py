@@ -23,6 +23,7 @@ def _extra(text: str) -> str:
 
 
 IMAGE = "containers:\n  images:\n    - name: {name}\n      uri: {uri}\n"
+MOUNT = "storage:\n  fsx_lustre:\n    mount_dir: {}\n"
 EMAIL_HINT = "one address like ops@example.com; SNS mails it a confirmation link"
 
 CASES = [
@@ -37,7 +38,7 @@ CASES = [
     ("missing required", _with("        instance_type: p5.48xlarge\n", ""),
      ["7:9: queues[0].compute_resources[0]: missing required key 'instance_type' (EC2 instance type)"]),
     ("bad enum", _extra("os: alinux2\n"),
-     ["10:5: os: must be one of alinux2023 | ubuntu2204 | ubuntu2404 | rhel8 | rhel9, got string 'alinux2' "
+     ["10:5: os: must be one of alinux2023 | ubuntu2204 | ubuntu2404 | rhel9, got string 'alinux2' "
       "(did you mean 'alinux2023'?)"]),
     ("bad cluster name", _with("name: t\n", "name: 1cluster\n"),
      ["1:7: name: '1cluster' is not a valid ParallelCluster cluster name "
@@ -54,7 +55,7 @@ CASES = [
       "unknown option would stop slurmd), so it would not take effect)"]),
     ("rhel8: python 3.6 on the nodes", _extra("os: rhel8\n"),
      ["10:5: os: rhel8 is not supported: its python3 is 3.6 and ClusterKit's node tools need Python 3.9 or "
-      "later (use rhel9, alinux2023, ubuntu2204 or ubuntu2404)"]),
+      "later (use alinux2023, ubuntu2204, ubuntu2404 or rhel9)"]),
     ("compute root volume below the AMI",
      _with("    compute_resources:\n", "    root_volume_gib: 10\n    compute_resources:\n"),
      ["6:22: queues[0].root_volume_gib: 10 GiB is not a usable root volume "
@@ -112,7 +113,7 @@ CASES = [
      ["5:3: queues: 51 compute resources; ParallelCluster allows 50 per cluster",
       "5:3: queues: 51 queues; ParallelCluster allows 50"]),
     ("unsupported os", _extra("os: centos7\n"),
-     ["10:5: os: must be one of alinux2023 | ubuntu2204 | ubuntu2404 | rhel8 | rhel9, got string 'centos7'"]),
+     ["10:5: os: must be one of alinux2023 | ubuntu2204 | ubuntu2404 | rhel9, got string 'centos7'"]),
     ("newer pc version", _extra("parallelcluster_version: 3.17.0\n"),
      ["10:26: parallelcluster_version: 3.17.0 is newer than ClusterKit supports (supported: 3.11.1 to 3.16.1)"]),
     ("image without tag", _extra(IMAGE.format(name="a", uri="nvcr.io/nvidia/pytorch")),
@@ -173,10 +174,11 @@ CASES = [
      ["11:17: lifecycle.notify_email: '" + "a" * 65 + "@example.com' is longer than an email address may be "
       "(64 before the @, 254 in all) (" + EMAIL_HINT + ")"]),
     # Values reach files, shells and AWS APIs: the nodes' own contract (clusterkit_node/settings.py) decides.
-    ('image_store with .. (node contract)',
+    ('image_store with ..',
      _extra("storage:\n  fsx_lustre:\n    image_store: /fsx/../etc/containers\n"),
-     ["12:18: storage.fsx_lustre.image_store: '/fsx/../etc/containers' is refused by the nodes' check of CK_STORE "
-      "(an absolute path whose parts are letters, digits, . _ - and do not start with a dot, e.g. /fsx/containers)"]),
+     ["12:18: storage.fsx_lustre.image_store: '/fsx/../etc/containers' has a '..' part, which climbs out of the "
+      "directory before it (write the directory it means without . or .. parts, inside mount_dir, e.g. "
+      "/fsx/containers)"]),
     ('image_store with a space', _extra('storage:\n  fsx_lustre:\n    image_store: "/fsx/my containers"\n'),
      ["12:18: storage.fsx_lustre.image_store: '/fsx/my containers' is refused by the nodes' check of CK_STORE "
       "(an absolute path whose parts are letters, digits, . _ - and do not start with a dot, e.g. /fsx/containers)"]),
@@ -189,8 +191,8 @@ CASES = [
       "CK_STORE (an absolute path whose parts are letters, digits, . _ - and do not start with a dot, "
       "e.g. /fsx/containers)"]),
     ('mount_dir with ..', _extra('storage:\n  fsx_lustre:\n    mount_dir: /fsx/..\n'),
-     ["12:16: storage.fsx_lustre.mount_dir: '/fsx/../containers' is refused by the nodes' check of CK_STORE "
-      "(an absolute path whose parts are letters, digits, . _ - and do not start with a dot, e.g. /fsx/containers)"]),
+     ["12:16: storage.fsx_lustre.mount_dir: '/fsx/..' has a '..' part, which climbs out of the directory before it "
+      "(write the directory it means without . or .. parts, like /fsx)"]),
     ('squash_options as a YAML block scalar',
      _extra("containers:\n  enroot:\n    squash_options: |\n      -comp zstd -b 128K\n"),
      ["12:21: containers.enroot.squash_options: '-comp zstd -b 128K\\n' is not a list of mksquashfs options on one "
@@ -218,6 +220,87 @@ CASES = [
     ('tag value with a newline', _extra('tags:\n  team: "ml\\nops"\n'),
      ["11:9: tags.team: 'ml\\nops' contains a control character (newline, tab, ...) "
       "(write it on one line; a YAML block scalar (| or >) keeps its final newline)"]),
+    # Every value in its real range (issue 25): counts as AWS counts them, maxima no AWS limit exceeds.
+    ("max beyond any subnet (EFA)", _with("max: 2", "max: 100000000"),
+     ["9:14: queues[0].compute_resources[0].max: 100000000 nodes need more addresses than any subnet has: each "
+      "p5.48xlarge node takes 32 (one per EFA interface), and the largest subnet AWS allows (/16) has 65531 "
+      "(at most 2047)"]),
+    ("max beyond any subnet (no EFA)", _with("p5.48xlarge", "c6i.xlarge").replace("max: 2", "max: 70000"),
+     ["9:14: queues[0].compute_resources[0].max: 70000 nodes need more addresses than any subnet has: each node "
+      "takes one, and the largest subnet AWS allows (/16) has 65531 (at most 65531)"]),
+    ("negative reservation count",
+     _with("        max: 2\n", "        max: 2\n        reservation_instance_count: -3\n"),
+     ["10:37: queues[0].compute_resources[0].reservation_instance_count: must be >= 1 (got -3) (a capacity "
+      "reservation holds at least one instance (EC2 CreateCapacityReservation); leave it out when unknown)"]),
+    ("capacity block larger than EC2 sells",
+     _with("  - name: gpu\n", "  - name: gpu\n    capacity_type: capacity_block\n")
+     .replace("        max: 2\n", "        max: 2\n        min: 2\n"
+                                  "        capacity_reservation_id: cr-0123456789abcdef0\n"
+                                  "        reservation_instance_count: 128\n"),
+     ["13:37: queues[0].compute_resources[0].reservation_instance_count: 128 instances is more than one Capacity "
+      "Block holds (EC2 sells blocks of 1, 2, 4, 8, 16, 32, 64 instances)"]),
+    ("fsx capacity beyond the API", _extra("storage:\n  fsx_lustre:\n    new:\n      capacity_gib: 24000000000\n"),
+     ["13:21: storage.fsx_lustre.new.capacity_gib: 24000000000 is larger than any AWS API takes (AWS reads whole "
+      "numbers as 32-bit integers, at most 2147483647; real limits (service quotas) are far lower)"]),
+    ("scaledown idle time beyond any integer", _extra("scheduling:\n  scaledown_idletime_minutes: 99999999999\n"),
+     ["11:31: scheduling.scaledown_idletime_minutes: 99999999999 is larger than any AWS API takes (AWS reads whole "
+      "numbers as 32-bit integers, at most 2147483647; real limits (service quotas) are far lower)"]),
+    ("ttl_hours in e-notation YAML 1.1 reads as text", _extra("lifecycle:\n  ttl_hours: 1e308\n"),
+     ["11:14: lifecycle.ttl_hours: expected a number, got string '1e308' (YAML 1.1 reads 1e308 as a string, not a "
+      "number: write 1.0e+308 (a dot before the e, a sign after it))"]),
+    ("ttl_hours written as YAML 1.1 wants is range-checked", _extra("lifecycle:\n  ttl_hours: 1.0e+308\n"),
+     ["11:14: lifecycle.ttl_hours: 1e+308 is outside 2..2160 hours (at least 2: the clock starts at the deploy and "
+      "creating the cluster may take up to an hour (ParallelCluster's custom resource timeout); unset it to keep "
+      "the cluster)"]),
+    ("integer in e-notation", _with("max: 2", "max: 1e3"),
+     ["9:14: queues[0].compute_resources[0].max: expected an integer, got string '1e3' (YAML 1.1 reads 1e3 as a "
+      "string, not a number: write the whole number in digits, e.g. 1000)"]),
+    # Every path checked for what it overwrites: ParallelCluster's reserved directories and file_path pattern.
+    ("mount_dir over /etc", _extra(MOUNT.format("/etc")),
+     ["12:16: storage.fsx_lustre.mount_dir: '/etc' is a system directory ParallelCluster reserves: the file system "
+      "would hide it (use a directory of its own, like /fsx or /mnt/fsx)"]),
+    ("mount_dir over /var", _extra(MOUNT.format("/var")),
+     ["12:16: storage.fsx_lustre.mount_dir: '/var' is a system directory ParallelCluster reserves: the file system "
+      "would hide it (use a directory of its own, like /fsx or /mnt/fsx)"]),
+    ("mount_dir over /", _extra(MOUNT.format("/")),
+     ["12:16: storage.fsx_lustre.mount_dir: '/' is the root of the file system: the file system would hide it "
+      "(use a directory of its own, like /fsx or /mnt/fsx)"]),
+    ("mount_dir over /lib32", _extra(MOUNT.format("/lib32")),
+     ["12:16: storage.fsx_lustre.mount_dir: '/lib32' is a system library directory: the file system would hide it "
+      "(use a directory of its own, like /fsx or /mnt/fsx)"]),
+    ("mount_dir climbing out with ..", _extra(MOUNT.format("/mnt/../usr")),
+     ["12:16: storage.fsx_lustre.mount_dir: '/mnt/../usr' has a '..' part, which climbs out of the directory before "
+      "it (write the directory it means without . or .. parts, like /fsx)"]),
+    ("mount_dir with a . part", _extra(MOUNT.format("/fsx/./data")),
+     ["12:16: storage.fsx_lustre.mount_dir: '/fsx/./data' has a '.' part (write the directory it means without . "
+      "or .. parts, like /fsx)"]),
+    ("mount_dir inside Slurm's installation", _extra(MOUNT.format("/opt/slurm/etc")),
+     ["12:16: storage.fsx_lustre.mount_dir: '/opt/slurm/etc' is inside /opt/slurm, Slurm's installation and "
+      "configuration: nothing can be mounted there (use a directory of its own, like /fsx or /mnt/fsx)"]),
+    ("mount_dir inside the nodes' NVMe mount", _extra(MOUNT.format("/scratch/fsx")),
+     ["12:16: storage.fsx_lustre.mount_dir: '/scratch/fsx' is inside /scratch, where ParallelCluster mounts the "
+      "nodes' instance-store NVMe: nothing can be mounted there (use a directory of its own, like /fsx or "
+      "/mnt/fsx)"]),
+    ("mount_dir inside a kernel file system", _extra(MOUNT.format("/proc/fsx")),
+     ["12:16: storage.fsx_lustre.mount_dir: '/proc/fsx' is inside /proc, a kernel file system, where no directory "
+      "can be made: nothing can be mounted there (use a directory of its own, like /fsx or /mnt/fsx)"]),
+    ("mount_dir with a trailing slash", _extra(MOUNT.format("/fsx/")),
+     ["12:16: storage.fsx_lustre.mount_dir: '/fsx/' ends with '/' (write /fsx: ParallelCluster's MountDir pattern "
+      "refuses a trailing slash)"]),
+    # Identifiers and versions in ASCII: \d and int() also read Arabic-Indic digits.
+    ("parallelcluster_version in Arabic-Indic digits", _extra('parallelcluster_version: "3.\u0661\u0666.1"\n'),
+     ["10:26: parallelcluster_version: '3.\u0661\u0666.1' is not a version like 3.16.1 (three numbers in ASCII "
+      "digits)"]),
+    ("expected CUDA version in Arabic-Indic digits",
+     _extra(IMAGE.format(name="a", uri="ubuntu:22.04") + '      expect:\n        cuda: "\u0661\u0662.9"\n'),
+     ["15:15: containers.images[0].expect.cuda: '\u0661\u0662.9' is not a version like 12.9 or 2.29.3 (ASCII digits "
+      "and dots)"]),
+    ("account id in Arabic-Indic digits", _extra('account: "' + "\u0661" * 12 + '"\n'),
+     ["10:10: account: '" + "\u0661" * 12 + "' is not a 12-digit account id"]),
+    # YAML 1.1 merge keys are read (tests below); what they cannot merge is one line.
+    ("merge key of a scalar", _with("      - name: p5\n", "      - <<: 3\n        name: p5\n"),
+     ["7:13: queues[0].compute_resources[0].<<: a merge key takes a mapping or a list of mappings, got integer '3' "
+      "(like <<: *defaults)"]),
 ]
 
 

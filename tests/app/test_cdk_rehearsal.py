@@ -2,7 +2,10 @@
 
 What runs for real: ``cdk synth`` of every shipped spec, and ``cdk diff --template`` comparing the Cluster
 stack of the working tree with the one synthesized from an earlier version of the spec (the template a
-deployed stack would have), which is what a reviewer runs before ``make deploy``. What only a real
+deployed stack would have), which is what a reviewer runs before ``make deploy``. The working tree's demo is
+synthesized once per module (``synthesized``) and its cloud assembly is what both diffs read (``cdk diff --app
+<assembly>``, the CLI's own way to diff a synthesized app): ``cdk diff`` would otherwise synthesize the same
+unchanged app again for each diff (about 10 s each). What only a real
 account adds is listed in docs/operations.md ("what a real deploy still adds"): the provider's own template,
 ParallelCluster's AWS-side validators, the custom resource's create/update, and node bootstrap.
 """
@@ -11,7 +14,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from test_provider_contract import SPECS
@@ -39,10 +44,32 @@ def _synth(tmp_path: Path, cluster: str, out: Path) -> Path:
     return out
 
 
+class Synth(NamedTuple):
+    """One ``cdk synth`` of a shipped spec: what the CLI said, and the cloud assembly it wrote."""
+
+    said: subprocess.CompletedProcess[str]
+    out: Path
+
+
+@pytest.fixture(scope="module")
+def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Synth]:
+    """Shipped spec name -> its ``cdk synth`` by the real CLI, run at most once in this module (the tests
+    only read the assembly: the synth test checks it, the diff tests diff the demo's Cluster stack in it)."""
+    done: dict[str, Synth] = {}
+
+    def synth(name: str) -> Synth:
+        if name not in done:
+            home = tmp_path_factory.mktemp(f"synth-{name}")
+            out = home / "out"
+            done[name] = Synth(_cdk(home, "synth", "--quiet", "-c", f"cluster={name}", "-o", str(out)), out)
+        return done[name]
+
+    return synth
+
+
 @pytest.mark.parametrize("name", [s for s in SPECS if s != "p4d-existing"])  # test_app.py runs that one
-def test_cdk_cli_synthesizes_every_spec(tmp_path: Path, name: str) -> None:
-    out = tmp_path / "out"
-    said = _cdk(tmp_path, "synth", "--quiet", "-c", f"cluster={name}", "-o", str(out))
+def test_cdk_cli_synthesizes_every_spec(synthesized: Callable[[str], Synth], name: str) -> None:
+    said, out = synthesized(name)
     names = stack_names(load(name).spec.name)
     assert sorted(p.name for p in out.glob("*.template.json")) == sorted(f"{s}.template.json" for s in names.values())
     # cdk.json sets every feature flag of the pinned aws-cdk-lib (docs/operations.md "CDK feature flags"); a
@@ -71,24 +98,28 @@ def _earlier(tmp_path: Path, old: str, new: str) -> Path:
     return out / f"{stack_names('demo')['cluster']}.template.json"
 
 
-def _diff(tmp_path: Path, template: Path) -> str:
-    result = _cdk(tmp_path, "diff", "--exclusively", "-c", "cluster=demo", "-o", str(tmp_path / "after-out"),
+def _diff(tmp_path: Path, after: Synth, template: Path) -> str:
+    """``cdk diff`` of the working tree's demo Cluster stack (its synthesized assembly) against template."""
+    result = _cdk(tmp_path, "diff", "--exclusively", "--app", str(after.out),
                   "--template", str(template), stack_names("demo")["cluster"])
     return result.stdout + result.stderr
 
 
-def test_cdk_diff_of_a_queue_resize_updates_only_the_cluster_in_place(tmp_path: Path) -> None:
-    text = _diff(tmp_path, _earlier(tmp_path, "        max: 2\n", "        max: 4\n"))
+def test_cdk_diff_of_a_queue_resize_updates_only_the_cluster_in_place(
+        tmp_path: Path, synthesized: Callable[[str], Synth]) -> None:
+    text = _diff(tmp_path, synthesized("demo"), _earlier(tmp_path, "        max: 2\n", "        max: 4\n"))
     assert "[~] Custom::PclusterCluster ParallelCluster" in text
     assert '[-] "MaxCount": 2,' in text and '[+] "MaxCount": 4,' in text
     assert "requires replacement" not in text and "may be replaced" not in text
     assert "AWS::IAM" not in text and "Number of stacks with differences: 1" in text
 
 
-def test_cdk_diff_of_a_version_change_goes_through_the_guard_first(tmp_path: Path) -> None:
+def test_cdk_diff_of_a_version_change_goes_through_the_guard_first(
+        tmp_path: Path, synthesized: Callable[[str], Synth]) -> None:
     """A ParallelCluster upgrade changes no ClusterConfiguration: only the provider template and the version
     guard, which the provider depends on, so CloudFormation meets the guard's refusal first."""
-    text = _diff(tmp_path, _earlier(tmp_path, "parallelcluster_version: 3.15.0\n", "parallelcluster_version: 3.16.1\n"))
+    text = _diff(tmp_path, synthesized("demo"),
+                 _earlier(tmp_path, "parallelcluster_version: 3.15.0\n", "parallelcluster_version: 3.16.1\n"))
     assert "[~] Custom::ClusterKitVersionGuard VersionGuard" in text
     assert "[~] AWS::CloudFormation::Stack ParallelClusterProvider" in text and "3.16.1/templates" in text
     assert "Custom::PclusterCluster" not in text

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import json
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -350,3 +351,16 @@ def test_pcluster_subpackage_imports_nothing_else_from_clusterkit():
                     if local and (REPO / "clusterkit" / "pcluster" / f"{local[0]}.py").exists():
                         todo.append(local[0])
     assert "runner" not in seen and {"check", "moto_world", "tokens"} <= seen
+
+
+def test_region_sessions_only_stand_in_for_region_reads():
+    """check.share_region_sessions keeps one boto3 Session per region for ``pcluster.aws.common``: sound only while
+    that module uses ``boto3.session`` for nothing but reading ``Session().region_name`` (a ParallelCluster
+    upgrade that uses it otherwise fails here first)."""
+    found = subprocess.run(
+        [str(pcluster_python()), "-c", "import pcluster.aws.common as c; print(c.__file__)"],
+        capture_output=True, text=True, check=True, timeout=120,
+    ).stdout.strip()
+    source = Path(found).read_text(encoding="utf-8")
+    uses = source.count("boto3.session")
+    assert uses == source.count("boto3.session.Session().region_name") == 2, uses

@@ -96,6 +96,9 @@ def load(name_or_path: str, *, check_lock: bool = True) -> Loaded:
     except FileNotFoundError:
         known = ", ".join(p.stem for p in all_spec_paths()) or "none"
         raise SpecError([Problem(shown, 0, 0, "", "no such spec file", f"known clusters: {known}")]) from None
+    except IsADirectoryError:
+        raise SpecError([Problem(shown, 0, 0, "", "a directory, not a spec file",
+                                 "this command takes one spec: give its name or its .yaml path")]) from None
     except UnicodeDecodeError as exc:
         raise SpecError([Problem(shown, 0, 0, "", f"not UTF-8 text (byte {exc.start}: {exc.reason})",
                                  "a spec is plain UTF-8 YAML")]) from None

@@ -134,6 +134,14 @@ def test_a_directory_means_every_spec_in_it(tmp_path: Path) -> None:
                            "(give a spec file, a directory of specs, or a cluster name)\n")
 
 
+def test_a_one_spec_command_given_a_directory_says_so_in_one_line(tmp_path: Path) -> None:
+    """Was: `cannot read: Is a directory` with no hint."""
+    done = ck("expand", "cluster_configs", cwd=ROOT)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == ("cluster_configs: a directory, not a spec file "
+                           "(this command takes one spec: give its name or its .yaml path)\n")
+
+
 def test_render_check_says_each_file_is_up_to_date(tmp_path: Path) -> None:
     """Was: silence when everything is current."""
     done = ck("render", "--check", cwd=ROOT)

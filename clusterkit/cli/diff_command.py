@@ -3,7 +3,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from clusterkit.diff.report import RenderNow
 
 
 def add_parser(sub: Any) -> None:
@@ -31,7 +36,9 @@ def add_parser(sub: Any) -> None:
     gate.add_argument("--fail-on", choices=tuple(FAIL_ON), metavar="LEVEL",
                       help="exit 1 when a change reaches LEVEL: " + ", ".join(FAIL_ON))
     gate.add_argument("--exit-code", action="store_true", help="exit 1 when anything changed (--fail-on any)")
-    p.add_argument("--repo", metavar="DIR", help="git work tree holding cluster_configs/ (default: this checkout)")
+    p.add_argument("--repo", metavar="DIR",
+                   help="git work tree holding cluster_configs/ (default: this checkout; only this checkout's "
+                        "rendered configs are compared as `make render` would write them, another's as committed)")
     p.set_defaults(run=run)
 
 
@@ -43,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
     from clusterkit.diff.report import REPO, build_report
     from clusterkit.diff.text import render, use_color
 
-    report = build_report(Path(args.repo) if args.repo else REPO, args.base, args.names)
+    root = Path(args.repo) if args.repo else REPO
+    report = build_report(root, args.base, args.names, render_now=_render_now(root))
     if args.format == "json":
         sys.stdout.write(render_json(report))
     else:
@@ -55,3 +63,26 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     print(line, file=sys.stderr)
     return code
+
+
+def _render_now(root: Path) -> RenderNow | None:
+    """For this checkout, what ``render`` would write for a cluster (the diff compares that, so a spec edit
+    left unrendered still shows its update impact); None for another work tree, whose renders come from its
+    own code and bootstrap scripts."""
+    from clusterkit import paths
+    from clusterkit.diff.report import RenderedNow
+    from clusterkit.pipeline.loader import load
+    from clusterkit.render.rendered_files import rendered_text
+    from clusterkit.spec.errors import ClusterKitError
+
+    if root.resolve() != paths.ROOT.resolve():
+        return None
+
+    def render_now(name: str) -> RenderedNow:
+        try:
+            return RenderedNow(rendered_text(load(name)))
+        except ClusterKitError as exc:
+            count = len(exc.lines())
+            return RenderedNow(None, f"{count} error{'s' if count > 1 else ''}: run `clusterkit validate {name}`")
+
+    return render_now

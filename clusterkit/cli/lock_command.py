@@ -1,4 +1,4 @@
-"""``clusterkit lock``: write ``cluster_configs/<name>.images.lock`` from a spec, online or offline.
+"""``clusterkit lock``: write ``<spec dir>/<name>.images.lock`` next to each spec, online or offline.
 
 Offline mode exists because a lock must be writable where no registry is reachable (CI, air-gapped
 review machines): it records only images the spec already pins by digest and marks their size unknown
@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from clusterkit.images import resolve as images
-from clusterkit.images.lock_file import ImageLock, write_lock
-from clusterkit.pipeline.loader import all_spec_paths, image_specs, load, lock_path, platform, resolve
+from clusterkit.images.lock_file import ImageLock, lock_text, write_lock
+from clusterkit.pipeline.loader import image_specs, load, lock_path, platform
+from clusterkit.spec.files import display, spec_paths
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("lock", help="resolve image digests into cluster_configs/<name>.images.lock")
-    p.add_argument("names", nargs="*", metavar="NAME|PATH")
+    p = sub.add_parser("lock", help="resolve image digests into <name>.images.lock next to each spec")
+    p.add_argument("names", nargs="*", metavar="NAME|PATH|DIR")
     p.add_argument("--offline", action="store_true",
                    help="no registry calls: lock only images the spec pins by digest (sizes unknown)")
     p.add_argument("--format", choices=("text", "json"), default="text", help="json: what was locked, on stdout")
@@ -32,29 +33,44 @@ def run(args: argparse.Namespace) -> int:
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    written = lock_all(args.names, offline=args.offline, progress=progress)
+    changed: list[Path] = []
+    written = lock_all(args.names, offline=args.offline, progress=progress, changed=changed)
     if args.format == "json":
         sys.stdout.write(lock_json(written))
     else:
         for path, _ in written:
-            print(f"wrote {path}")
+            print(f"{'wrote' if path in changed else 'unchanged'} {display(path)}")
     return 0
 
 
-def lock_all(names: list[str], *, offline: bool,
-             progress: Callable[[str], None] | None = None) -> list[tuple[Path, ImageLock]]:
-    """Lock every named cluster (all specs when none is named); what was written, in order.
+def lock_all(names: list[str], *, offline: bool, progress: Callable[[str], None] | None = None,
+             changed: list[Path] | None = None) -> list[tuple[Path, ImageLock]]:
+    """Lock every named cluster (names, paths or directories; all the checkout's specs when none is named);
+    each lock next to its spec, in order. A lock whose text would not change is left as it is (its path is
+    appended to ``changed`` only when it was written).
 
     ``progress`` gets one line per image as the registry answers (a lock of many images takes a while)."""
     written: list[tuple[Path, ImageLock]] = []
-    for name in names or [p.stem for p in all_spec_paths()]:
-        spec = load(name, check_lock=False).spec
+    for spec_path in spec_paths(names):
+        loaded = load(str(spec_path), check_lock=False)
+        spec = loaded.spec
         specs, plat = image_specs(spec), platform(spec)
         if offline:
             lock = images.offline_lock(spec.name, specs, plat)
         else:
             lock = images.resolve_lock(spec.name, specs, plat, progress=progress)
-        path = lock_path(resolve(name))
-        write_lock(path, lock)
+        path = lock_path(loaded.source.path)
+        if not _holds(path, lock_text(lock)):
+            write_lock(path, lock)
+            if changed is not None:
+                changed.append(path)
         written.append((path, lock))
     return written
+
+
+def _holds(path: Path, text: str) -> bool:
+    """Whether ``path`` already holds exactly ``text`` (an unreadable file does not)."""
+    try:
+        return path.read_text(encoding="utf-8") == text
+    except (OSError, UnicodeDecodeError):
+        return False

@@ -15,7 +15,7 @@ from clusterkit.spec.errors import EXIT_USER_ERROR, Acknowledged, Problem
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("validate", help="check specs (all of cluster_configs/*.yaml by default)")
-    p.add_argument("names", nargs="*", metavar="NAME|PATH")
+    p.add_argument("names", nargs="*", metavar="NAME|PATH|DIR")
     p.add_argument("--pcluster", action="store_true", help="also run ParallelCluster's own schema and validators")
     p.add_argument("--strict", action="store_true",
                    help="treat the warnings a spec does not acknowledge (docs/spec.md) as errors")
@@ -63,11 +63,11 @@ def _acknowledged_note(acknowledged: list[Acknowledged]) -> str:
 
 def _pcluster_problems(loaded: list[Any]) -> list[Problem]:
     """ParallelCluster's own schema and validators on every rendered config, as problems."""
-    from clusterkit import paths
     from clusterkit.pcluster.runner import run_check
     from clusterkit.render.rendered_files import rendered_path, rendered_text
+    from clusterkit.spec.files import display
 
-    configs = [(i.spec.name, str(rendered_path(i).relative_to(paths.ROOT)), rendered_text(i), i.spec.region)
+    configs = [(i.spec.name, display(rendered_path(i)), rendered_text(i), i.spec.region)
                for i in loaded]
     problems = []
     for result in run_check(configs, "validate"):

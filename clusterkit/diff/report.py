@@ -7,7 +7,10 @@ things (queues, compute resources, images, shared storage, tags) are matched by 
 no change and a path reads ``Scheduling.SlurmQueues[gpu].ComputeResources[p5].MaxCount``.
 
 The base side is what is committed at the ref, never re-rendered with today's code: a review is about
-the committed files. Seams: ``diff_sources`` reads both sides, ``diff_struct`` compares documents,
+the committed files. The working tree's rendered config is what ``render`` would write from its spec when
+the caller can say (``render_now``: the CLI does for this checkout): a committed render left stale by a
+spec edit must not hide the update impact, so the would-be render is compared and a note says it is
+stale. Seams: ``diff_sources`` reads both sides, ``diff_struct`` compares documents,
 ``diff_impact`` gives rendered changes ParallelCluster's own update impact (and a spec's ParallelCluster
 version, not in the rendered file yet a new cluster, its own), this module builds the report (with the cost
 delta from ``clusterkit.cost.estimate`` when it is there) and ``diff_render`` formats it.
@@ -138,10 +141,13 @@ def diff_cluster(
     assess: Callable[[list[Change], Any, Any], list[Any]],
     cost: Callable[..., CostDelta | str] | None = None,
     assess_spec: Callable[[list[Change]], list[Any]] | None = None,
+    *,
+    head_notes: tuple[str, ...] = (),
 ) -> ClusterDiff:
     """Compare one cluster's files; ``assess`` turns rendered changes into assessed, sorted ones,
-    ``assess_spec`` the spec changes whose impact the rendered config cannot show."""
-    notes: list[str] = []
+    ``assess_spec`` the spec changes whose impact the rendered config cannot show; ``head_notes`` come first
+    (what ``render_now`` found of the working tree's rendered config)."""
+    notes: list[str] = list(head_notes)
     docs: dict[str, tuple[Any, Any]] = {}
     for kind in KINDS:
         pair, broken = [], False
@@ -174,8 +180,36 @@ def diff_cluster(
                        tuple(notes), tuple(text_only), tuple(spec_assessed))
 
 
-def build_report(root: Path, base_ref: str | None = None, names: list[str] | None = None) -> Report:
-    """Diff every cluster (or ``names``) between ``base_ref`` and the working tree of ``root``."""
+@dataclass(frozen=True)
+class RenderedNow:
+    """What ``render`` would write for a working-tree spec: the text, or why it cannot say (spec errors)."""
+
+    text: str | None
+    why_not: str = ""
+
+
+RenderNow = Callable[[str], RenderedNow]  # cluster name -> its would-be rendered config
+
+
+def _rendered_now(name: str, head: dict[str, str | None], render_now: RenderNow | None
+                  ) -> tuple[dict[str, str | None], tuple[str, ...]]:
+    """The working tree's files with the rendered config ``render`` would write, and the note saying so."""
+    if render_now is None or head.get("spec") is None:
+        return head, ()
+    found = render_now(name)
+    rendered, spec = file_path(name, "rendered"), file_path(name, "spec")
+    if found.text is None:
+        return head, (f"{rendered} compared as committed, maybe stale: {spec} does not render ({found.why_not})",)
+    if found.text == head.get("rendered"):
+        return head, ()
+    return {**head, "rendered": found.text}, (
+        f"{rendered} is stale (run `make render`): compared as `make render` would write it from {spec}",)
+
+
+def build_report(root: Path, base_ref: str | None = None, names: list[str] | None = None, *,
+                 render_now: RenderNow | None = None) -> Report:
+    """Diff every cluster (or ``names``) between ``base_ref`` and the working tree of ``root``; with
+    ``render_now``, the working tree's rendered configs are what ``render`` would write (a note when stale)."""
 
     how, sha = resolve_base(root, base_ref)
     base, head = by_cluster(git_snapshot(root, sha)), by_cluster(tree_snapshot(root))
@@ -185,8 +219,11 @@ def build_report(root: Path, base_ref: str | None = None, names: list[str] | Non
         raise DiffError(f"no cluster named {', '.join(unknown)} at {how} or in the working tree "
                         f"(known: {', '.join(known) or 'none'})")
     assessor = Assessor()
-    clusters = [diff_cluster(n, base.get(n, {}), head.get(n, {}), assessor.assess, _cost_delta, spec_impacts)
-                for n in (names or known)]
+    clusters = []
+    for n in names or known:
+        files, head_notes = _rendered_now(n, head.get(n, {}), render_now)
+        clusters.append(diff_cluster(n, base.get(n, {}), files, assessor.assess, _cost_delta, spec_impacts,
+                                     head_notes=head_notes))
     return Report(how, sha, tuple(clusters), tuple(assessor.notes))
 
 

@@ -14,10 +14,9 @@ from pathlib import Path
 
 from clusterkit.atomic import write_text
 from clusterkit.spec.errors import Problem, SpecError
+from clusterkit.spec.files import LOCK_SUFFIX, lock_command, spec_of_lock
 from clusterkit.spec.yaml_reader import Reader
 from clusterkit_node.lock import LOCK_VERSION, ImageLock, LockedImage, LockSyntaxError, decode, lock_problems
-
-LOCK_SUFFIX = ".images.lock"
 
 __all__ = ["LOCK_SUFFIX", "LOCK_VERSION", "ImageLock", "LockError", "LockedImage", "empty_lock", "lock_text",
            "parse_lock_text", "read_lock", "write_lock"]
@@ -27,18 +26,15 @@ class LockError(SpecError):
     """A lock file that cannot be used: every problem, each with its file, line and column."""
 
 
-def fix_hint(cluster: str) -> str:
-    return f"run `make lock CLUSTER={cluster}`"
-
-
-def _cluster_of(path: Path) -> str:
-    return path.name[: -len(LOCK_SUFFIX)] if path.name.endswith(LOCK_SUFFIX) else "<name>"
+def fix_hint(path: Path) -> str:
+    """The command that rewrites the lock at ``path`` (``make lock CLUSTER=x`` in the checkout)."""
+    return f"run `{lock_command(spec_of_lock(path))}`"
 
 
 def read_lock(path: str | Path) -> ImageLock:
     """The lock at ``path``; LockError with every problem when it is missing, unreadable or broken."""
     path = Path(path)
-    hint = fix_hint(_cluster_of(path))
+    hint = fix_hint(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -223,14 +223,15 @@ def _aws_error(label: str, ref: ImageRef, region: str, err: Exception) -> str:
 # -- staleness ----------------------------------------------------------------------------------------
 
 
-def staleness(lock: ImageLock | None, cluster: str, images: Iterable[ImageSpec], platform: str) -> list[str]:
+def staleness(lock: ImageLock | None, cluster: str, images: Iterable[ImageSpec], platform: str, *,
+              fix_command: str | None = None) -> list[str]:
     """Why the lock does not match the spec (no network): [] when it does.
 
     A spec uri pinned with @sha256 must equal the locked digest, except when the lock was resolved from
     that very text (same `source`): a pin to a manifest list locks the platform manifest's digest, which
     the lock format cannot tell apart from a hand edit, and resolve_lock has already verified that case.
     """
-    fix = _fix(cluster)
+    fix = f"(run `{fix_command}`)" if fix_command else _fix(cluster)
     if lock is None:
         return [f"no image lock for cluster '{cluster}' {fix}"]
     target = str(parse_platform(platform))

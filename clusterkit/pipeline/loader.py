@@ -11,11 +11,12 @@ from pathlib import Path
 
 from clusterkit.effective.expand import expand_spec, image_platform
 from clusterkit.images import resolve as images
-from clusterkit.images.lock_file import LOCK_SUFFIX, ImageLock, LockError, read_lock
+from clusterkit.images.lock_file import ImageLock, LockError, read_lock
 from clusterkit.paths import CONFIG_DIR
 from clusterkit.rules import advice
 from clusterkit.rules import check as rules
 from clusterkit.spec.errors import Acknowledged, ClusterKitError, Problem, SpecError
+from clusterkit.spec.files import checkout_specs, display, lock_command, lock_path, resolve, spec_paths
 from clusterkit.spec.model import ClusterSpec, LoadedSpec, parse_spec
 from clusterkit.spec.yaml_reader import Marks
 
@@ -37,26 +38,8 @@ class Loaded:
         return lock_path(self.source.path)
 
 
-def display(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
-
-
-def resolve(name_or_path: str) -> Path:
-    """A bare name means ``cluster_configs/<name>.yaml``; anything with a slash or .yaml is a path."""
-    if "/" in name_or_path or name_or_path.endswith((".yaml", ".yml")):
-        return Path(name_or_path)
-    return CONFIG_DIR / f"{name_or_path}.yaml"
-
-
 def all_spec_paths() -> list[Path]:
-    return sorted(CONFIG_DIR.glob("*.yaml"))
-
-
-def lock_path(spec_path: Path) -> Path:
-    return spec_path.with_name(spec_path.name.rsplit(".", 1)[0] + LOCK_SUFFIX)
+    return checkout_specs()
 
 
 def platform(spec: ClusterSpec) -> str:
@@ -76,7 +59,7 @@ def _lock_problems(spec: ClusterSpec, source: LoadedSpec) -> list[Problem]:
         lock = read_lock(path) if path.exists() else None
     except LockError as exc:  # positioned in the lock file, with the `make lock` hint
         return exc.problems
-    found = images.staleness(lock, spec.name, image_specs(spec), platform(spec))
+    found = images.staleness(lock, spec.name, image_specs(spec), platform(spec), fix_command=lock_command(source.path))
     return [source.marks.problem("containers.images", text) for text in found]
 
 
@@ -118,6 +101,9 @@ def load(name_or_path: str, *, check_lock: bool = True) -> Loaded:
     except FileNotFoundError:
         known = ", ".join(p.stem for p in all_spec_paths()) or "none"
         raise SpecError([Problem(shown, 0, 0, "", "no such spec file", f"known clusters: {known}")]) from None
+    except IsADirectoryError:
+        raise SpecError([Problem(shown, 0, 0, "", "a directory, not a spec file",
+                                 "this command takes one spec: give its name or its .yaml path")]) from None
     except UnicodeDecodeError as exc:
         raise SpecError([Problem(shown, 0, 0, "", f"not UTF-8 text (byte {exc.start}: {exc.reason})",
                                  "a spec is plain UTF-8 YAML")]) from None
@@ -128,9 +114,10 @@ def load(name_or_path: str, *, check_lock: bool = True) -> Loaded:
         raise SpecError(problems or [Problem(shown, 1, 1, "", "not a cluster spec")])
     source = LoadedSpec(spec=spec, path=path, marks=marks)
     problems += rules.check(spec, marks)
-    if path.stem != spec.name and path.parent.resolve() == CONFIG_DIR.resolve():
+    if path.stem != spec.name and not any(p.path == "name" for p in problems):
+        # Everywhere, not only in cluster_configs/: outputs are named after the file, stacks after the name.
         problems.append(marks.problem("name", f"'{spec.name}' differs from the file name '{path.stem}'",
-                                      f"rename the file to {spec.name}.yaml or set name: {path.stem}"))
+                                      f"rename the file to {spec.name}{path.suffix} or set name: {path.stem}"))
     if check_lock:
         problems += _lock_problems(spec, source)
     errors = [p for p in problems if p.level == "error"]
@@ -144,13 +131,14 @@ def load(name_or_path: str, *, check_lock: bool = True) -> Loaded:
 
 
 def load_many(names: list[str], *, check_lock: bool = True) -> tuple[list[Loaded], list[Problem]]:
-    """Load several specs, collecting every problem of every file instead of stopping at the first (the
-    warnings a spec acknowledges are not among them: they stay on its ``Loaded``)."""
+    """Load several specs (names, paths or directories of specs: ``spec_paths``), collecting every problem of
+    every file instead of stopping at the first (the warnings a spec acknowledges are not among them: they
+    stay on its ``Loaded``)."""
     loaded: list[Loaded] = []
     problems: list[Problem] = []
-    for name in names or [p.stem for p in all_spec_paths()]:
+    for path in spec_paths(names):
         try:
-            item = load(name, check_lock=check_lock)
+            item = load(str(path), check_lock=check_lock)
         except SpecError as exc:
             problems += exc.problems
         else:
@@ -159,4 +147,5 @@ def load_many(names: list[str], *, check_lock: bool = True) -> tuple[list[Loaded
     return loaded, problems
 
 
-__all__ = ["ClusterKitError", "Loaded", "all_spec_paths", "load", "load_many", "lock_path", "resolve"]
+__all__ = ["CONFIG_DIR", "ClusterKitError", "Loaded", "all_spec_paths", "display", "load", "load_many", "lock_path",
+           "resolve"]

@@ -137,17 +137,18 @@ def test_offline_lock_pins_only_digests_and_leaves_sizes_unknown():
 
 
 def test_read_lock_errors(tmp_path):
+    """A lock outside the checkout: the hint names the command that rewrites that very lock."""
     missing = tmp_path / "demo.images.lock"
     with pytest.raises(LockError) as err:
         read_lock(missing)
-    assert err.value.lines() == [f"{missing}: file does not exist (run `make lock CLUSTER=demo`)"]
+    assert err.value.lines() == [f"{missing}: file does not exist (run `clusterkit lock {tmp_path / 'demo.yaml'}`)"]
 
     bad_json = tmp_path / "demo.images.lock"
     bad_json.write_text('{\n  "cluster": "demo",\n<<<<<<< HEAD\n}\n')
     with pytest.raises(LockError) as err:
         read_lock(bad_json)
     assert str(err.value) == (f"{bad_json}:3:1: not valid JSON: Expecting property name enclosed in double quotes "
-                              "(run `make lock CLUSTER=demo`)")
+                              f"(run `clusterkit lock {tmp_path / 'demo.yaml'}`)")
 
     shaped = tmp_path / "other.images.lock"
     shaped.write_text(lock_text(sample_lock()).replace(f'"digest": "{D2}"', '"digest": "sha256:XYZ"')
@@ -156,9 +157,9 @@ def test_read_lock_errors(tmp_path):
         read_lock(shaped)
     assert err.value.lines() == [
         f"{shaped}:20:17: images[1].digest: 'sha256:XYZ' is not sha256:<64 lowercase hex> "
-        "(run `make lock CLUSTER=other`)",
+        f"(run `clusterkit lock {tmp_path / 'other.yaml'}`)",
         f"{shaped}:30:19: lock_version: 2 is not supported (this ClusterKit reads 1) "
-        "(run `make lock CLUSTER=other`)",
+        f"(run `clusterkit lock {tmp_path / 'other.yaml'}`)",
     ]
 
     not_object = tmp_path / "x.images.lock"
@@ -185,7 +186,7 @@ def test_read_lock_reports_missing_unknown_and_repeated_keys(tmp_path):
     with pytest.raises(LockError) as err:
         read_lock(path)
     assert [line.split(": ", 1)[1] for line in err.value.lines()] == [
-        "images[0]: missing required key 'platform' (run `make lock CLUSTER=demo`)",
+        f"images[0]: missing required key 'platform' (run `clusterkit lock {tmp_path / 'demo.yaml'}`)",
         "images[0].expect.cuda: key given twice (remove one)",
         "images[0].note: unknown key (allowed keys: compressed_size, declared, declared_from, digest, enroot_uri, "
         "expect, name, platform, "

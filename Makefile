@@ -42,6 +42,13 @@ help:
 	@echo "make cdk-diff CLUSTER=x    cdk diff against the deployed stacks"
 	@echo "make destroy-cluster CLUSTER=x   delete only the cluster stack (network + storage stay)"
 	@echo "make destroy-all CLUSTER=x       delete all three stacks (FSx and buckets are retained by default)"
+	@echo "make test-deps             install everything the tests need (venvs, CDK CLI, Debian packages, artifacts)"
+	@echo "make python-venv           make sure python3 can create venvs (installs python3-venv when root)"
+	@echo "make pcluster-venv         create .venv-pcluster (aws-parallelcluster, for validate PCLUSTER=1 and diff)"
+	@echo "make checkov-venv          create .venv-checkov (checkov, for the security tests)"
+	@echo "make system-packages       install the Debian packages the tests run (or print the apt-get command)"
+	@echo "make clean                 remove cdk.out, .pytest_cache and .cache"
+	@echo "make help                  this list"
 
 # Debian ships venv's ensurepip in a separate package: install it when root, else say how.
 python-venv:

@@ -21,6 +21,7 @@ from clusterkit.cli import (
     summary_command,
     validate_command,
 )
+from clusterkit.cli.suggest import SubcommandParser, SuggestingParser
 from clusterkit.cli.version_command import VersionAction
 from clusterkit.spec.errors import EXIT_USER_ERROR, ClusterKitError
 
@@ -30,12 +31,13 @@ COMMANDS = (validate_command, render_command, lock_command, export_command, expa
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="clusterkit", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = SuggestingParser(prog="clusterkit", description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action=VersionAction,
                         help="print the ClusterKit, ParallelCluster and CDK versions, then exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                title="commands (`clusterkit COMMAND --help` for each)")
+                                title="commands (`clusterkit COMMAND --help` for each)",
+                                parser_class=SubcommandParser)
     for command in COMMANDS:
         command.add_parser(sub)
     parser.set_defaults(parser=parser)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from clusterkit.node_banner import silence_node_banners
+from clusterkit.artifacts.node_banner import silence_node_banners
 
 silence_node_banners()  # before aws_cdk starts jsii: no Node-version banner however cdk.json runs this app
 

@@ -2,7 +2,7 @@
 
 cdk relays the app's stderr line by line; jsii's boxed "Node N is end-of-life" banner came out as Python
 bytes (``b'!!  Node 20 ...'``). app.py now sets the JSII_SILENCE_* variables before aws_cdk starts jsii
-(clusterkit/node_banner.py). The run strips those variables from the environment (tests/conftest.py and
+(clusterkit/artifacts/node_banner.py). The run strips those variables from the environment (tests/conftest.py and
 the Makefile set them), so what is checked is a user's shell.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from clusterkit import node_banner
+from clusterkit.artifacts import node_banner
 from clusterkit.paths import ROOT
 
 DUMMY_AWS = {"AWS_EC2_METADATA_DISABLED": "true", "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x",

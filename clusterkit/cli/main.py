@@ -13,6 +13,7 @@ from clusterkit.cli import (
     diff_command,
     expand_command,
     export_command,
+    init_command,
     lock_command,
     reference_command,
     render_command,
@@ -26,8 +27,9 @@ from clusterkit.cli.version_command import VersionAction
 from clusterkit.spec.errors import EXIT_USER_ERROR, ClusterKitError
 
 # In the order ``clusterkit --help`` lists them; each module adds its parser and sets ``run``.
-COMMANDS = (validate_command, render_command, lock_command, export_command, expand_command, summary_command,
-            reference_command, schema_command, cost_command, status_command, diff_command, completion_command)
+COMMANDS = (init_command, validate_command, render_command, lock_command, export_command, expand_command,
+            summary_command, reference_command, schema_command, cost_command, status_command, diff_command,
+            completion_command)
 
 
 def build_parser() -> argparse.ArgumentParser:

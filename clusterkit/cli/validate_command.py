@@ -49,11 +49,15 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "github":
         sys.stdout.write(github_annotations(problems))
     else:
+        from clusterkit.cli.colour import ERROR, OK, WARNING, paint
+
         for problem in problems:
-            print(problem.render(), file=sys.stderr)
+            print(paint(problem.render(), WARNING if problem.level == "warning" else ERROR, sys.stderr),
+                  file=sys.stderr)
         if not errors:
             for item in loaded:
-                print(f"{item.source.display_path}: ok ({item.spec.name}{_acknowledged_note(item.acknowledged)})")
+                line = f"{item.source.display_path}: ok ({item.spec.name}{_acknowledged_note(item.acknowledged)})"
+                print(paint(line, OK, sys.stdout))
         for simulated in simulation:  # an "ok" from simulated answers says so, and what it could not check
             print(simulated.simulated_line())
             print(simulated.real_account_line())

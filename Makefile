@@ -14,11 +14,11 @@ CDK := node_modules/.bin/cdk
 # Debian training image and its network), libfabric + hwloc + autotools (the image-versions tier builds the real
 # aws-ofi-nccl against them, tests/image_versions/artifacts.py), and what building and running
 # the REAL enroot + pyxis needs (tests/real_runtime/runtime_build.py DEB_PACKAGES lists the same; a test
-# checks the two agree).
+# checks the two agree), and zsh (tests/cli/test_completion_shells.py completes in it).
 DEB_PACKAGES := slurmctld slurmd slurm-client munge libslurm-dev gcc libc6-dev make libbsd-dev makeself jq \
 	parallel squashfs-tools squashfuse fuse-overlayfs fuse3 curl zstd pigz busybox-static util-linux \
 	libcap2-bin binutils qemu-user libpmix2 libpmix-dev mmdebstrap iproute2 libfabric-dev libhwloc-dev autoconf \
-	automake libtool
+	automake libtool zsh
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(shell node -p "process.versions.node.split('.')[0]" 2>/dev/null)
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 
@@ -42,6 +42,13 @@ help:
 	@echo "make cdk-diff CLUSTER=x    cdk diff against the deployed stacks"
 	@echo "make destroy-cluster CLUSTER=x   delete only the cluster stack (network + storage stay)"
 	@echo "make destroy-all CLUSTER=x       delete all three stacks (FSx and buckets are retained by default)"
+	@echo "make test-deps             install everything the tests need (venvs, CDK CLI, Debian packages, artifacts)"
+	@echo "make python-venv           make sure python3 can create venvs (installs python3-venv when root)"
+	@echo "make pcluster-venv         create .venv-pcluster (aws-parallelcluster, for validate PCLUSTER=1 and diff)"
+	@echo "make checkov-venv          create .venv-checkov (checkov, for the security tests)"
+	@echo "make system-packages       install the Debian packages the tests run (or print the apt-get command)"
+	@echo "make clean                 remove cdk.out, .pytest_cache and .cache"
+	@echo "make help                  this list"
 
 # Debian ships venv's ensurepip in a separate package: install it when root, else say how.
 python-venv:

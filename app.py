@@ -8,9 +8,14 @@ ISO UTC, which ``make deploy`` passes, else "now", starts the TTL clock of ``lif
 artifacts, and builds the three stacks from those values, passing what one needs from another. The
 stacks validate nothing and read no files. cdk-nag AwsSolutions checks every synth.
 """
+# ruff: noqa: E402  (the imports after silence_node_banners() must follow it: jsii starts at import)
 from __future__ import annotations
 
 import sys
+
+from clusterkit.artifacts.node_banner import silence_node_banners
+
+silence_node_banners()  # before aws_cdk starts jsii: no Node-version banner however cdk.json runs this app
 
 import aws_cdk as cdk
 

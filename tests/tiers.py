@@ -40,6 +40,8 @@ TIER_OF_FILE = {
     "spec/test_aws_limits.py": "pcluster",          # ParallelCluster's validators draw the same lines
     "images/test_images_ecr.py": "moto",
     "cli/test_packaging.py": "synth",               # builds and installs a wheel with pip
+    "cli/test_cdk_banner.py": "synth",              # runs the CDK CLI on the app (npx cdk ls)
+    "cli/test_validate_simulated.py": "pcluster",   # validate --pcluster in .venv-pcluster
     "compat/test_compat_node_script.py": "node",
 }
 

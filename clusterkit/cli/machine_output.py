@@ -7,7 +7,9 @@ new key is not a new version, a renamed or removed one is. The shapes (also in d
   path, message, hint, level, id}], acknowledged: [{file, line, col, path, message, hint, level, id,
   reason}]}``; line and col are 0 when a problem has no position; ``id`` is a warning's id
   (clusterkit/spec/warning_ids.py, kept when ``--strict`` makes it an error), "" for other errors;
-  ``acknowledged`` holds the warnings the loaded specs accept, with their ``reason``.
+  ``acknowledged`` holds the warnings the loaded specs accept, with their ``reason``; with ``--pcluster``,
+  ``pcluster: [{file, simulated: [{kind, id}], real_account_only: [...]}]`` says per rendered config which
+  resources existed only in the simulated AWS its validators met, and what only a real account can check.
 - ``clusterkit.cost/v1``: ``{schema, cluster, region, currency, hours_30_days, idle_hourly,
   busy_hourly, idle_30_days, busy_30_days, lines: [{item, detail, idle_hourly, busy_hourly, note,
   missing}], not_in_totals: [...], refreshed: [...], price_sources: [...]}``; an unpriced line has
@@ -32,13 +34,14 @@ def _problem(p: Problem) -> dict[str, Any]:
 
 
 def validate_json(clusters: Sequence[tuple[str, str]], problems: Sequence[Problem],
-                  acknowledged: Sequence[Acknowledged] = ()) -> str:
+                  acknowledged: Sequence[Acknowledged] = (), pcluster: Sequence[dict[str, Any]] | None = None) -> str:
     return dumps({
         "schema": "clusterkit.validate/v1",
         "ok": not any(p.level == "error" for p in problems),
         "clusters": [{"name": name, "file": file} for name, file in clusters],
         "problems": [_problem(p) for p in problems],
         "acknowledged": [{**_problem(a.problem), "reason": a.reason} for a in acknowledged],
+        **({} if pcluster is None else {"pcluster": list(pcluster)}),
     })
 
 

@@ -13,6 +13,7 @@ from clusterkit.cli import (
     diff_command,
     expand_command,
     export_command,
+    init_command,
     lock_command,
     reference_command,
     render_command,
@@ -21,21 +22,24 @@ from clusterkit.cli import (
     summary_command,
     validate_command,
 )
+from clusterkit.cli.suggest import SubcommandParser, SuggestingParser
 from clusterkit.cli.version_command import VersionAction
 from clusterkit.spec.errors import EXIT_USER_ERROR, ClusterKitError
 
 # In the order ``clusterkit --help`` lists them; each module adds its parser and sets ``run``.
-COMMANDS = (validate_command, render_command, lock_command, export_command, expand_command, summary_command,
-            reference_command, schema_command, cost_command, status_command, diff_command, completion_command)
+COMMANDS = (init_command, validate_command, render_command, lock_command, export_command, expand_command,
+            summary_command, reference_command, schema_command, cost_command, status_command, diff_command,
+            completion_command)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="clusterkit", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = SuggestingParser(prog="clusterkit", description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action=VersionAction,
                         help="print the ClusterKit, ParallelCluster and CDK versions, then exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                title="commands (`clusterkit COMMAND --help` for each)")
+                                title="commands (`clusterkit COMMAND --help` for each)",
+                                parser_class=SubcommandParser)
     for command in COMMANDS:
         command.add_parser(sub)
     parser.set_defaults(parser=parser)

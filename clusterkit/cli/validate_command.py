@@ -1,7 +1,9 @@
 """``clusterkit validate``: every spec's problems, one line each with file:line:col, or JSON / GitHub annotations.
 
 ``--pcluster`` adds ParallelCluster's own schema and validators (run in ``.venv-pcluster``) on the rendered
-configs, after ClusterKit's rules found no error.
+configs, after ClusterKit's rules found no error. Its validators meet simulated AWS answers (moto), so each
+rendered config also gets two lines: what existed only in the simulation, and what only a real account can
+check (``clusterkit.pcluster.simulation``); JSON has them under ``pcluster``.
 """
 from __future__ import annotations
 
@@ -35,21 +37,30 @@ def run(args: argparse.Namespace) -> int:
     if args.strict:
         problems = [dataclasses.replace(p, level="error") if p.level == "warning" else p for p in problems]
     errors = [p for p in problems if p.level == "error"]
+    simulation: list[Any] = []
     if not errors and args.pcluster:
-        problems += _pcluster_problems(loaded)
+        found, simulation = _pcluster_check(loaded)
+        problems += found
         errors = [p for p in problems if p.level == "error"]
     acknowledged = [a for i in loaded for a in i.acknowledged]
     if args.format == "json":
         sys.stdout.write(validate_json([(i.spec.name, i.source.display_path) for i in loaded], problems,
-                                       acknowledged))
+                                       acknowledged, [n.to_json() for n in simulation] if args.pcluster else None))
     elif args.format == "github":
         sys.stdout.write(github_annotations(problems))
     else:
+        from clusterkit.cli.colour import ERROR, OK, WARNING, paint
+
         for problem in problems:
-            print(problem.render(), file=sys.stderr)
+            print(paint(problem.render(), WARNING if problem.level == "warning" else ERROR, sys.stderr),
+                  file=sys.stderr)
         if not errors:
             for item in loaded:
-                print(f"{item.source.display_path}: ok ({item.spec.name}{_acknowledged_note(item.acknowledged)})")
+                line = f"{item.source.display_path}: ok ({item.spec.name}{_acknowledged_note(item.acknowledged)})"
+                print(paint(line, OK, sys.stdout))
+        for simulated in simulation:  # an "ok" from simulated answers says so, and what it could not check
+            print(simulated.simulated_line())
+            print(simulated.real_account_line())
     return EXIT_USER_ERROR if errors else 0
 
 
@@ -63,6 +74,17 @@ def _acknowledged_note(acknowledged: list[Acknowledged]) -> str:
 
 def _pcluster_problems(loaded: list[Any]) -> list[Problem]:
     """ParallelCluster's own schema and validators on every rendered config, as problems."""
+<<<<<<< HEAD
+=======
+    return _pcluster_check(loaded)[0]
+
+
+def _pcluster_check(loaded: list[Any]) -> tuple[list[Problem], list[Any]]:
+    """ParallelCluster's own schema and validators on every rendered config, as problems, and per config what
+    its validators met only in the simulation (``simulation.SimulationNote``)."""
+    from clusterkit import paths
+    from clusterkit.pcluster import simulation
+>>>>>>> cli-extras
     from clusterkit.pcluster.runner import run_check
     from clusterkit.render.rendered_files import rendered_path, rendered_text
     from clusterkit.spec.files import display
@@ -70,7 +92,8 @@ def _pcluster_problems(loaded: list[Any]) -> list[Problem]:
     configs = [(i.spec.name, display(rendered_path(i)), rendered_text(i), i.spec.region)
                for i in loaded]
     problems = []
-    for result in run_check(configs, "validate"):
+    results = run_check(configs, "validate")
+    for result in results:
         found = [Problem(result["path"], error.get("line") or 0, (error.get("col") or 1) if error.get("line") else 0,
                          "", f"ParallelCluster {error['type']}: {error['message']}",
                          level="error" if error["level"] == "ERROR" else "warning",
@@ -79,4 +102,4 @@ def _pcluster_problems(loaded: list[Any]) -> list[Problem]:
         if not result["ok"] and not any(p.level == "error" for p in found):
             found.append(Problem(result["path"], 0, 0, "", "ParallelCluster refused the config"))
         problems += found
-    return problems
+    return problems, simulation.notes(results, {i.spec.name: i.spec.region for i in loaded})

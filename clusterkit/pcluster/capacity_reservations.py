@@ -51,8 +51,8 @@ def _instance_type(resource: dict[str, Any]) -> str | None:
     return None
 
 
-def register(account_id: str, region: str, data: dict[str, Any]) -> None:
-    """Make the reservations ``data`` (the parsed config) targets answerable, replacing earlier ones."""
+def register(account_id: str, region: str, data: dict[str, Any]) -> list[str]:
+    """Make the reservations ``data`` (the parsed config) targets answerable, replacing earlier ones; their ids."""
     from pcluster.constants import CAPACITY_RESERVATION_OS_MAP
 
     platform = CAPACITY_RESERVATION_OS_MAP.get(str((data.get("Image") or {}).get("Os")), "Linux/UNIX")
@@ -86,3 +86,4 @@ def register(account_id: str, region: str, data: dict[str, Any]) -> None:
             entry["AvailableInstanceCount"] += count
     _RESERVATIONS.clear()
     _RESERVATIONS[(account_id, region)] = reservations
+    return sorted(reservations)

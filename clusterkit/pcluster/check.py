@@ -14,7 +14,7 @@ Request (stdin)::
 Response (stdout): one JSON object per config and line, in request order::
 
     {"name", "path", "mode", "ok", "errors": [{"level", "type", "message", "line", "col"}],
-     "suppressed": [{"type", "message"}], "seconds"}
+     "suppressed": [{"type", "message"}], "seconds", "simulated": [{"kind", "id"}]}
 
 ``schema`` loads the YAML with ``ClusterSchema(cluster_name=name)``: offline, no AWS call. ``validate``
 also runs ``cfg.validate()`` under ``moto.mock_aws`` against fixtures built from the config (see
@@ -30,8 +30,12 @@ import sys
 import time
 import warnings
 from collections.abc import Iterator
+<<<<<<< HEAD
 from dataclasses import asdict, dataclass
 from types import SimpleNamespace
+=======
+from dataclasses import asdict, dataclass, field
+>>>>>>> cli-extras
 from typing import Any
 
 from clusterkit.pcluster.tokens import (
@@ -78,6 +82,9 @@ class Result:
     errors: list[Finding]
     suppressed: list[dict[str, str]]
     seconds: float
+    # validate mode: [{"kind", "id"}] of the resources that existed only in moto (ids as the config writes them),
+    # the official AMI included; empty in schema mode (no AWS call at all)
+    simulated: list[dict[str, str]] = field(default_factory=list)
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -324,10 +331,15 @@ def _unmappable(mapping: dict[str, str]) -> dict[str, str]:
     return {token: value for token, value in mapping.items() if is_id_like(token)}
 
 
-def check_validate(name: str, text: str, region: str, suppress: bool) -> tuple[list[Finding], set[str]]:
+Simulated = list[dict[str, str]]
+
+
+def check_validate(name: str, text: str, region: str, suppress: bool
+                   ) -> tuple[list[Finding], set[str], Simulated]:
     """Schema first (offline); then, under moto with fixtures, ``cfg.validate()``.
 
-    Returns the findings and the validator types that were actually suppressed for this config.
+    Returns the findings, the validator types that were actually suppressed for this config, and the resources
+    that existed only in the simulation (``moto_world.World.simulated`` plus the official AMI).
     """
     import yaml
     from moto import mock_aws
@@ -353,27 +365,31 @@ def check_validate(name: str, text: str, region: str, suppress: bool) -> tuple[l
 
     schema_findings = check_schema(name, text, region)
     if schema_findings:
-        return schema_findings, set()
+        return schema_findings, set(), []
     tokens = [use for use in find_tokens(text) if use.kind != "unknown"]
     suppressor = RecordingSuppressor(set(MOTO_GAP_SUPPRESSIONS))
+    simulated: Simulated = []
     with mock_aws():
         AWSApi.reset()
         Cache.clear_all()
         try:
             world = moto_world.build(region, text, yaml.safe_load(text) or {}, tokens)
+            simulated = [{"kind": kind, "id": token} for kind, token in world.simulated]
             mapping = _unmappable(world.ids)
             cfg, findings = load_schema(name, substitute(text, world.ids), mapping)
             if cfg is None:
-                return findings, set()
+                return findings, set(), simulated
             cfg.official_ami = moto_world.create_official_ami(region, cfg.image.os, cfg.head_node.architecture)
+            simulated.append({"kind": "official-ami", "id": f"ParallelCluster {cfg.image.os} "
+                                                             f"{cfg.head_node.architecture} AMI"})
             failures = cfg.validate([suppressor] if suppress else [], ValidatorContext())
         except Exception as exc:  # noqa: BLE001  validate() calls AWS while registering validators; report, don't crash
-            return [Finding("ERROR", type(exc).__name__, f"validate() raised: {exc}")], suppressor.skipped
+            return [Finding("ERROR", type(exc).__name__, f"validate() raised: {exc}")], suppressor.skipped, simulated
         finally:
             AWSApi.reset()
             Cache.clear_all()
     findings = [Finding(str(f.level), f.validator_type, unmap(str(f.message), mapping)) for f in failures]
-    return findings, suppressor.skipped
+    return findings, suppressor.skipped, simulated
 
 
 def check_config(config: dict[str, Any], mode: str, suppress: bool = True) -> Result:
@@ -382,14 +398,16 @@ def check_config(config: dict[str, Any], mode: str, suppress: bool = True) -> Re
     prepare_environment(region)
     findings = placeholder_findings(text)
     skipped: set[str] = set()
+    simulated: Simulated = []
     if mode == "schema":
         findings += check_schema(name, text, region)
     else:
-        validated, skipped = check_validate(name, text, region, suppress)
+        validated, skipped, simulated = check_validate(name, text, region, suppress)
         findings += validated
     suppressed = [{"type": kind, "message": MOTO_GAP_SUPPRESSIONS[kind]} for kind in sorted(skipped)]
     ok = not any(f.level == "ERROR" for f in findings)
-    return Result(name, config.get("path", ""), mode, ok, findings, suppressed, time.monotonic() - started)
+    return Result(name, config.get("path", ""), mode, ok, findings, suppressed, time.monotonic() - started,
+                  simulated)
 
 
 def main(argv: list[str] | None = None) -> int:

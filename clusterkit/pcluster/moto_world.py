@@ -55,6 +55,13 @@ class World:
     ids: dict[str, str] = field(default_factory=dict)
     vpc_id: str = ""
     account_id: str = ""
+    # (kind, id as the config writes it) of every resource that exists only because this module created it:
+    # what validate() "found" is this simulation, not an account (``clusterkit validate --pcluster`` says so).
+    simulated: list[tuple[str, str]] = field(default_factory=list)
+
+
+# The token kinds that name an AWS resource (not a region or partition): each one is created here.
+RESOURCE_KINDS = ("vpc", "subnet", "sg", "fsx", "iam-policy", "bucket")
 
 
 def _fsx_standin(token: str) -> str:
@@ -108,7 +115,12 @@ def build(region: str, text: str, data: dict[str, Any], tokens: list[TokenUse]) 
     _create_key_pair(ec2, data)
     _add_aws_managed_policies(world, substitute(text, world.ids))
     capacity_reservations.install()
-    capacity_reservations.register(world.account_id, world.region, data)
+    reservations = capacity_reservations.register(world.account_id, world.region, data)
+    world.simulated = [(use.kind, use.token) for use in tokens if use.kind in RESOURCE_KINDS]
+    world.simulated += [("capacity-reservation", r) for r in reservations]
+    key_name = ((data.get("HeadNode") or {}).get("Ssh") or {}).get("KeyName")
+    if isinstance(key_name, str) and key_name:
+        world.simulated.append(("key-pair", key_name))
     return world
 
 

@@ -91,7 +91,8 @@ def run_check(
     """Check each config with PC's schema (``schema``) or schema + ``validate()`` under moto (``validate``).
 
     Returns one dict per config, in order: ``{"name", "path", "mode", "ok", "errors": [{"level", "type",
-    "message", "line", "col"}], "suppressed": [{"type", "message"}], "seconds"}``.
+    "message", "line", "col"}], "suppressed": [{"type", "message"}], "seconds", "simulated": [{"kind", "id"}]}``
+    (``simulated``: the resources that existed only in moto, validate mode; ``clusterkit.pcluster.simulation``).
     """
     if mode not in ("schema", "validate"):
         raise ValueError(f"mode must be 'schema' or 'validate', got {mode!r}")

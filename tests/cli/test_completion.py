@@ -27,11 +27,14 @@ def script(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def complete(script: Path, *words: str) -> list[str]:
-    line = " ".join(shlex.quote(w) for w in ("clusterkit", *words))
+def complete(script: Path, *words: str, cwd: Path = ROOT) -> list[str]:
+    """What bash's ``complete -F`` does: COMP_WORDS/COMP_CWORD set, the function called as ``F cmd cur prev``."""
+    all_words = ("clusterkit", *words)
+    line = " ".join(shlex.quote(w) for w in all_words)
+    call = " ".join(shlex.quote(w) for w in ("clusterkit", all_words[-1], all_words[-2] if words else ""))
     program = (f"source {shlex.quote(str(script))}; COMP_WORDS=({line}); COMP_CWORD={len(words)}; "
-               "_clusterkit; printf '%s\\n' \"${COMPREPLY[@]}\"")
-    done = subprocess.run(["bash", "-c", program], cwd=ROOT, capture_output=True, text=True, check=True)
+               f"_clusterkit {call}; printf '%s\\n' \"${{COMPREPLY[@]}}\"")
+    done = subprocess.run(["bash", "-c", program], cwd=cwd, capture_output=True, text=True, check=True)
     return [w for w in done.stdout.splitlines() if w]
 
 
@@ -51,7 +54,7 @@ def test_commands_options_and_choices_complete(script: Path) -> None:
     assert complete(script, "diff", "--fail-on", "") == list(FAIL_ON)
     assert complete(script, "diff", "--format", "") == ["text", "markdown", "json"]
     assert complete(script, "validate", "--s") == ["--strict"]
-    assert complete(script, "completion", "") == ["bash"]
+    assert complete(script, "completion", "") == ["bash", "zsh"]
 
 
 def test_names_complete_to_the_specs_of_the_checkout(script: Path) -> None:

@@ -55,7 +55,7 @@ def test_price_file_is_the_build_of_the_recorded_answers(pricing, needs):
     client, stubber = pricing
     for query in price_build.plan(needs):
         _stub(stubber, query, _pages(query.name))
-    doc = price_build.build(client, needs, origin=price_build.recorded_origin(Path("tests/cost/recorded")))
+    doc = price_build.build(client, needs, provenance=price_build.recorded_provenance(RECORDED))
     assert price_build.render(doc) == COMMITTED.read_text(encoding="utf-8"), STALE
 
 
@@ -73,7 +73,7 @@ def test_every_section_names_its_service_code_and_publication_date():
     for region, sections in doc["regions"].items():
         for name, section in sections.items():
             assert section["source"].startswith(f"AWS Price List API (GetProducts {price_build.SECTION_SERVICE[name]})")
-            assert "reconstructed answers, not captures" in section["source"], (region, name)
+            assert "prices reconstructed from public sources, not a live read: " in section["source"], (region, name)
     assert doc["regions"]["us-east-1"]["ec2_on_demand_linux"]["as_of"] == "2026-01-19"
 
 

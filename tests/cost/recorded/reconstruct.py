@@ -211,12 +211,41 @@ def answers() -> dict[str, dict[str, Any]]:
     return out
 
 
+# The short form of each EC2 source, as the price file names it (the long forms above are this file's record).
+EC2_SHORT = {KARPENTER_SOURCE: "aws/karpenter-provider-aws zz_generated.pricing_aws.go (generated 2026-01-19 from the "
+                               "Price List API)",
+             SKYPILOT: "skypilot-org/skypilot-catalog catalogs/v8/aws/vms.csv @ 00148f2a (built from the Price List "
+                       "API)"}
+
+
+def _dated(source: str, published: str) -> str:
+    """``source, read YYYY-MM-DD``; a source that carries its own date (generated ...) or is an assumption, as is."""
+    return source if "generated 20" in source or source.startswith("ASSUMED") else f"{source}, read {published[:10]}"
+
+
+def provenance() -> dict[str, str]:
+    """Query name -> the public source its answer reconstructs and when that was read (price_build's
+    ``provenance.json``: the price file names these, never this directory)."""
+    out: dict[str, str] = {}
+    for (region, itype), (_usd, _vcpu, _gib, published, source) in EC2.items():
+        out[f"ec2-{region}-{itype}"] = _dated(EC2_SHORT[source], published)
+    for region, rows in FSX.items():
+        out[f"fsx-{region}"] = "; ".join(sorted({_dated(source, published) for *_, published, source in rows}))
+    for region, (_rates, published, source) in NAT.items():
+        out[f"nat-{region}"] = _dated(source, published)
+    for region, (_tiers, published, source) in S3.items():
+        out[f"s3-{region}"] = _dated(source, published)
+    return dict(sorted(out.items()))
+
+
 def main() -> None:
     for old in HERE.glob("*.json"):
         old.unlink()
     for name, page in sorted(answers().items()):
         (HERE / f"{name}.json").write_text(json.dumps(page, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         print(f"wrote {name}.json")
+    (HERE / "provenance.json").write_text(json.dumps(provenance(), indent=2) + "\n", encoding="utf-8")
+    print("wrote provenance.json")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,70 @@
+"""``clusterkit init``: a commented starter spec from flags, loaded by validate's loader before it is written,
+never over an existing file; through ``python -m clusterkit`` from a scratch directory."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clusterkit import paths
+from clusterkit.cli.main import main
+from clusterkit.pipeline.loader import load
+
+
+def clusterkit(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(paths.ROOT)}  # this checkout's code, from any directory
+    return subprocess.run([sys.executable, "-m", "clusterkit", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+def test_init_writes_a_commented_spec_that_validates(tmp_path: Path) -> None:
+    done = clusterkit("init", "--name", "trial", "--region", "us-east-2", "--instance-type", "p5.48xlarge",
+                      "--max-nodes", "3", "--os", "ubuntu2404", "-o", "trial.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "wrote trial.yaml; next: `clusterkit validate trial.yaml`, `clusterkit cost trial.yaml`\n"
+    text = (tmp_path / "trial.yaml").read_text()
+    assert text.count("\n#") >= 5  # commented: what the defaults are and what to run next
+    spec = load(str(tmp_path / "trial.yaml")).spec
+    assert (spec.name, spec.region, spec.availability_zone, spec.os) == ("trial", "us-east-2", "us-east-2a",
+                                                                         "ubuntu2404")
+    assert spec.queues[0].compute_resources[0].instance_type == "p5.48xlarge"
+    assert spec.queues[0].compute_resources[0].max == 3
+    validated = clusterkit("validate", "trial.yaml", cwd=tmp_path)
+    assert validated.returncode == 0 and validated.stdout.startswith("trial.yaml: ok (trial"), validated.stderr
+
+
+def test_init_never_overwrites(tmp_path: Path) -> None:
+    (tmp_path / "mine.yaml").write_text("name: mine\n")
+    done = clusterkit("init", "--name", "mine", "-o", "mine.yaml", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == ("mine.yaml: already exists; init never overwrites (pick another --name or -o PATH)\n")
+    assert (tmp_path / "mine.yaml").read_text() == "name: mine\n"
+
+
+def test_flags_the_loader_refuses_write_nothing(tmp_path: Path) -> None:
+    done = clusterkit("init", "--name", "bad", "--instance-type", "x9.huge", "--max-nodes", "-3", "-o", "bad.yaml",
+                      cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.splitlines() == [
+        "bad.yaml:17:24: queues[0].compute_resources[0].instance_type: unknown instance type 'x9.huge' (nothing "
+        "written: change --instance-type)",
+        "bad.yaml:19:14: queues[0].compute_resources[0].max: must be >= 1 (got -3) (nothing written: change "
+        "--max-nodes)"]
+    assert not (tmp_path / "bad.yaml").exists()
+
+
+def test_an_unwritable_place_is_one_line(tmp_path: Path) -> None:
+    done = clusterkit("init", "--name", "t", "-o", str(tmp_path / "missing" / "t.yaml"), cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == "missing/t.yaml: cannot write: No such file or directory (choose a writable -o PATH)\n"
+
+
+def test_default_place_is_the_checkouts_cluster_configs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(paths, "CONFIG_DIR", tmp_path)
+    assert main(["init", "--name", "fresh"]) == 0
+    assert (tmp_path / "fresh.yaml").read_text().startswith("# yaml-language-server: $schema=")
+    assert "`clusterkit validate fresh`" in capsys.readouterr().out

@@ -74,17 +74,13 @@ def _acknowledged_note(acknowledged: list[Acknowledged]) -> str:
 
 def _pcluster_problems(loaded: list[Any]) -> list[Problem]:
     """ParallelCluster's own schema and validators on every rendered config, as problems."""
-<<<<<<< HEAD
-=======
     return _pcluster_check(loaded)[0]
 
 
 def _pcluster_check(loaded: list[Any]) -> tuple[list[Problem], list[Any]]:
     """ParallelCluster's own schema and validators on every rendered config, as problems, and per config what
     its validators met only in the simulation (``simulation.SimulationNote``)."""
-    from clusterkit import paths
     from clusterkit.pcluster import simulation
->>>>>>> cli-extras
     from clusterkit.pcluster.runner import run_check
     from clusterkit.render.rendered_files import rendered_path, rendered_text
     from clusterkit.spec.files import display

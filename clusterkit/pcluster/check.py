@@ -30,12 +30,8 @@ import sys
 import time
 import warnings
 from collections.abc import Iterator
-<<<<<<< HEAD
-from dataclasses import asdict, dataclass
-from types import SimpleNamespace
-=======
 from dataclasses import asdict, dataclass, field
->>>>>>> cli-extras
+from types import SimpleNamespace
 from typing import Any
 
 from clusterkit.pcluster.tokens import (

@@ -14,6 +14,7 @@ from typing import Any
 
 from clusterkit.images import resolve as images
 from clusterkit.images.lock_file import ImageLock, write_lock
+from clusterkit.images.registry import DEFAULT_TIMEOUT_S, WAIT_NOTICE_S
 from clusterkit.pipeline.loader import all_spec_paths, image_specs, load, lock_path, platform, resolve
 
 
@@ -23,7 +24,20 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--offline", action="store_true",
                    help="no registry calls: lock only images the spec pins by digest (sizes unknown)")
     p.add_argument("--format", choices=("text", "json"), default="text", help="json: what was locked, on stdout")
+    p.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                   help=f"give up on a registry request after this long (default {DEFAULT_TIMEOUT_S:g}); a request "
+                        f"unanswered after {WAIT_NOTICE_S:g} s says so on stderr")
     p.set_defaults(run=run)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not 0 < value <= 3600:  # math.isfinite too: nan fails both comparisons
+        raise argparse.ArgumentTypeError(f"expected seconds between 0 and 3600, got {text}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    written = lock_all(args.names, offline=args.offline, progress=progress)
+    written = lock_all(args.names, offline=args.offline, progress=progress, timeout=args.timeout)
     if args.format == "json":
         sys.stdout.write(lock_json(written))
     else:
@@ -41,11 +55,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def lock_all(names: list[str], *, offline: bool,
-             progress: Callable[[str], None] | None = None) -> list[tuple[Path, ImageLock]]:
+def lock_all(names: list[str], *, offline: bool, progress: Callable[[str], None] | None = None,
+             timeout: float = DEFAULT_TIMEOUT_S) -> list[tuple[Path, ImageLock]]:
     """Lock every named cluster (all specs when none is named); what was written, in order.
 
-    ``progress`` gets one line per image as the registry answers (a lock of many images takes a while)."""
+    ``progress`` gets one line per image as the registry answers (a lock of many images takes a while), and one
+    for a request the registry leaves unanswered for a few seconds."""
     written: list[tuple[Path, ImageLock]] = []
     for name in names or [p.stem for p in all_spec_paths()]:
         spec = load(name, check_lock=False).spec
@@ -53,7 +68,7 @@ def lock_all(names: list[str], *, offline: bool,
         if offline:
             lock = images.offline_lock(spec.name, specs, plat)
         else:
-            lock = images.resolve_lock(spec.name, specs, plat, progress=progress)
+            lock = images.resolve_lock(spec.name, specs, plat, progress=progress, timeout=timeout)
         path = lock_path(resolve(name))
         write_lock(path, lock)
         written.append((path, lock))

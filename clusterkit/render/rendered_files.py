@@ -7,6 +7,7 @@ from typing import Any
 import yaml
 
 from clusterkit.artifacts.bundle import node_artifacts
+from clusterkit.atomic import write_text
 from clusterkit.effective.expand import expand
 from clusterkit.paths import RENDERED_DIR, ROOT, SPEC_REFERENCE, SPEC_SCHEMA
 from clusterkit.pipeline.loader import Loaded, load_many
@@ -59,16 +60,15 @@ def render_all(names: list[str], *, check: bool) -> list[str]:
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             changed.append(str(path.relative_to(ROOT)))
             if not check:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text, encoding="utf-8")
+                write_text(path, text)  # atomic, and an OSError names the rendered file (clusterkit.cli.boundary)
     if not names and (not SPEC_SCHEMA.exists() or SPEC_SCHEMA.read_text(encoding="utf-8") != schema_text()):
         changed.append(str(SPEC_SCHEMA.relative_to(ROOT)))
         if not check:
-            SPEC_SCHEMA.write_text(schema_text(), encoding="utf-8")
+            write_text(SPEC_SCHEMA, schema_text())
     if not names:
         reference = spec_reference_text()
         if not SPEC_REFERENCE.exists() or SPEC_REFERENCE.read_text(encoding="utf-8") != reference:
             changed.append(str(SPEC_REFERENCE.relative_to(ROOT)))
             if not check:
-                SPEC_REFERENCE.write_text(reference, encoding="utf-8")
+                write_text(SPEC_REFERENCE, reference)
     return changed

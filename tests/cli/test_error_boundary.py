@@ -8,6 +8,7 @@ app.py's boundary (Ctrl-C inside synth, under the CDK CLI too) is tests/app/test
 """
 from __future__ import annotations
 
+import errno
 import http.server
 import os
 import re
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from clusterkit.cli.boundary import Boundary, guarded, os_error_line
 from clusterkit.paths import ROOT
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "clusterkit"
@@ -248,3 +250,28 @@ def test_lock_gives_up_on_a_silent_registry_with_one_line_per_image(silent_regis
     assert done.stderr.splitlines() == [
         f"image '{name}': {host}/team/app:v1: no answer from {host} within 1 s (is the registry up and reachable? "
         "retry, or wait longer: clusterkit lock --timeout SECONDS)" for name in ("nccl-tests", "pytorch")]
+
+
+# -- the lines themselves, errno by errno ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("code, said", [
+    (errno.ENOENT, "x/there.yaml: no such file (check the path, then run `clusterkit validate x/there.yaml`)"),
+    (errno.ENOTDIR, "x/there.yaml: a part of the path is a file, not a directory (check the path, then run "
+                    "`clusterkit validate x/there.yaml`)"),
+    (errno.EDQUOT, "x/there.yaml: disk quota exceeded (free space where x lives (`df -h x`), then run "
+                   "`clusterkit validate x/there.yaml`)"),
+    (errno.EIO, "x/there.yaml: input/output error (run `clusterkit validate x/there.yaml` again once that is "
+                "fixed)"),
+])
+def test_os_error_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int, said: str) -> None:
+    (tmp_path / "x").mkdir()
+    monkeypatch.chdir(tmp_path)
+    error = OSError(code, os.strerror(code), str(tmp_path / "x/there.yaml"))
+    assert os_error_line(error, rerun="clusterkit validate x/there.yaml") == said
+
+
+def test_the_boundary_puts_the_sigint_handler_back() -> None:
+    before = signal.getsignal(signal.SIGINT)
+    assert guarded(lambda: 0, boundary=Boundary(program="clusterkit x", rerun="clusterkit x")) == 0
+    assert signal.getsignal(signal.SIGINT) is before

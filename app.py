@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The CDK app: ``cdk synth -c cluster=<name>`` (default ``demo``) builds <Name>-Network, -Storage, -Cluster.
 
-This file only wires: it loads and validates the spec (all problems at once, one line each, exit 2),
+This file only wires: it loads and validates the spec (all problems at once, one line each, exit 2; every error
+a user or the machine can cause ends in one line, clusterkit/cli/boundary.py),
 turns it and this deploy's context into the effective spec (``clusterkit.pipeline.deploy_context``: ``deploy_time``,
 ISO UTC, which ``make deploy`` passes, else "now", starts the TTL clock of ``lifecycle.ttl_hours``;
 ``ttl_hours``, ``make deploy TTL=...``, overrides the spec's value for one deploy), stages the node
@@ -21,9 +22,9 @@ import aws_cdk as cdk
 
 from clusterkit.artifacts.bundle import node_artifacts
 from clusterkit.artifacts.stack_inputs import stage, version_guard_code
+from clusterkit.cli.boundary import Boundary, guarded
 from clusterkit.pipeline.deploy_context import effective_for_deploy
 from clusterkit.pipeline.loader import DEFAULT_CLUSTER, Loaded, load
-from clusterkit.spec.errors import EXIT_USER_ERROR, ClusterKitError
 from stacks.cluster import ClusterStack
 from stacks.nag import add_checks
 from stacks.network import NetworkStack
@@ -59,18 +60,15 @@ def build(app: cdk.App, loaded: Loaded) -> dict[str, cdk.Stack]:
 def main() -> int:
     app = cdk.App()
     name = app.node.try_get_context("cluster") or DEFAULT_CLUSTER
-    try:
-        loaded = load(name)
-        for warning in loaded.warnings:
-            print(warning.render(), file=sys.stderr)
-        build(app, loaded)
-    except ClusterKitError as exc:
-        for line in exc.lines():
-            print(line, file=sys.stderr)
-        return EXIT_USER_ERROR
+    loaded = load(name)
+    for warning in loaded.warnings:
+        print(warning.render(), file=sys.stderr)
+    build(app, loaded)
     app.synth()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # The CLI's error boundary (clusterkit/cli/boundary.py): spec errors, unwritable cdk.out and Ctrl-C (which
+    # reaches jsii's node kernel too) end in one line each; cdk.json runs this file as `.venv/bin/python app.py`.
+    sys.exit(guarded(main, boundary=Boundary(program="app.py", rerun="make synth")))

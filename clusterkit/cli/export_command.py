@@ -18,14 +18,18 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from clusterkit.atomic import check_writable, write_text
     from clusterkit.deployed.export import export
     from clusterkit.pipeline.loader import load
 
-    result = export(load(args.name), bucket=args.bucket, do_upload=args.upload)
+    loaded = load(args.name)
+    if args.output:  # before any AWS call or upload: a path that cannot be written fails first, with nothing done
+        check_writable(Path(args.output))
+    result = export(loaded, bucket=args.bucket, do_upload=args.upload)
     for uri in result.uploaded:
         print(f"uploaded {uri}", file=sys.stderr)
     if args.output:
-        Path(args.output).write_text(result.text, encoding="utf-8")
+        write_text(Path(args.output), result.text)
         print(f"wrote {args.output}", file=sys.stderr)
     else:
         print(result.text, end="")

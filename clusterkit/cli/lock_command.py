@@ -14,6 +14,7 @@ from typing import Any
 
 from clusterkit.images import resolve as images
 from clusterkit.images.lock_file import ImageLock, lock_text, write_lock
+from clusterkit.images.registry import DEFAULT_TIMEOUT_S, WAIT_NOTICE_S
 from clusterkit.pipeline.loader import image_specs, load, lock_path, platform
 from clusterkit.spec.files import display, spec_paths
 
@@ -24,7 +25,20 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--offline", action="store_true",
                    help="no registry calls: lock only images the spec pins by digest (sizes unknown)")
     p.add_argument("--format", choices=("text", "json"), default="text", help="json: what was locked, on stdout")
+    p.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                   help=f"give up on a registry request after this long (default {DEFAULT_TIMEOUT_S:g}); a request "
+                        f"unanswered after {WAIT_NOTICE_S:g} s says so on stderr")
     p.set_defaults(run=run)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not 0 < value <= 3600:  # math.isfinite too: nan fails both comparisons
+        raise argparse.ArgumentTypeError(f"expected seconds between 0 and 3600, got {text}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         print(line, file=sys.stderr, flush=True)
 
     changed: list[Path] = []
-    written = lock_all(args.names, offline=args.offline, progress=progress, changed=changed)
+    written = lock_all(args.names, offline=args.offline, progress=progress, changed=changed, timeout=args.timeout)
     if args.format == "json":
         sys.stdout.write(lock_json(written))
     else:
@@ -44,12 +58,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def lock_all(names: list[str], *, offline: bool, progress: Callable[[str], None] | None = None,
-             changed: list[Path] | None = None) -> list[tuple[Path, ImageLock]]:
+             changed: list[Path] | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> list[tuple[Path, ImageLock]]:
     """Lock every named cluster (names, paths or directories; all the checkout's specs when none is named);
     each lock next to its spec, in order. A lock whose text would not change is left as it is (its path is
     appended to ``changed`` only when it was written).
 
-    ``progress`` gets one line per image as the registry answers (a lock of many images takes a while)."""
+    ``progress`` gets one line per image as the registry answers (a lock of many images takes a while), and one
+    for a request the registry leaves unanswered for a few seconds."""
     written: list[tuple[Path, ImageLock]] = []
     for spec_path in spec_paths(names):
         loaded = load(str(spec_path), check_lock=False)
@@ -58,7 +73,7 @@ def lock_all(names: list[str], *, offline: bool, progress: Callable[[str], None]
         if offline:
             lock = images.offline_lock(spec.name, specs, plat)
         else:
-            lock = images.resolve_lock(spec.name, specs, plat, progress=progress)
+            lock = images.resolve_lock(spec.name, specs, plat, progress=progress, timeout=timeout)
         path = lock_path(loaded.source.path)
         if not _holds(path, lock_text(lock)):
             write_lock(path, lock)

@@ -5,6 +5,7 @@ for JSON output and exit codes."""
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 from clusterkit.cli import (
@@ -22,9 +23,9 @@ from clusterkit.cli import (
     summary_command,
     validate_command,
 )
+from clusterkit.cli.boundary import Boundary, guarded
 from clusterkit.cli.suggest import SubcommandParser, SuggestingParser
 from clusterkit.cli.version_command import VersionAction
-from clusterkit.spec.errors import EXIT_USER_ERROR, ClusterKitError
 
 # In the order ``clusterkit --help`` lists them; each module adds its parser and sets ``run``.
 COMMANDS = (init_command, validate_command, render_command, lock_command, export_command, expand_command,
@@ -47,13 +48,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
+    """The console script and ``python -m clusterkit``; every error a user or the machine can cause ends in
+    clusterkit.cli.boundary (one line, the exit codes of docs/cli-output.md)."""
+    words = sys.argv[1:] if argv is None else argv
+    command = next((w for w in words if not w.startswith("-")), "")
+    boundary = Boundary(program=f"clusterkit {command}".strip(), rerun=shlex.join(["clusterkit", *words]))
+
+    def body() -> int:
+        args = build_parser().parse_args(words)
         code: int = args.run(args)
         return code
-    except ClusterKitError as exc:
-        for line in exc.lines():
-            print(line, file=sys.stderr)
-        return EXIT_USER_ERROR
-    except KeyboardInterrupt:
-        return 130
+
+    return guarded(body, boundary=boundary)

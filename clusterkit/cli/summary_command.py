@@ -12,6 +12,7 @@ from clusterkit.cost import estimate as cost
 from clusterkit.effective.expand import expand
 from clusterkit.pipeline.loader import load, lock_or_none
 from clusterkit.render.rendered_files import rendered_path
+from clusterkit.spec.errors import ClusterKitError
 
 
 def add_parser(sub: Any) -> None:
@@ -28,7 +29,11 @@ def run(args: argparse.Namespace) -> int:
 
 def summarize(cdk_out: Path, name: str) -> list[str]:
     loaded = load(name)
-    manifest = json.loads((cdk_out / "manifest.json").read_text())
+    manifest_file = cdk_out / "manifest.json"  # what `cdk synth` writes last: no manifest, no cloud assembly
+    if not manifest_file.is_file():
+        raise ClusterKitError(f"{manifest_file}: no cloud assembly here (run `make synth CLUSTER={name}` to write "
+                              "one, or pass --cdk-out DIR where `cdk synth -o DIR` wrote it)")
+    manifest = json.loads(manifest_file.read_text())
     lines = [f"cluster {loaded.spec.name} ({loaded.spec.region}/{loaded.spec.availability_zone}), "
              f"ParallelCluster {loaded.spec.parallelcluster_version}, {loaded.spec.os}"]
     for artifact_id, artifact in sorted(manifest["artifacts"].items()):

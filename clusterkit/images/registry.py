@@ -19,6 +19,7 @@ import json
 import os
 import re
 import socket
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -49,6 +50,14 @@ _CHALLENGE_PARAM_RE = re.compile(r'([A-Za-z][A-Za-z0-9_-]*)\s*=\s*(?:"((?:[^"\\]
 
 class RegistryError(Exception):
     """Resolving an image failed; the message is one line naming the image, the problem and a hint."""
+
+
+class RegistryUnreachable(RegistryError):
+    """No answer: the registry timed out, refused or dropped the connection. The spec may be right; retry later."""
+
+
+DEFAULT_TIMEOUT_S = 30.0
+WAIT_NOTICE_S = 5.0  # a request still unanswered after this long says so on stderr (a silent wait looks hung)
 
 
 @dataclass(frozen=True)
@@ -346,11 +355,13 @@ class RegistryClient:
         self,
         *,
         opener: urllib.request.OpenerDirector | None = None,
-        timeout: float = 30.0,
+        timeout: float = DEFAULT_TIMEOUT_S,
         base_urls: Mapping[str, str] | None = None,
         allow_loopback_http: bool = False,
         credentials: Mapping[str, tuple[str, str]] | None = None,
         user_agent: str = "clusterkit-lock",
+        on_wait: Callable[[str], None] | None = None,
+        wait_notice_s: float = WAIT_NOTICE_S,
     ):
         self._allow_loopback_http = allow_loopback_http
         self._opener = opener or urllib.request.build_opener(_NoDowngradeRedirect(self._url_allowed))
@@ -359,6 +370,8 @@ class RegistryClient:
         self._credentials = dict(credentials or {})
         self._user_agent = user_agent
         self._auth: dict[tuple[str, str], str] = {}
+        self._on_wait = on_wait
+        self._wait_notice_s = wait_notice_s
         for url in self._base_urls.values():
             self._check_url(url, "base URL")
 
@@ -497,7 +510,19 @@ class RegistryClient:
         return f"Bearer {token}"
 
     def _timeout_message(self, label: str, host: str) -> str:
-        return f"{label}: no answer from {host} within {self._timeout:g} s (network or registry down)"
+        return (f"{label}: no answer from {host} within {self._timeout:g} s (is the registry up and reachable? "
+                "retry, or wait longer: clusterkit lock --timeout SECONDS)")
+
+    def _wait_notice(self, label: str, host: str) -> threading.Timer | None:
+        """A timer that says, once, that ``host`` has not answered yet (cancelled when it does)."""
+        if self._on_wait is None or self._wait_notice_s >= self._timeout:
+            return None
+        line = (f"waiting for {host} ({label}): no answer after {self._wait_notice_s:g} s; gives up at "
+                f"{self._timeout:g} s (Ctrl-C stops)")
+        timer = threading.Timer(self._wait_notice_s, self._on_wait, args=(line,))
+        timer.daemon = True
+        timer.start()
+        return timer
 
     def _send(
         self, method: str, url: str, label: str, headers: dict[str, str], auth: str | None, max_bytes: int
@@ -507,6 +532,7 @@ class RegistryClient:
         if auth:
             request.add_unredirected_header("Authorization", auth)
         host = _host(url)
+        notice = self._wait_notice(label, host)
         try:
             try:
                 response = self._opener.open(request, timeout=self._timeout)
@@ -523,14 +549,18 @@ class RegistryClient:
             ) from None
         except urllib.error.URLError as err:
             if isinstance(err.reason, (TimeoutError, socket.timeout)):
-                raise RegistryError(self._timeout_message(label, host)) from None
-            raise RegistryError(
+                raise RegistryUnreachable(self._timeout_message(label, host)) from None
+            raise RegistryUnreachable(
                 f"{label}: cannot reach {host} ({err.reason}) (check network access to the registry)"
             ) from None
         except (TimeoutError, socket.timeout):
-            raise RegistryError(self._timeout_message(label, host)) from None
+            raise RegistryUnreachable(self._timeout_message(label, host)) from None
         except (OSError, http.client.HTTPException) as err:
-            raise RegistryError(f"{label}: connection to {host} failed ({err}) (retry; check network access)") from None
+            raise RegistryUnreachable(
+                f"{label}: connection to {host} failed ({err}) (retry; check network access)") from None
+        finally:
+            if notice is not None:
+                notice.cancel()
         if len(body) > max_bytes:
             raise RegistryError(f"{label}: response from {host} exceeds {max_bytes} bytes (not a manifest?)")
         return _Response(status=status, headers=resp_headers, body=body)

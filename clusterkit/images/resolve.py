@@ -17,10 +17,12 @@ from typing import Any
 from clusterkit.images.ref import ImageRef, ImageRefError, parse_image_ref
 from clusterkit.images.registry import (
     ACCEPTED_MEDIA_TYPES,
+    DEFAULT_TIMEOUT_S,
     Manifest,
     Platform,
     RegistryClient,
     RegistryError,
+    RegistryUnreachable,
     ResolvedImage,
     credentials_from_env,
     parse_manifest,
@@ -42,11 +44,15 @@ class ImageSpec:
 
 
 class LockResolveError(ClusterKitError):
-    """Some images could not be resolved; one line per image so the user fixes them all in one go."""
+    """Some images could not be resolved; one line per image so the user fixes them all in one go.
 
-    def __init__(self, problems: list[str]):
+    ``exit_code`` (clusterkit.cli.boundary): 3 when every failure is a registry that did not answer (retry later;
+    the spec may be right), else 2 (a user error: a wrong name, tag or platform)."""
+
+    def __init__(self, problems: list[str], *, unreachable_only: bool = False):
         super().__init__("\n".join(problems))
         self.problems = list(problems)
+        self.exit_code = 3 if unreachable_only and problems else 2
 
     def lines(self) -> list[str]:
         return list(self.problems)
@@ -67,14 +73,17 @@ def resolve_lock(
     ecr_client_factory: Callable[[str], Any] | None = None,
     registry_client: RegistryClient | None = None,
     progress: Callable[[str], None] | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
 ) -> ImageLock:
     """Ask the registries for every image; raise LockResolveError listing every failure.
 
     `ecr_client_factory(region)` returns a boto3 ECR client (default: boto3.client("ecr", region_name=...)),
-    called once per region that private ECR images live in. `progress` gets one line per resolved image.
+    called once per region that private ECR images live in. `progress` gets one line per resolved image, and
+    one for each registry request still unanswered after a few seconds (naming the host; `timeout` ends it).
     """
     target = parse_platform(platform)
     problems: list[str] = []
+    unreachable = 0
     seen: set[str] = set()
     for spec in images:
         if spec.name in seen:
@@ -91,16 +100,19 @@ def resolve_lock(
         try:
             if ref.is_ecr_private:
                 if registry_client is None:
-                    registry_client = RegistryClient(credentials=credentials_from_env())
+                    registry_client = RegistryClient(credentials=credentials_from_env(), timeout=timeout,
+                                                     on_wait=progress)
                 region = ref.ecr_account_region[1]  # type: ignore[index]
                 if region not in ecr_clients:
                     ecr_clients[region] = (ecr_client_factory or _default_ecr_client)(region)
                 resolved = _resolve_ecr(ref, target, ecr_clients[region], registry_client)
             else:
                 if registry_client is None:
-                    registry_client = RegistryClient(credentials=credentials_from_env())
+                    registry_client = RegistryClient(credentials=credentials_from_env(), timeout=timeout,
+                                                     on_wait=progress)
                 resolved = registry_client.resolve(ref, target)
         except RegistryError as err:
+            unreachable += isinstance(err, RegistryUnreachable)
             problems.append(f"image '{spec.name}': {err}")
             continue
         if ref.digest and ref.digest not in (resolved.digest, resolved.index_digest):
@@ -114,7 +126,7 @@ def resolve_lock(
             size = f"{resolved.compressed_size / 1e9:.2f} GB" if resolved.compressed_size else "size unknown"
             progress(f"{cluster}: {spec.name} {spec.uri} -> {resolved.digest} ({size})")
     if problems:
-        raise LockResolveError(problems)
+        raise LockResolveError(problems, unreachable_only=unreachable == len(problems))
     return ImageLock(cluster=cluster, images=tuple(entries), lock_version=LOCK_VERSION)
 
 

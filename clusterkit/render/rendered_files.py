@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from clusterkit.artifacts.bundle import node_artifacts
+from clusterkit.atomic import write_text
 from clusterkit.effective.expand import expand
 from clusterkit.paths import SPEC_REFERENCE, SPEC_SCHEMA
 from clusterkit.pipeline.loader import Loaded, load_many
@@ -97,7 +98,7 @@ def render_files(names: list[str], *, check: bool) -> list[Output]:
         changed = not path.is_file() or path.read_text(encoding="utf-8") != text
         if changed and not check:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+            write_text(path, text)  # atomic, and an OSError names the rendered file (clusterkit.cli.boundary)
         outputs.append(Output(path, files.display(path), changed, command))
     return outputs
 

@@ -184,7 +184,8 @@ def test_timeout_is_reported():
         with pytest.raises(RegistryError) as err:
             RegistryClient(allow_loopback_http=True, timeout=0.3).resolve(
                 parse_image_ref(f"{host}/a:1"), AMD64)
-        assert str(err.value) == f"{host}/a:1: no answer from {host} within 0.3 s (network or registry down)"
+        assert str(err.value) == (f"{host}/a:1: no answer from {host} within 0.3 s (is the registry up and "
+                                  "reachable? retry, or wait longer: clusterkit lock --timeout SECONDS)")
     finally:
         silent.close()
 

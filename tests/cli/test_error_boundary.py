@@ -61,10 +61,12 @@ def _one_line(done: subprocess.CompletedProcess[str]) -> str:
 
 
 def _stale_copy_of_rendered(tmp_path: Path) -> Path:
-    """A copy of cluster_configs/rendered whose demo.yaml is stale, so `render demo` has to write it."""
+    """A copy of cluster_configs/rendered whose demo.yaml is stale, so `render demo` has to write it (still render's
+    own file: its generated header stays, or render would refuse to overwrite it at all)."""
     copy = tmp_path / "rendered"
     shutil.copytree(ROOT / "cluster_configs/rendered", copy)
-    (copy / "demo.yaml").write_text("# stale\n", encoding="utf-8")
+    stale = copy / "demo.yaml"
+    stale.write_text(stale.read_text(encoding="utf-8") + "# stale\n", encoding="utf-8")
     return copy
 
 
@@ -106,10 +108,16 @@ def test_render_onto_a_full_disk_is_one_line(namespaces: None) -> None:
 
 
 @pytest.mark.parametrize("entry", ENTRY_POINTS)
-def test_offline_lock_into_read_only_cluster_configs_is_one_line(namespaces: None, entry: str) -> None:
+def test_offline_lock_into_read_only_cluster_configs_is_one_line(namespaces: None, entry: str, tmp_path: Path) -> None:
     """The atomic write's cleanup (removing a temporary the read-only disk never let exist) used to raise a
-    second and third time; now the one error names the lock, not the temporary."""
-    done = _run(_in_namespace("mount --bind -o ro cluster_configs cluster_configs",
+    second and third time; now the one error names the lock, not the temporary. (A read-only copy whose demo lock
+    is stale: `lock` leaves a lock that would not change alone.)"""
+    copy = tmp_path / "cluster_configs"
+    shutil.copytree(ROOT / "cluster_configs", copy)
+    stale = copy / "demo.images.lock"
+    stale.write_text(stale.read_text(encoding="utf-8").replace('"lock_version": 1', '"lock_version": 1 '),
+                     encoding="utf-8")
+    done = _run(_in_namespace(f"mount --bind -o ro {copy} cluster_configs",
                               [*ENTRY_POINTS[entry], "lock", "--offline", "demo"]))
     assert done.returncode == 3
     assert _one_line(done) == ("cluster_configs/demo.images.lock: read-only file system (remount cluster_configs "

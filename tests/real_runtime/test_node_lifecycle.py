@@ -91,7 +91,8 @@ def test_first_boot_static_node_races_the_first_import_and_an_update_leaves_it_r
     registry.faults = {}
     assert wait_unit(node, SYNC_UNIT) == "0", node.read(f"{UNIT_DIR}/{SYNC_UNIT}.log")
     log = node.read(f"{UNIT_DIR}/{SYNC_UNIT}.log")
-    assert log.count("pytorch: importing ") == 1, "one import, never restarted"
+    # the start line of an import attempt (heartbeats read "importing for Ns" and may repeat on a slow machine)
+    assert log.count("pytorch: importing docker://") == 1, "one import, never restarted"
 
     # The static node runs the image now; pyxis unpacks it on the instance store.
     state, out = node.sbatch(

@@ -9,6 +9,7 @@ import errno
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,16 +53,27 @@ def guarded(body: Callable[[], int], *, boundary: Boundary) -> int:
         code = getattr(exc, "exit_code", EXIT_USER_ERROR)
         return code if isinstance(code, int) else EXIT_USER_ERROR
     except OSError as exc:
-        if interrupted:  # Ctrl-C reached a child first (jsii's node kernel) and its pipe broke
+        if _interrupt_pending(interrupted):  # Ctrl-C reached a child first (jsii's node kernel), its pipe broke
             return _say(f"{boundary.program}: interrupted", EXIT_INTERRUPTED)
         return _say(os_error_line(exc, rerun=boundary.rerun), EXIT_ENVIRONMENT)
     except Exception:
-        if interrupted:  # e.g. jsii's error for a kernel that Ctrl-C killed
+        if _interrupt_pending(interrupted):  # e.g. jsii's error for a kernel that Ctrl-C killed
             return _say(f"{boundary.program}: interrupted", EXIT_INTERRUPTED)
         raise
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+
+
+def _interrupt_pending(seen: list[bool]) -> bool:
+    """Whether Ctrl-C is behind this error. The child (jsii's node kernel) may die of it and break our pipe
+    before Python runs its own handler for the same signal: give that handler a moment to run and mark it."""
+    if not seen:
+        try:
+            time.sleep(0.2)
+        except KeyboardInterrupt:
+            pass
+    return bool(seen)
 
 
 def os_error_line(exc: OSError, *, rerun: str) -> str:

@@ -26,9 +26,15 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return {**env, "AWS_EC2_METADATA_DISABLED": "true", "HOME": str(tmp_path), "PYTHONPATH": str(REPO), **extra}
 
 
+def _terminal_sigint() -> None:
+    """Ctrl-C's default disposition, as a terminal's foreground job has it (a test run started in the background
+    inherits SIGINT ignored, and Python then keeps ignoring it)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt_once_synth_stages(argv: list[str], *, out: Path, env: dict[str, str]) -> tuple[int, str]:
     process = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True)
+                               text=True, start_new_session=True, preexec_fn=_terminal_sigint)
     try:
         deadline = time.monotonic() + 240
         while not (out.is_dir() and any(out.glob("asset.*"))):

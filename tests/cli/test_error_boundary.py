@@ -235,7 +235,10 @@ def silent_registry(tmp_path: Path) -> Iterator[tuple[str, Path]]:
 def test_lock_says_which_registry_it_waits_for_and_stops_on_ctrl_c(silent_registry: tuple[str, Path]) -> None:
     host, spec = silent_registry
     process = subprocess.Popen([str(CONSOLE_SCRIPT), "lock", spec.name], cwd=spec.parent, env=ENV, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               # Ctrl-C's default disposition, as a terminal gives it (a run started in the
+                               # background inherits SIGINT ignored)
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert process.stderr is not None
     try:
         waiting = process.stderr.readline()  # blocks until the notice: the registry has not answered for 5 s

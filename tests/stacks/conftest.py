@@ -116,7 +116,8 @@ def load_variant(name: str, tmp_dir: Path) -> tuple[EffectiveSpec, str | None]:
     doc = copy.deepcopy(doc)
     for edit in edits:
         edit(doc)
-    path = tmp_dir / f"{name}.yaml"
+    path = tmp_dir / name / f"{doc['name']}.yaml"  # a spec's file is named for its cluster, in every directory
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
     return expand(load(str(path), check_lock=False)), account
 

@@ -62,6 +62,9 @@ class NetworkStack(cdk.Stack):
         self.cluster_security_group, self.fsx_security_group = self._security_groups()
         if new is not None and new.interface_endpoints:
             self._interface_endpoints()
+        fsx_new = effective.storage.new
+        if fsx_new is not None and fsx_new.retain_on_delete:
+            self._retain_what_the_file_system_holds(vpc_is_ours=new is not None)
         self._outputs()
 
     # --- VPC -------------------------------------------------------------------------------------------
@@ -176,6 +179,37 @@ class NetworkStack(cdk.Stack):
             ec2.InterfaceVpcEndpoint(
                 self, f"{name}Endpoint", vpc=self.vpc, service=service, private_dns_enabled=True, open=False,
                 subnets=ec2.SubnetSelection(subnets=[self._compute_subnet]), security_groups=[group])
+
+    # --- deletion ---------------------------------------------------------------------------------------
+
+    def _retain_what_the_file_system_holds(self, *, vpc_is_ours: bool) -> None:
+        """Keep, on stack deletion, what a RETAINed file system's network interfaces still hold.
+
+        The Storage stack retains its new file system by default (``retain_on_delete``); its interfaces stay in
+        the compute subnet with the FSx group, and EC2 refuses to delete a security group, subnet or VPC
+        something still uses (DependencyViolation), which left this stack DELETE_FAILED after ``make
+        destroy-all``. So these are retained too: the FSx group with its rules among the file servers (Lustre
+        needs them), and in a VPC of ours the compute subnet and the VPC. The FSx group's rules naming the
+        cluster group go: kept, they would hold the cluster group in turn. What stays, and the manual step:
+        docs/operations.md "What destroy-all leaves behind"; tests/app/test_teardown_rehearsal.py replays it.
+        """
+        keep = cdk.RemovalPolicy.RETAIN
+        group = self.fsx_security_group
+        group.apply_removal_policy(keep)
+        for child in group.node.children:
+            if isinstance(child, ec2.CfnSecurityGroupIngress):
+                peer = child.source_security_group_id
+            elif isinstance(child, ec2.CfnSecurityGroupEgress):
+                peer = child.destination_security_group_id
+            else:
+                continue
+            if peer == group.security_group_id:
+                child.apply_removal_policy(keep)
+        if vpc_is_ours:
+            self.vpc.apply_removal_policy(keep)
+            subnet = self._compute_subnet.node.default_child
+            assert isinstance(subnet, ec2.CfnSubnet)
+            subnet.apply_removal_policy(keep)
 
     # --- outputs ---------------------------------------------------------------------------------------
 

@@ -41,7 +41,7 @@ help:
 	@echo "make diff [BASE=ref]       clusterkit diff: review specs, rendered configs and locks against git"
 	@echo "make cdk-diff CLUSTER=x    cdk diff against the deployed stacks"
 	@echo "make destroy-cluster CLUSTER=x   delete only the cluster stack (network + storage stay)"
-	@echo "make destroy-all CLUSTER=x       delete all three stacks (FSx and buckets are retained by default)"
+	@echo "make destroy-all CLUSTER=x       delete all three stacks (FSx, buckets, FSx group, subnet and VPC retained by default)"
 	@echo "make test-deps             install everything the tests need (venvs, CDK CLI, Debian packages, artifacts)"
 	@echo "make python-venv           make sure python3 can create venvs (installs python3-venv when root)"
 	@echo "make pcluster-venv         create .venv-pcluster (aws-parallelcluster, for validate PCLUSTER=1 and diff)"

@@ -191,6 +191,39 @@ def test_flow_logs_capture_all_traffic_into_a_retained_log_group(synths, name):
         "LogGroupName": {"Ref": group_id}, "ResourceId": synth.ref("network", synth.network.vpc_id)})
 
 
+# --- deletion ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("name", "kept"), [
+    ("demo", {"AWS::EC2::VPC", "AWS::EC2::Subnet", "AWS::EC2::SecurityGroup", "AWS::EC2::SecurityGroupIngress",
+              "AWS::EC2::SecurityGroupEgress", "AWS::Logs::LogGroup"}),
+    ("demo-endpoints", {"AWS::EC2::VPC", "AWS::EC2::Subnet", "AWS::EC2::SecurityGroup",
+                        "AWS::EC2::SecurityGroupIngress", "AWS::EC2::SecurityGroupEgress", "AWS::Logs::LogGroup"}),
+    ("existing-vpc-new-fsx", {"AWS::EC2::SecurityGroup", "AWS::EC2::SecurityGroupIngress",
+                              "AWS::EC2::SecurityGroupEgress"}),
+    ("demo-destroy", {"AWS::Logs::LogGroup"}),
+    ("demo-no-bucket", {"AWS::EC2::VPC", "AWS::EC2::Subnet", "AWS::EC2::SecurityGroup",
+                        "AWS::EC2::SecurityGroupIngress", "AWS::EC2::SecurityGroupEgress", "AWS::Logs::LogGroup"}),
+    ("p4d-existing", set()),
+])
+def test_deleting_storage_then_network_fails_nothing(synths, name, kept):
+    """Storage, then Network, deleted by CloudFormation's rules (tests/cfn_teardown.py): a retained file system
+    keeps exactly its security group (with the 4 rules among file servers), subnet and VPC, so nothing it uses
+    is deleted under it; retain_on_delete: false keeps none of them (app-level rehearsal: tests/app/
+    test_teardown_rehearsal.py)."""
+    from tests.cfn_teardown import destroy_all
+
+    synth = synths(name)
+    order = [synth.network.stack_name, synth.storage.stack_name]
+    templates = dict(zip(order, (synth.templates["network"], synth.templates["storage"]), strict=True))
+    result = destroy_all(order, templates, buckets_emptied=True)
+    assert result.failed() == {}, result.failures
+    kept_network = {lid: t for (stack, lid), t in result.kept.items() if stack == order[0]}
+    assert set(kept_network.values()) == kept
+    rule_types = ("AWS::EC2::SecurityGroupIngress", "AWS::EC2::SecurityGroupEgress")
+    rules = [t for t in kept_network.values() if t in rule_types]
+    assert len(rules) == (4 if "AWS::EC2::SecurityGroupIngress" in kept else 0)
+
+
 # --- existing VPC ------------------------------------------------------------------------------------------
 
 def test_existing_vpc_is_imported_not_created(synths):

@@ -7,6 +7,10 @@ stacks in reverse dependency order, refused while another stack imports an expor
 dependency order; ``DeletionPolicy: Retain`` keeps a resource and the stack still ends DELETE_COMPLETE; a
 security group, subnet, route table association or VPC that a kept resource still references (directly or
 through an imported export) fails to delete (EC2 DependencyViolation), which ends the stack DELETE_FAILED.
+Sources: CloudFormation Template Reference "DeletionPolicy attribute" (Retain; the stack is still
+DELETE_COMPLETE), CloudFormation User Guide "Troubleshooting CloudFormation" > "Delete stack fails" (resources in
+use, non-empty buckets) and "Get exported outputs" (no deleting a stack whose export is imported), EC2 API
+Reference DeleteSecurityGroup / DeleteSubnet / DeleteVpc (DependencyViolation while in use).
 
 What a rehearsal cannot show: network interfaces no template names (made by hand in the VPC), and the real
 waits (FSx takes minutes to delete). docs/operations.md "What destroy-all leaves behind" is the manual side.

@@ -191,7 +191,7 @@ class NetworkStack(cdk.Stack):
         destroy-all``. So these are retained too: the FSx group with its rules among the file servers (Lustre
         needs them), and in a VPC of ours the compute subnet and the VPC. The FSx group's rules naming the
         cluster group go: kept, they would hold the cluster group in turn. What stays, and the manual step:
-        docs/operations.md "What destroy-all leaves behind"; tests/app/test_teardown_rehearsal.py replays it.
+        docs/operations.md "What destroy-all leaves behind"; tests/app/test_cdk_rehearsal.py replays it.
         """
         keep = cdk.RemovalPolicy.RETAIN
         group = self.fsx_security_group

@@ -8,11 +8,32 @@ synthesized once per module (``synthesized``) and its cloud assembly is what bot
 unchanged app again for each diff (about 10 s each). What only a real
 account adds is listed in docs/operations.md ("what a real deploy still adds"): the provider's own template,
 ParallelCluster's AWS-side validators, the custom resource's create/update, and node bootstrap.
+
+Teardown rehearsal: ``make destroy-all`` replayed on the same assemblies (no second synth).
+
+Each shipped spec (and demo with ``retain_on_delete: false``) is synthesized by node_modules/.bin/cdk, as the
+update rehearsal (test_cdk_rehearsal.py) does, and tests/cfn_teardown.py deletes its three stacks the way
+``cdk destroy --all`` and CloudFormation would, by the rules its docstring cites from the AWS documentation:
+stacks in reverse dependency order, refused while another stack imports an export; resources in reverse
+dependency order; ``DeletionPolicy: Retain`` keeps a resource and the stack still ends DELETE_COMPLETE; a
+security group, subnet, route table association or VPC that a kept resource still references (directly or
+through an imported export) fails to delete (EC2 DependencyViolation), which ends the stack DELETE_FAILED.
+Sources: CloudFormation Template Reference "DeletionPolicy attribute" (Retain; the stack is still
+DELETE_COMPLETE), CloudFormation User Guide "Troubleshooting CloudFormation" > "Delete stack fails" (resources in
+use, non-empty buckets) and "Get exported outputs" (no deleting a stack whose export is imported), EC2 API
+Reference DeleteSecurityGroup / DeleteSubnet / DeleteVpc (DependencyViolation while in use).
+
+What a rehearsal cannot show: network interfaces no template names (made by hand in the VPC), and the real
+waits (FSx takes minutes to delete). docs/operations.md "What destroy-all leaves behind" is the manual side.
+p4d-existing (no stack-owned VPC) and retain_on_delete: false are rehearsed on the in-process synth
+(tests/stacks/test_network.py, test_storage.py), by the same model.
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
+import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +44,7 @@ from test_provider_contract import SPECS
 
 from clusterkit.pipeline.loader import load
 from clusterkit.spec.naming import stack_names
+from tests.cfn_teardown import destroy_all, load_assembly
 
 REPO = Path(__file__).resolve().parents[2]
 CDK = REPO / "node_modules/.bin/cdk"
@@ -123,3 +145,70 @@ def test_cdk_diff_of_a_version_change_goes_through_the_guard_first(
     assert "[~] Custom::ClusterKitVersionGuard VersionGuard" in text
     assert "[~] AWS::CloudFormation::Stack ParallelClusterProvider" in text and "3.16.1/templates" in text
     assert "Custom::PclusterCluster" not in text
+
+
+# --- teardown: make destroy-all on the same assemblies ------------------------------------------------------
+
+CLI_SYNTHESIZED = [s for s in SPECS if s != "p4d-existing"]
+# What destroy-all keeps of demo (new VPC, new FSx, retained by default), and how the docs' section names each.
+KEPT_BY_DEFAULT = {
+    "AWS::FSx::FileSystem": "file system",
+    "AWS::FSx::DataRepositoryAssociation": "data repository association",
+    "AWS::S3::Bucket": "bucket",
+    "AWS::EC2::SecurityGroup": "FSx security group",
+    "AWS::EC2::SecurityGroupIngress": "rules among the file servers",
+    "AWS::EC2::SecurityGroupEgress": "rules among the file servers",
+    "AWS::EC2::Subnet": "compute subnet",
+    "AWS::EC2::VPC": "VPC",
+    "AWS::Logs::LogGroup": "flow log group",
+}
+DOC_SECTION = "## What destroy-all leaves behind"
+
+
+@pytest.mark.parametrize("name", CLI_SYNTHESIZED)
+def test_destroy_all_leaves_no_stack_delete_failed(synthesized: Callable[[str], Synth], name: str) -> None:
+    """Every stack ends DELETE_COMPLETE with the file system retained (the default); retain_on_delete: false
+    (buckets emptied first, the documented manual step) is rehearsed in-process by tests/stacks."""
+    order, templates = load_assembly(synthesized(name).out)
+    spec_name = load(name).spec.name
+    assert order == [stack_names(spec_name)[k] for k in ("network", "storage", "cluster")]
+    result = destroy_all(order, templates, buckets_emptied=True)
+    assert result.failed() == {}, result.failures
+    assert set(result.status) == set(order)
+
+
+def test_the_default_keeps_the_file_system_and_what_its_interfaces_hold(synthesized: Callable[[str], Synth]) -> None:
+    """demo keeps FSx, its link and buckets (retain_on_delete), and the FSx group with its rules among the file
+    servers, the compute subnet and the VPC (its network interfaces hold them); the docs list each."""
+    order, templates = load_assembly(synthesized("demo").out)
+    kept = destroy_all(order, templates, buckets_emptied=False).kept
+    assert set(kept.values()) == set(KEPT_BY_DEFAULT)
+    network = templates["Demo-Network"]["Resources"]
+    kept_network = {lid for (stack, lid) in kept if stack == "Demo-Network"}
+    # The cluster group and every rule naming it go: a kept rule naming it would hold it in turn.
+    assert not any(lid.startswith("ClusterSecurityGroup") for lid in kept_network)
+    for lid in kept_network:
+        assert "ClusterSecurityGroup" not in str(network[lid].get("Properties")), lid
+    subnets = {lid for lid in kept_network if network[lid]["Type"] == "AWS::EC2::Subnet"}
+    assert subnets == {lid for lid, res in network.items()
+                       if res["Type"] == "AWS::EC2::Subnet" and lid.startswith("VpcComputeSubnet")}
+    docs = (REPO / "docs" / "operations.md").read_text(encoding="utf-8")
+    assert DOC_SECTION in docs
+    section = docs.split(DOC_SECTION, 1)[1].split("\n## ", 1)[0]
+    for phrase in KEPT_BY_DEFAULT.values():
+        assert phrase in section, phrase
+
+
+def test_without_retained_network_resources_the_network_stack_fails(synthesized: Callable[[str], Synth]) -> None:
+    """The rehearsal sees the bug it guards against: with the Network stack's resources deleted as before
+    (only the file system retained), the FSx group and the compute subnet fail, in use by the file system."""
+    order, templates = load_assembly(synthesized("demo").out)
+    before = copy.deepcopy(templates)
+    for res in before["Demo-Network"]["Resources"].values():
+        if res["Type"] != "AWS::Logs::LogGroup":
+            res.pop("DeletionPolicy", None)
+    result = destroy_all(order, before, buckets_emptied=True)
+    assert result.failed() == {"Demo-Network": "DELETE_FAILED"}
+    failed = sorted(re.sub(r"[0-9A-F]{8}\b", "", f.split(" ", 1)[0]) for f in result.failures)
+    assert failed == ["Demo-Network/FsxSecurityGroup", "Demo-Network/VpcComputeSubnet1Subnet"]
+    assert all("in use by retained Demo-Storage/FileSystem" in f for f in result.failures)

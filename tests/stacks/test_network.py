@@ -209,7 +209,7 @@ def test_deleting_storage_then_network_fails_nothing(synths, name, kept):
     """Storage, then Network, deleted by CloudFormation's rules (tests/cfn_teardown.py): a retained file system
     keeps exactly its security group (with the 4 rules among file servers), subnet and VPC, so nothing it uses
     is deleted under it; retain_on_delete: false keeps none of them (app-level rehearsal: tests/app/
-    test_teardown_rehearsal.py)."""
+    test_cdk_rehearsal.py)."""
     from tests.cfn_teardown import destroy_all
 
     synth = synths(name)

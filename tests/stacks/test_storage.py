@@ -577,3 +577,17 @@ def test_an_unresolvable_exception_keeps_the_deny_conservative():
     allow = parse({"Statement": [{"Effect": "Allow", "Action": "s3:GetObject",
                                   "Resource": {"Fn::Join": ["", [{"Fn::ImportValue": "x"}, "/*"]]}}]}, "t", {})
     assert decide(allow, Request("s3:GetObject", "arn:aws:s3:::anything/at/all")) is Decision.ALLOW
+
+
+def test_a_full_bucket_fails_the_storage_stack_and_refuses_the_network_one(synths):
+    """retain_on_delete: false without emptying the buckets first: CloudFormation cannot delete them, Storage
+    ends DELETE_FAILED and Network's exports stay imported (the manual step docs/operations.md names)."""
+    from tests.cfn_teardown import destroy_all
+
+    synth = synths("demo-destroy")
+    order = [synth.network.stack_name, synth.storage.stack_name]
+    templates = dict(zip(order, (synth.templates["network"], synth.templates["storage"]), strict=True))
+    result = destroy_all(order, templates, buckets_emptied=False)
+    assert result.failed() == {"Demo-Storage": "DELETE_FAILED", "Demo-Network": "REFUSED"}
+    assert {f.split(" ", 1)[1] for f in result.failures if f.startswith("Demo-Storage/")} == {
+        "(AWS::S3::Bucket): the bucket still holds objects"}

@@ -36,13 +36,13 @@ LINK = "opt/parallelcluster/shared/clusterkit"
 NODE_ARGS = [a for a in HEAD_ARGS if not a.startswith("CK_BUNDLE=")]
 
 
-def _bundle(tmp: Path, tag: str) -> Artifact:
+def _bundle(tmp: Path, tag: str, *settings: str) -> Artifact:
     """A bundle as bundle.py lays it out: the real head_node.sh and launcher, node.args, a tagged zipapp."""
     with zipfile.ZipFile(bundle_zip(tmp / f"{tag}-files.zip", zipapp=standin_zipapp(tag))) as zf:
         files = {name: zf.read(name) for name in zf.namelist()}
     for script in ("head_node.sh", LAUNCHER):
         files[script] = (SCRIPTS / script).read_bytes()
-    files["node.args"] = ("\n".join(NODE_ARGS) + "\n").encode()
+    files["node.args"] = ("\n".join([*NODE_ARGS, *settings]) + "\n").encode()
     return Artifact("bundle.zip", build_zip(files))
 
 
@@ -74,15 +74,15 @@ class Cloud:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"s3://{BUCKET}/{self.refs.assets_prefix}{bundle.key}\n")
 
-    def run(self, script: str, args: list[str]):
-        return self.sandbox.run(script, *args, env={"CK_TEST_S3_DIR": str(self.s3)})
+    def run(self, script: str, args: list[str], **env: str):
+        return self.sandbox.run(script, *args, env={"CK_TEST_S3_DIR": str(self.s3), **env})
 
     def on_node_configured(self, bundle: Artifact):
         return self.run("head_node_stage0.sh", self.head_actions(bundle)["OnNodeConfigured"]["Args"])
 
-    def on_node_updated(self, bundle: Artifact):
+    def on_node_updated(self, bundle: Artifact, **env: str):
         """PC runs the config's OnNodeUpdated Script (that deploy's launcher; same bytes here) with its Args."""
-        return self.run(LAUNCHER, self.head_actions(bundle)["OnNodeUpdated"]["Args"])
+        return self.run(LAUNCHER, self.head_actions(bundle)["OnNodeUpdated"]["Args"], **env)
 
 
 @pytest.fixture
@@ -142,6 +142,25 @@ def test_rollback_after_the_parameter_is_back(cloud: Cloud, tmp_path: Path) -> N
     cloud.set_parameter(a)
     rolled = cloud.on_node_updated(a)
     assert rolled.returncode == 0, rolled.stdout + rolled.stderr
+    _assert_on(cloud.sandbox, a, "A")
+
+
+def test_failed_on_node_updated_leaves_the_previous_bundle_live(cloud: Cloud, tmp_path: Path) -> None:
+    """The update fails on the head node itself (here: `scontrol reconfigure` after B's new pyxis setting).
+    ParallelCluster then rolls its stack back WITHOUT re-running OnNodeUpdated (its custom action runner acts
+    only while the stack is UPDATE_IN_PROGRESS), and the Cluster stack's rollback finds "No changes found":
+    nothing re-runs A. Before: the shared link stayed on B. Now head_node.sh switches it back as it fails."""
+    a = _bundle(tmp_path, "A")
+    b = _bundle(tmp_path, "B", "PYXIS_CONTAINER_SCOPE=global")
+    for bundle in (a, b):
+        cloud.publish(bundle)
+    cloud.set_parameter(a)
+    assert cloud.on_node_configured(a).returncode == 0
+    cloud.set_parameter(b)
+    failed = cloud.on_node_updated(b, CK_TEST_SCONTROL_RC="1")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "scontrol reconfigure failed" in failed.stdout + failed.stderr
+    assert f"points at .clusterkit-{a.sha256[:16]} again" in failed.stdout
     _assert_on(cloud.sandbox, a, "A")
 
 

@@ -12,7 +12,7 @@
 #  2. parse/validate Args with the bundle's node tools (enroot.sh ck_parse_args) -> /etc/clusterkit/node.env;
 #  3. preflight: enroot + pyxis must come with the AMI (PC >= 3.11.1);
 #  4. switch /opt/parallelcluster/shared/clusterkit (NFS-shared; compute nodes source it) to the new
-#     bundle with one atomic symlink rename;
+#     bundle with one atomic symlink rename (a run that fails after it switches the link back);
 #  5. local enroot setup, then pyxis plugstack in /opt/slurm/etc + `scontrol reconfigure` if changed;
 #  6. image store dir on FSx and the background image sync (systemd, so slow imports never hit PC's
 #     bootstrap timeout).
@@ -35,6 +35,7 @@ readonly SYNC_TIMER="clusterkit-image-sync.timer"
 readonly SYNC_LOG="/var/log/clusterkit/image-sync.log"
 BOOT_TMP=""
 BUNDLE_DIR=""
+SWITCHED_FROM=""  # the bundle the shared link named before this run switched it, until the run succeeds
 
 # --- minimal logger until enroot.sh is sourced (same line format as ck_log) ---------------------------
 boot_log() {
@@ -52,6 +53,10 @@ boot_die() {
 }
 
 on_exit() {
+    local rc=$?
+    if ((rc != 0)) && [[ -n "${SWITCHED_FROM}" ]]; then
+        restore_link
+    fi
     if [[ -n "${BOOT_TMP}" && -e "${BOOT_TMP}" ]]; then
         rm -rf -- "${BOOT_TMP}"
     fi
@@ -60,6 +65,16 @@ on_exit() {
     fi
 }
 trap on_exit EXIT
+
+# restore_link: a run that fails after switching the shared link points it back (one rename) at the bundle it
+# replaced. When OnNodeUpdated fails, ParallelCluster rolls its stack back without re-running OnNodeUpdated
+# (its custom action runner acts only while the stack is UPDATE_IN_PROGRESS), so nothing else would.
+restore_link() {
+    local tmp_link="${SHARED_BASE}/.clusterkit-link.$$"
+    [[ -d "${SHARED_BASE}/${SWITCHED_FROM}" ]] || return 0
+    ln -sfn -- "${SWITCHED_FROM}" "${tmp_link}" && mv -f -T -- "${tmp_link}" "${BUNDLE_LINK}" &&
+        boot_log WARN "failed after switching bundles: ${BUNDLE_LINK#"${CK_ROOT}"} points at ${SWITCHED_FROM} again"
+}
 
 # boot_arg KEY ARG...: value of KEY=... among the Args (full validation happens in ck_parse_args).
 boot_arg() {
@@ -138,6 +153,7 @@ activate_bundle() {
         tmp_link="${SHARED_BASE}/.clusterkit-link.$$"
         ln -sfn -- "${target}" "${tmp_link}"
         mv -f -T -- "${tmp_link}" "${BUNDLE_LINK}"
+        SWITCHED_FROM="${current}"
         ck_log INFO "switched ${BUNDLE_LINK#"${CK_ROOT}"} to ${target} (was: ${current:-none})"
     fi
     for d in "${SHARED_BASE}"/.clusterkit-*; do
@@ -290,6 +306,7 @@ main() {
 
     ensure_store
     start_image_sync
+    SWITCHED_FROM=""
     ck_log INFO "done: cluster ${CK_CLUSTER}, os ${CK_OS}, store ${CK_STORE}"
 }
 

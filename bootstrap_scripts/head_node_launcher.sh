@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # ClusterKit head-node launcher: the HeadNode OnNodeUpdated action, and what stage 0 runs at OnNodeConfigured.
 #
-# It reads the S3 URI of the current bootstrap bundle from an SSM parameter the Cluster stack keeps up
-# to date, unpacks it, and runs the bundle's head_node.sh with the cluster settings from the bundle's
-# node.args. OnNodeUpdated passes CK_BUNDLE_SHA256 as well, only so that a new bundle changes the config
-# and ParallelCluster runs this again; the launcher checks the downloaded bundle against it.
+# At OnNodeConfigured (stage 0 runs it with the stable Args) it reads the S3 URI of the current bootstrap
+# bundle from an SSM parameter the Cluster stack keeps up to date, unpacks it, and runs the bundle's
+# head_node.sh with the cluster settings from the bundle's node.args.
+# At OnNodeUpdated the config names the bundle by content: CK_BUNDLE_URI is the bundle's content-addressed
+# key and CK_BUNDLE_SHA256 its hash (clusterkit/render/pcluster_config.py). A new bundle changes the Args, so
+# ParallelCluster runs this again; and when a failed update rolls back, the re-run with the previous Args
+# installs exactly the previous bundle, whatever the parameter says by then (docs/operations.md, "Rollback").
 # OnNodeConfigured (never updatable) runs head_node_stage0.sh instead, which runs the copy of this file
 # inside the current bundle: so this file may change without touching an UNSUPPORTED field.
 #
-# Clusters written by `clusterkit export` (for the pcluster CLI) have no SSM parameter: they pass
-# CK_BUNDLE_URI, a stable S3 key that `export --upload` overwrites with each new bundle.
+# Clusters written by `clusterkit export` (for the pcluster CLI) have no SSM parameter: their stable
+# Args name CK_BUNDLE_URI, a stable S3 key that `export --upload` overwrites with each new bundle.
 #
 # Args (KEY=VALUE): CK_REGION, CK_BUNDLE_PARAMETER or CK_BUNDLE_URI, optional CK_BUNDLE_SHA256.
 set -euo pipefail
@@ -57,6 +60,24 @@ bundle_uri() {
     --query Parameter.Value --output text
 }
 
+# content_key SHA256: the object name CDK (and `export --upload`) give a bundle with that hash: CDK re-hashes a
+# custom asset hash, so sha256 of the hex digest, plus .zip (clusterkit/artifacts/bundle.py Artifact.key).
+content_key() {
+  printf '%s.zip\n' "$(printf '%s' "$1" | sha256sum | cut -d' ' -f1)"
+}
+
+# check_sha URI SHA: the downloaded bundle must be the one the config names. A content-addressed key with other
+# bytes was overwritten; a stable place (the parameter, export's stable key) naming another bundle means a deploy
+# changed it after this config was written.
+check_sha() {
+  local uri="$1" sha="$2"
+  [[ -z "$CK_BUNDLE_SHA256" || "$sha" == "$CK_BUNDLE_SHA256" ]] && return 0
+  if [[ "${uri##*/}" == "$(content_key "$CK_BUNDLE_SHA256")" ]]; then
+    die "bundle $uri has sha256 $sha, not $CK_BUNDLE_SHA256 as its content-addressed key says (object overwritten? redeploy with 'clusterkit deploy')"
+  fi
+  die "bundle $uri (from ${CK_BUNDLE_PARAMETER:-CK_BUNDLE_URI}) has sha256 $sha, the cluster config expects $CK_BUNDLE_SHA256 (a newer deploy in flight? wait for it, or rerun 'clusterkit deploy')"
+}
+
 main() {
   parse_args "$@"
   command -v aws >/dev/null || die "the aws CLI is missing (official ParallelCluster AMIs ship it)"
@@ -68,9 +89,7 @@ main() {
   local work="$WORK_DIR"
   aws s3 cp --only-show-errors --region "$CK_REGION" "$uri" "$work/bundle.zip" || die "cannot download $uri"
   sha="$(sha256sum "$work/bundle.zip" | cut -d' ' -f1)"
-  if [[ -n "$CK_BUNDLE_SHA256" && "$sha" != "$CK_BUNDLE_SHA256" ]]; then
-    die "bundle $uri has sha256 $sha, the cluster config expects $CK_BUNDLE_SHA256 (a newer deploy in flight?)"
-  fi
+  check_sha "$uri" "$sha"
   python3 -m zipfile -e "$work/bundle.zip" "$work/bundle" || die "bundle $uri is not a valid zip"
   [[ -f "$work/bundle/head_node.sh" && -f "$work/bundle/node.args" ]] || die "bundle $uri lacks head_node.sh or node.args"
   local -a settings=()

@@ -167,11 +167,22 @@ def _head_node(spec: EffectiveSpec, refs: Refs, artifacts: NodeArtifactKeys) -> 
             # OnNodeConfigured cannot change once the cluster exists (PC update policy UNSUPPORTED), so
             # it names the frozen stage 0, which runs the launcher of the bundle it finds at a stable place.
             "OnNodeConfigured": {"Script": _s3(refs, artifacts.stage0.key), "Args": stable_args},
-            # OnNodeUpdated may change: the bundle hash makes every bundle change re-run it (re-sync).
+            # OnNodeUpdated may change: the bundle hash makes every bundle change re-run it (re-sync). It names
+            # this deploy's bundle by content, not the stable place: when a CloudFormation rollback makes PC
+            # re-run it with the previous config's Args, the SSM parameter (or export's stable key) may still
+            # name the new bundle, and the launcher must install exactly the bundle those Args name.
             "OnNodeUpdated": {"Script": _s3(refs, artifacts.launcher.key),
-                              "Args": stable_args + [f"CK_BUNDLE_SHA256={artifacts.bundle.sha256}"]},
+                              "Args": _updated_args(spec, refs, artifacts)},
         },
     }
+
+
+def _updated_args(spec: EffectiveSpec, refs: Refs, artifacts: NodeArtifactKeys) -> list[str]:
+    """HeadNode OnNodeUpdated Args: the bundle's content-addressed key (both deployments upload it there and
+    keep every previous one: CDK assets are never overwritten, ``export --upload`` writes content keys first) and
+    its sha256, which the launcher checks. The sha256 stays last (tests and docs read it there)."""
+    return [f"CK_REGION={spec.region}", f"CK_BUNDLE_URI={_s3(refs, artifacts.bundle.key)}",
+            f"CK_BUNDLE_SHA256={artifacts.bundle.sha256}"]
 
 
 def _queue(spec: EffectiveSpec, queue: EffectiveQueue, refs: Refs,

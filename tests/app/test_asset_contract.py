@@ -2,10 +2,10 @@
 
 Real: the synthesized cloud assembly (``<stack>.assets.json``, the file ``cdk deploy`` publishes from)
 and the synthesized ClusterConfiguration and node policies, resolved for one account. Every S3 object a
-node fetches (each CustomActions Script, and the bundle the SSM parameter names) must be published by
-the manifest and readable by the policy of the role that node runs as; an object of the previous deploy
-(same prefix, other content hash) must stay readable while ParallelCluster replaces the fleet, and no
-other cluster's objects may be.
+node fetches (each CustomActions Script, the bundle OnNodeUpdated names by content, and the one the SSM
+parameter names) must be published by the manifest and readable by the policy of the role that node runs as;
+an object of the previous deploy (same prefix, other content hash) must stay readable while ParallelCluster
+replaces the fleet or a rollback re-installs its bundle, and no other cluster's objects may be.
 """
 from __future__ import annotations
 
@@ -65,6 +65,10 @@ def fetched(template: Template) -> list[tuple[str, str, str]]:
            for action, spec in config["HeadNode"]["CustomActions"].items()]
     out += [(f"SlurmQueues[{q['Name']}].{action}", compute_policy, resolve(spec["Script"], resources))
             for q in config["Scheduling"]["SlurmQueues"] for action, spec in q["CustomActions"].items()]
+    # the bundle OnNodeUpdated names by content (a rollback re-run fetches the previous deploy's one from there)
+    bundle_args = [resolve(a, resources) for a in config["HeadNode"]["CustomActions"]["OnNodeUpdated"]["Args"]]
+    out += [("HeadNode.OnNodeUpdated bundle", head_policy, a.removeprefix("CK_BUNDLE_URI="))
+            for a in bundle_args if a.startswith("CK_BUNDLE_URI=")]
     (parameter,) = template.find_resources("AWS::SSM::Parameter").values()
     out.append(("bundle parameter", head_policy, resolve(parameter["Properties"]["Value"], resources)))
     return out
@@ -75,7 +79,7 @@ def test_every_fetched_object_is_published_and_granted(synthesized, name) -> Non
     template, manifest = _cluster(synthesized, name)
     keys = published(manifest)
     objects = fetched(template)
-    assert len(objects) >= 4
+    assert len(objects) >= 4 and "HeadNode.OnNodeUpdated bundle" in {who for who, _, _ in objects}
     missing = [f"{who}: {uri}" for who, _, uri in objects if uri not in keys]
     denied = [f"{who}: {uri}" for who, policy, uri in objects if not granted(template, policy, uri)]
     assert missing == [] and denied == []

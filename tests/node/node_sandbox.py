@@ -84,9 +84,19 @@ exit 32
 if [ "${1:-}" = s3 ] && [ "${2:-}" = cp ]; then
   shift 2; args=()
   while [ $# -gt 0 ]; do case "$1" in --region) shift 2;; --*) shift;; *) args+=("$1"); shift;; esac; done
+  if [ -n "${CK_TEST_S3_DIR:-}" ]; then  # a fake S3: s3://bucket/key is $CK_TEST_S3_DIR/bucket/key
+    src="${CK_TEST_S3_DIR}/${args[0]#s3://}"
+    [ -f "$src" ] || { echo "fatal error: An error occurred (404) when calling the HeadObject operation" >&2; exit 1; }
+    cp "$src" "${args[1]}"
+    exit 0
+  fi
   [ -n "${CK_TEST_BUNDLE_ZIP:-}" ] || { echo "fatal error: An error occurred (404)" >&2; exit 1; }
   cp "${CK_TEST_BUNDLE_ZIP}" "${args[1]}"
   exit 0
+fi
+# ssm get-parameter: the value is the file $CK_TEST_S3_DIR/ssm/<parameter name>
+if [ "${1:-}" = ssm ] && [ "${2:-}" = get-parameter ] && [ -n "${CK_TEST_S3_DIR:-}" ]; then
+  while [ $# -gt 0 ]; do [ "$1" = --name ] && { cat "${CK_TEST_S3_DIR}/ssm/${2#/}"; exit; }; shift; done
 fi
 echo "aws stand-in: unsupported call" >&2; exit 1
 """,
@@ -329,6 +339,15 @@ class Sandbox:
         with zipfile.ZipFile(self.bundle_path()) as zf:
             zf.extractall(target)
         return target
+
+    def allow_tools(self, *tools: str) -> None:
+        """Put more real tools on PATH (wrapped and recorded), for scripts beyond head_node.sh (the launcher).
+        These keep the sandbox PATH: a wrapped bash runs a script that must still see only the stand-ins."""
+        log_only = _LOG_LINE.splitlines()[0]
+        for tool in tools:
+            real = shutil.which(tool, path="/usr/bin:/bin:/usr/sbin:/sbin")
+            assert real, f"{tool} is needed on the test machine"
+            self._script(tool, f'{log_only}\nexec {real} "$@"\n')
 
     def add_srun(self) -> None:
         srun = self.root / "opt/slurm/bin/srun"

@@ -71,4 +71,4 @@ def main() -> int:
 if __name__ == "__main__":
     # The CLI's error boundary (clusterkit/cli/boundary.py): spec errors, unwritable cdk.out and Ctrl-C (which
     # reaches jsii's node kernel too) end in one line each; cdk.json runs this file as `.venv/bin/python app.py`.
-    sys.exit(guarded(main, boundary=Boundary(program="app.py", rerun="make synth")))
+    sys.exit(guarded(main, boundary=Boundary(program="app.py", rerun="make synth", leave_at_once=True)))

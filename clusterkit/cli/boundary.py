@@ -28,6 +28,9 @@ class Boundary:
 
     program: str
     rerun: str
+    # app.py: after Ctrl-C, leave at once (os._exit) once the line is out, so that nothing jsii's dying node kernel
+    # still relays to stderr, and none of jsii's exit handlers (a broken pipe to that kernel), comes after it
+    leave_at_once: bool = False
 
 
 def guarded(body: Callable[[], int], *, boundary: Boundary) -> int:
@@ -44,7 +47,7 @@ def guarded(body: Callable[[], int], *, boundary: Boundary) -> int:
             _stdout_closed()
         raise
     except KeyboardInterrupt:
-        return _say(f"{boundary.program}: interrupted", EXIT_INTERRUPTED)
+        return _interrupted(boundary)
     except BrokenPipeError:
         return _stdout_closed()
     except ClusterKitError as exc:
@@ -54,11 +57,11 @@ def guarded(body: Callable[[], int], *, boundary: Boundary) -> int:
         return code if isinstance(code, int) else EXIT_USER_ERROR
     except OSError as exc:
         if _interrupt_pending(interrupted):  # Ctrl-C reached a child first (jsii's node kernel), its pipe broke
-            return _say(f"{boundary.program}: interrupted", EXIT_INTERRUPTED)
+            return _interrupted(boundary)
         return _say(os_error_line(exc, rerun=boundary.rerun), EXIT_ENVIRONMENT)
     except Exception:
         if _interrupt_pending(interrupted):  # e.g. jsii's error for a kernel that Ctrl-C killed
-            return _say(f"{boundary.program}: interrupted", EXIT_INTERRUPTED)
+            return _interrupted(boundary)
         raise
     finally:
         if previous is not None:
@@ -114,6 +117,13 @@ def _shown(path: Path) -> str:
     absolute = Path(os.path.abspath(path))
     cwd = Path.cwd()
     return str(absolute.relative_to(cwd)) if absolute.is_relative_to(cwd) and absolute != cwd else str(path)
+
+
+def _interrupted(boundary: Boundary) -> int:
+    code = _say(f"{boundary.program}: interrupted", EXIT_INTERRUPTED)
+    if boundary.leave_at_once:
+        os._exit(code)
+    return code
 
 
 def _say(line: str, code: int) -> int:

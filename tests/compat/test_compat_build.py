@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import tarfile
 from pathlib import Path
 
@@ -26,10 +27,14 @@ HAND_WRITTEN = ("cuda-driver-floor", "cuda-toolkit-driver", "nccl-2.19-needs-efa
 
 @pytest.fixture(scope="module")
 def tarball() -> Path:
+    """The vendored tarball. Like every tier that needs ../shared/vendor (tests/real_runtime/tier.py), a clone
+    without it beside skips these tests, except in CI (CI=true or CK_REQUIRE_ARTIFACTS=1, .ci/run): there they fail."""
     try:
         return compat_build.find_tarball(directory=compat_build.vendor_dir())
     except compat_build.VendorMissing as exc:
-        pytest.fail(f"the vendored aws-ofi-nccl tarball is required here (CI has ../shared): {exc}")
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes") or os.environ.get("CK_REQUIRE_ARTIFACTS") == "1":
+            pytest.fail(f"the vendored aws-ofi-nccl tarball is required here (CI has ../shared): {exc}")
+        pytest.skip(f"no vendored aws-ofi-nccl tarball (../shared/vendor beside the clone): {exc}")
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ DEB_PACKAGES := slurmctld slurmd slurm-client munge libslurm-dev gcc libc6-dev m
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(shell node -p "process.versions.node.split('.')[0]" 2>/dev/null)
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 
-.PHONY: help python-venv python39 synth test test-deps test-artifacts test-fast real-runtime render render-check compat-rules lock validate deploy diff cdk-diff destroy-cluster destroy-all pcluster-venv checkov-venv system-packages clean
+.PHONY: help python-venv python39 synth test test-deps test-artifacts test-fast real-runtime render render-check compat-rules lock validate deploy diff cdk-diff destroy-cluster destroy-all deploy-platform destroy-platform pcluster-venv checkov-venv system-packages clean
 
 help:
 	@echo "make synth                 synthesize the default cluster (demo) offline and summarize it"
@@ -42,6 +42,10 @@ help:
 	@echo "make cdk-diff CLUSTER=x    cdk diff against the deployed stacks"
 	@echo "make destroy-cluster CLUSTER=x   delete only the cluster stack (network + storage stay)"
 	@echo "make destroy-all CLUSTER=x       delete all three stacks (FSx, buckets, FSx group, subnet and VPC retained by default)"
+	@echo "                                 (a cluster on a platform: its alerts and cluster stacks; never the platform's)"
+	@echo "make synth PLATFORM=p      synthesize platform p's network and storage stacks (cluster_configs/platforms/p.yaml)"
+	@echo "make deploy-platform PLATFORM=p  cdk deploy the platform's two stacks (needs AWS credentials)"
+	@echo "make destroy-platform PLATFORM=p delete them; refuses while a deployed cluster uses the platform"
 	@echo "make test-deps             install everything the tests need (venvs, CDK CLI, Debian packages, artifacts)"
 	@echo "make python-venv           make sure python3 can create venvs (installs python3-venv when root)"
 	@echo "make pcluster-venv         create .venv-pcluster (aws-parallelcluster, for validate PCLUSTER=1 and diff)"
@@ -103,8 +107,13 @@ system-packages: | python-venv
 	fi
 
 synth: $(VENV)/.stamp-runtime node_modules/.stamp
+ifdef PLATFORM
+	AWS_EC2_METADATA_DISABLED=true $(CDK) synth --quiet -c platform=$(PLATFORM) >/dev/null
+	AWS_EC2_METADATA_DISABLED=true $(VENV)/bin/python -m clusterkit summary --platform --cdk-out cdk.out $(PLATFORM)
+else
 	AWS_EC2_METADATA_DISABLED=true $(CDK) synth --quiet -c cluster=$(CLUSTER) >/dev/null
 	AWS_EC2_METADATA_DISABLED=true $(VENV)/bin/python -m clusterkit summary --cdk-out cdk.out $(CLUSTER)
+endif
 
 # Two pytest-xdist workers by default (CI has 2 cores); TEST_JOBS=1 runs serially, e.g. to read one failure.
 # The real enroot + pyxis build is shared through a lock file (runtime_build.py), Slurm ports are picked free.
@@ -179,6 +188,15 @@ destroy-cluster: $(VENV)/.stamp-runtime node_modules/.stamp
 
 destroy-all: $(VENV)/.stamp-runtime node_modules/.stamp
 	$(CDK) destroy --all -c cluster=$(CLUSTER)
+
+# A platform's network and storage stacks: deployed once, used by every cluster spec that names it.
+deploy-platform: $(VENV)/.stamp-runtime node_modules/.stamp
+	$(CDK) deploy --all -c platform=$(PLATFORM) --require-approval broadening
+
+# Refuses, naming them, while any deployed cluster stack imports the platform's exports.
+destroy-platform: $(VENV)/.stamp-runtime node_modules/.stamp
+	$(VENV)/bin/python -m clusterkit platform-users $(PLATFORM)
+	$(CDK) destroy --all -c platform=$(PLATFORM)
 
 clean:
 	rm -rf cdk.out .pytest_cache .cache

@@ -49,6 +49,7 @@ CONFIG_DIR_NAME: Final = "cluster_configs"  # also the git paths' prefix (cluste
 CONFIG_DIR: Final = ROOT / CONFIG_DIR_NAME  # <name>.yaml specs and their <name>.images.lock
 RENDERED_DIR: Final = CONFIG_DIR / "rendered"  # committed ParallelCluster configs, <name>.yaml
 SPEC_SCHEMA: Final = CONFIG_DIR / "clusterkit-spec.schema.json"  # JSON Schema (clusterkit.render.spec_schema)
+PLATFORM_SCHEMA: Final = CONFIG_DIR / "clusterkit-platform.schema.json"  # the same, of a platform file
 SCRIPTS_DIR: Final = ROOT / "bootstrap_scripts"  # the node bash scripts (clusterkit.artifacts.bundle ships them)
 NODE_PACKAGE_DIR: Final = ROOT / "clusterkit_node"  # shipped as one zipapp (clusterkit.artifacts.bundle)
 VERSION_GUARD_HANDLER: Final = ROOT / "stacks" / "version_guard_handler.py"  # Lambda source, shipped inline

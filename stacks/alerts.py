@@ -121,3 +121,19 @@ class _PublishTo:
 
     def bind(self, _rule: events.IRule, _id: str | None = None) -> events.RuleTargetConfig:
         return events.RuleTargetConfig(arn=self._topic.topic_arn, input=self._message)
+
+
+class AlertsStack(cdk.Stack):
+    """``<Name>-Alerts``: the alert topic of a cluster on a platform. A standalone cluster's topic lives in its
+    storage stack, which outlives the cluster stack; a cluster on a platform owns no storage stack, so its topic
+    gets a stack of its own, deployed with the cluster and kept by ``make destroy-cluster`` like the storage
+    stack: it must outlive the cluster stack to tell of a teardown that failed."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, cluster_name: str, notify_email: str | None,
+                 **kwargs) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        alerts = ClusterAlerts(self, "Alerts", cluster_name=cluster_name, notify_email=notify_email)
+        self.alert_topic: sns.ITopic = alerts.topic
+        cdk.CfnOutput(self, "AlertTopicArn", value=alerts.topic.topic_arn,
+                      description="SNS topic of this cluster's alerts (failed or overdue teardowns); subscribe "
+                                  "to be told")

@@ -25,6 +25,7 @@ from constructs import Construct
 from clusterkit.effective.expand import EffectiveSpec, iso_z
 from clusterkit.render.pcluster_config import Refs, bundle_arg, render_config
 from stacks import nag
+from stacks.platform_link import PlatformLink
 from stacks.ttl import TtlTeardown
 from stacks.version_guard import ParallelClusterVersionGuard, guard_depends
 
@@ -57,13 +58,23 @@ class ClusterStack(cdk.Stack):
     """ParallelCluster cluster named ``effective.name`` (the stack itself is ``<Name>-Cluster``)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, effective: EffectiveSpec, artifacts: StagedArtifacts,
-                 version_guard_code: str, head_node_subnet_id: str, compute_subnet_id: str, security_group_id: str,
-                 file_system_id: str, alert_topic: sns.ITopic | None = None, **kwargs) -> None:
+                 version_guard_code: str, head_node_subnet_id: str = "", compute_subnet_id: str = "",
+                 security_group_id: str = "", file_system_id: str = "", alert_topic: sns.ITopic | None = None,
+                 **kwargs) -> None:
+        """The network and storage ids come from the cluster's own stacks, or, on a platform
+        (``effective.platform``), from the platform's exports (``stacks/platform_link.py``)."""
         # Node artifacts go under the cluster's own key prefix, which the node policies may read whole.
         self.assets_prefix = effective.names.artifact_prefix
         synthesizer = kwargs.setdefault("synthesizer", cdk.DefaultStackSynthesizer(bucket_prefix=self.assets_prefix))
         super().__init__(scope, construct_id, **kwargs)
         spec = effective
+        if spec.platform is not None:
+            link = PlatformLink(self, "Platform", platform=spec.platform, cluster_name=spec.name,
+                                availability_zone=spec.availability_zone)
+            head_node_subnet_id, compute_subnet_id = link.head_node_subnet_id, link.compute_subnet_id
+            security_group_id, file_system_id = link.security_group.security_group_id, link.file_system_id
+            self._output("ClusterSecurityGroupId", security_group_id,
+                         f"the only security group of head and compute nodes (platform {spec.platform.name})")
         assets = {a.name: self._asset(a) for a in artifacts.all()}
         bucket = assets[artifacts.bundle.name].s3_bucket_name
 

@@ -18,12 +18,11 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from clusterkit.effective.expand import EffectiveSpec
+from clusterkit.effective.expand import EffectivePlatform, EffectiveSpec
 from clusterkit.spec.model import NewVpc
+from clusterkit.spec.naming import export_name
 from stacks import scanner_acks
-
-# Lustre: LNet on 988, and the 1018-1023 range FSx file servers and clients connect from/to.
-LUSTRE_PORTS = (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023))
+from stacks.security_groups import fsx_group, node_group
 
 # What nodes reach without the NAT gateway when interface_endpoints is on: image pulls from ECR,
 # SSM sessions and agent, CloudWatch logs, STS, and ParallelCluster's own CloudFormation/EC2 calls.
@@ -41,18 +40,21 @@ INTERFACE_ENDPOINTS = {
 
 
 class NetworkStack(cdk.Stack):
-    """VPC, subnets and the cluster + FSx security groups of one (effective) cluster spec."""
+    """VPC, subnets and the node + FSx security groups of one (effective) cluster spec, or of a platform: then
+    no node group (each cluster stack on the platform makes its own) and every output is exported for them."""
 
     vpc: ec2.IVpc
     vpc_id: str
     head_node_subnet_id: str
     compute_subnet_id: str
-    cluster_security_group: ec2.ISecurityGroup
+    cluster_security_group: ec2.ISecurityGroup | None  # None on a platform
     fsx_security_group: ec2.ISecurityGroup
 
-    def __init__(self, scope: Construct, construct_id: str, *, effective: EffectiveSpec, **kwargs) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, effective: EffectiveSpec | EffectivePlatform,
+                 **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.effective = effective
+        self.platform = isinstance(effective, EffectivePlatform)
         new = effective.network.new
         if new is not None:
             self._new_vpc(new)
@@ -138,43 +140,22 @@ class NetworkStack(cdk.Stack):
 
     # --- security groups -------------------------------------------------------------------------------
 
-    def _security_groups(self) -> tuple[ec2.SecurityGroup, ec2.SecurityGroup]:
-        """Cluster SG (every node, only SG they use) and the FSx SG.
-
-        EFA needs all traffic to and from the group itself, in BOTH directions as explicit
-        self-references: ParallelCluster's EfaSecurityGroupValidator does not count 0.0.0.0/0 egress.
-        The L2 drops any egress rule when allow_all_outbound is on and refuses an all-traffic rule
-        when it is off, so the self egress is an L1 rule next to the L2's 0.0.0.0/0 one. Lustre
-        clients must also accept 988/1018-1023 from the file servers (FSx user guide, client rules).
-
-        Descriptions stay constant: a changed group description replaces the group, and FSx's
-        SecurityGroupIds cannot change without replacing the file system.
-        """
+    def _security_groups(self) -> tuple[ec2.SecurityGroup | None, ec2.SecurityGroup]:
+        """The node group (every node's only group) and the FSx group (stacks/security_groups.py says which rules
+        and why). A platform has no node group: each cluster stack on it makes its own."""
         name = self.effective.name
-        cluster = ec2.SecurityGroup(
-            self, "ClusterSecurityGroup", vpc=self.vpc, allow_all_outbound=True,
-            description=f"ClusterKit {name} nodes: all traffic within the group (EFA), egress to anywhere")
-        cluster.add_ingress_rule(cluster, ec2.Port.all_traffic(), "EFA and Slurm between cluster nodes")
-        ec2.CfnSecurityGroupEgress(cluster, "SelfEgress", group_id=cluster.security_group_id, ip_protocol="-1",
-                                   destination_security_group_id=cluster.security_group_id,
-                                   description="EFA between cluster nodes")
-
-        fsx = ec2.SecurityGroup(
-            self, "FsxSecurityGroup", vpc=self.vpc, allow_all_outbound=False,
-            description=f"ClusterKit {name} FSx for Lustre: Lustre ports from cluster nodes and file servers")
-        for port in LUSTRE_PORTS:
-            fsx.add_ingress_rule(fsx, port, "Lustre between FSx file servers")
-            fsx.add_ingress_rule(cluster, port, "Lustre from cluster nodes")
-            fsx.add_egress_rule(fsx, port, "Lustre between FSx file servers")
-            fsx.add_egress_rule(cluster, port, "Lustre to cluster nodes")
-            cluster.add_ingress_rule(fsx, port, "Lustre from FSx file servers")
-        return cluster, fsx
+        nodes = None if self.platform else node_group(self, "ClusterSecurityGroup", vpc=self.vpc, cluster_name=name)
+        return nodes, fsx_group(self, "FsxSecurityGroup", vpc=self.vpc, owner=name, nodes=nodes)
 
     def _interface_endpoints(self) -> None:
-        """Interface endpoints in the compute subnet; their group admits HTTPS from cluster nodes only."""
+        """Interface endpoints in the compute subnet; their group admits HTTPS from cluster nodes only (on a
+        platform, whose clusters' groups come later: from the VPC's own addresses)."""
         group = ec2.SecurityGroup(self, "EndpointSecurityGroup", vpc=self.vpc, allow_all_outbound=False,
                                   description=f"ClusterKit {self.effective.name} interface endpoints: HTTPS from nodes")
-        group.add_ingress_rule(self.cluster_security_group, ec2.Port.tcp(443), "HTTPS from cluster nodes")
+        if self.cluster_security_group is None:
+            group.add_ingress_rule(ec2.Peer.ipv4(self.vpc.vpc_cidr_block), ec2.Port.tcp(443), "HTTPS from the VPC")
+        else:
+            group.add_ingress_rule(self.cluster_security_group, ec2.Port.tcp(443), "HTTPS from cluster nodes")
         for name, service in INTERFACE_ENDPOINTS.items():
             ec2.InterfaceVpcEndpoint(
                 self, f"{name}Endpoint", vpc=self.vpc, service=service, private_dns_enabled=True, open=False,
@@ -214,14 +195,20 @@ class NetworkStack(cdk.Stack):
     # --- outputs ---------------------------------------------------------------------------------------
 
     def _outputs(self) -> None:
+        """Every output is exported (``<stack>-<key>``, clusterkit.spec.naming.export_name): on a platform, how its
+        clusters' stacks read the ids. An export in use cannot change or go (docs/operations.md)."""
         values = {
             "VpcId": (self.vpc_id, "VPC of the cluster"),
             "HeadNodeSubnetId": (self.head_node_subnet_id, "subnet of the head node"),
             "ComputeSubnetId": (self.compute_subnet_id, "subnet of every compute queue (one AZ, EFA)"),
-            "ClusterSecurityGroupId": (self.cluster_security_group.security_group_id,
-                                       "the only security group of head and compute nodes"),
             "FsxSecurityGroupId": (self.fsx_security_group.security_group_id,
                                    "security group of the FSx for Lustre file system"),
         }
+        if self.cluster_security_group is not None:
+            values["ClusterSecurityGroupId"] = (self.cluster_security_group.security_group_id,
+                                                "the only security group of head and compute nodes")
+            values = {k: values[k] for k in ("VpcId", "HeadNodeSubnetId", "ComputeSubnetId",
+                                             "ClusterSecurityGroupId", "FsxSecurityGroupId")}
         for key, (value, description) in values.items():
-            cdk.CfnOutput(self, key, value=value, description=description, export_name=f"{self.stack_name}-{key}")
+            cdk.CfnOutput(self, key, value=value, description=description,
+                          export_name=export_name(self.stack_name, key))

@@ -35,7 +35,8 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from clusterkit.effective.expand import EffectiveNewFsx, EffectiveSpec
+from clusterkit.effective.expand import EffectiveNewFsx, EffectivePlatform, EffectiveSpec
+from clusterkit.spec.naming import export_name
 from stacks import scanner_acks
 from stacks.alerts import ClusterAlerts
 
@@ -62,10 +63,10 @@ class StorageStack(cdk.Stack):
 
     file_system_id: str
     image_store_bucket: s3.IBucket | None
-    alert_topic: sns.ITopic
+    alert_topic: sns.ITopic | None  # None on a platform
 
-    def __init__(self, scope: Construct, construct_id: str, *, effective: EffectiveSpec, vpc: ec2.IVpc,
-                 subnet_id: str, security_group: ec2.ISecurityGroup, **kwargs) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, effective: EffectiveSpec | EffectivePlatform,
+                 vpc: ec2.IVpc, subnet_id: str, security_group: ec2.ISecurityGroup, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
         # Grant S3 log delivery through the log bucket's policy (not the legacy ACL, which
         # BucketOwnerEnforced forbids), whatever feature flags the app's cdk.json sets.
@@ -75,11 +76,13 @@ class StorageStack(cdk.Stack):
         storage = effective.storage
         new = storage.new
         self.image_store_bucket = None
-        self.alerts = ClusterAlerts(self, "Alerts", cluster_name=effective.name,
-                                    notify_email=effective.lifecycle.notify_email)
-        self.alert_topic = self.alerts.topic
-        self._output("AlertTopicArn", self.alert_topic.topic_arn,
-                     "SNS topic of this cluster's alerts (failed or overdue teardowns); subscribe to be told")
+        self.alert_topic = None  # a platform's clusters keep their alerts in stacks of their own (stacks/alerts.py)
+        if isinstance(effective, EffectiveSpec):
+            alerts = ClusterAlerts(self, "Alerts", cluster_name=effective.name,
+                                   notify_email=effective.lifecycle.notify_email)
+            self.alert_topic = alerts.topic
+            self._output("AlertTopicArn", alerts.topic.topic_arn,
+                         "SNS topic of this cluster's alerts (failed or overdue teardowns); subscribe to be told")
         if new is None:
             assert storage.existing_file_system_id is not None
             self.file_system_id = storage.existing_file_system_id
@@ -215,4 +218,4 @@ class StorageStack(cdk.Stack):
         )
 
     def _output(self, key: str, value: str, description: str) -> None:
-        cdk.CfnOutput(self, key, value=value, description=description, export_name=f"{self.stack_name}-{key}")
+        cdk.CfnOutput(self, key, value=value, description=description, export_name=export_name(self.stack_name, key))

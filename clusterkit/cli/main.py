@@ -16,6 +16,7 @@ from clusterkit.cli import (
     export_command,
     init_command,
     lock_command,
+    platform_users_command,
     reference_command,
     render_command,
     schema_command,
@@ -30,7 +31,7 @@ from clusterkit.cli.version_command import VersionAction
 # In the order ``clusterkit --help`` lists them; each module adds its parser and sets ``run``.
 COMMANDS = (init_command, validate_command, render_command, lock_command, export_command, expand_command,
             summary_command, reference_command, schema_command, cost_command, status_command, diff_command,
-            completion_command)
+            platform_users_command, completion_command)
 
 
 def build_parser() -> argparse.ArgumentParser:

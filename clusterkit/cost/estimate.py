@@ -9,7 +9,8 @@ the report. ``refresh_ec2`` replaces instance prices with the Price List API's f
 
 Spot queues are priced at on-demand (an upper bound). Capacity blocks are paid up front when the
 block is bought, so they are not in the hourly figures. Existing VPCs and file systems belong to
-their owners and are not counted.
+their owners and are not counted, and neither is a platform's network and storage in the cost of a cluster on it
+(they are paid once, whatever the number of clusters).
 """
 from __future__ import annotations
 
@@ -134,7 +135,8 @@ def estimate(spec: EffectiveSpec, lock: ImageLock | None = None, prices: PriceBo
     region = spec.region
     lines: list[Line | None] = [_head(spec, book)]
     lines += [_compute(q, cr, region, book) for q in spec.queues for cr in q.compute_resources]
-    lines += [_fsx(spec, book), _nat(spec, book), _s3(spec, lock, book)]
+    if spec.platform is None:  # a platform's file system, NAT gateway and bucket are the platform's, not its clusters'
+        lines += [_fsx(spec, book), _nat(spec, book), _s3(spec, lock, book)]
     refreshed = tuple(sorted(t for (r, t) in book.refreshed if r == region))
     return Estimate(spec.name, region, tuple(line for line in lines if line is not None), refreshed)
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from clusterkit.spec.errors import ClusterKitError
 from clusterkit.spec.model import ClusterSpec
-from clusterkit.spec.naming import TTL_RETRY_MINUTES, stack_names, teardown_alarm_names
+from clusterkit.spec.naming import TTL_RETRY_MINUTES, cluster_stacks, teardown_alarm_names
 
 EVENT_PAGES = 10  # DescribeStackEvents pages read back to the start of the latest deletion
 LABEL = 34
@@ -177,7 +177,7 @@ def status_report(spec: ClusterSpec, cfn: Any, now: datetime | None = None, *,
     """Read ``spec``'s stacks, teardown and alarms; ``now`` is injectable so tests need no clock.
     ``cloudwatch`` defaults to a client for the spec's region, created only when the cluster stack exists."""
     now = now or datetime.now(UTC)
-    states = {kind: describe(cfn, stack) for kind, stack in stack_names(spec.name).items()}
+    states = {kind: describe(cfn, stack) for kind, stack in cluster_stacks(spec.name, spec.platform).items()}
     cluster = states["cluster"]
     base = StatusReport(spec.name, spec.region, tuple(states.values()), deployed=False)
     if cluster.status is None or cluster.status == "DELETE_COMPLETE":

@@ -41,11 +41,12 @@ from clusterkit.spec.model import (
     Network,
     NewFsx,
     NewVpc,
+    PlatformSpec,
     Pyxis,
     Queue,
     Scheduling,
 )
-from clusterkit.spec.naming import artifact_prefix, bundle_parameter_name, stack_names
+from clusterkit.spec.naming import alerts_stack_name, artifact_prefix, bundle_parameter_name, stack_names
 
 DEFAULT_STORE_DIR = "containers"  # the image store's directory under mount_dir when image_store is unset
 # ParallelCluster's names for the spec's capacity types (SlurmQueues[].CapacityType).
@@ -160,8 +161,36 @@ class Names:
     network_stack: str
     storage_stack: str
     cluster_stack: str
+    alerts_stack: str  # the stack holding the alert topic: the storage stack, or <Name>-Alerts on a platform
     artifact_prefix: str  # S3 key prefix of the node artifacts
     bundle_parameter: str  # SSM parameter naming the current bootstrap bundle
+
+
+@dataclass(frozen=True)
+class PlatformRef:
+    """The platform a cluster runs on: its name and the stacks whose exports the cluster imports."""
+
+    name: str
+    network_stack: str
+    storage_stack: str
+
+
+@dataclass(frozen=True)
+class EffectivePlatform:
+    """What a platform's own stacks build: the network and storage of a cluster, without the cluster."""
+
+    name: str
+    region: str
+    availability_zone: str
+    account: str | None
+    network: EffectiveNetwork
+    storage: EffectiveStorage
+    tags: tuple[Tag, ...]  # clusterkit:platform and the file's, sorted by key
+    network_stack: str
+    storage_stack: str
+
+    def tag_dict(self) -> dict[str, str]:
+        return {t.key: t.value for t in self.tags}
 
 
 @dataclass(frozen=True)
@@ -183,6 +212,7 @@ class EffectiveSpec:
     tags: tuple[Tag, ...]  # on every resource: clusterkit:cluster and the spec's, sorted by key
     names: Names
     node: NodeSettings
+    platform: PlatformRef | None  # None: the cluster's own network and storage stacks
 
     def tag_dict(self) -> dict[str, str]:
         return {t.key: t.value for t in self.tags}
@@ -341,9 +371,13 @@ def expand_spec(spec: ClusterSpec, *, deploy_time: datetime | None = None) -> Ef
     """``expand`` for a bare spec (the loader's advice runs before a ``Loaded`` exists). Never raises."""
     fsx = spec.storage.fsx_lustre
     store = image_store(fsx)
-    new = created_fsx(fsx)
     names = stack_names(spec.name)
-    tags = {"clusterkit:cluster": spec.name, **spec.tags}
+    platform = None
+    if spec.platform is not None:
+        on = stack_names(spec.platform)
+        platform = PlatformRef(spec.platform, network_stack=on["network"], storage_stack=on["storage"])
+    tags = {"clusterkit:cluster": spec.name, **({"clusterkit:platform": spec.platform} if spec.platform else {}),
+            **spec.tags}
     containers = EffectiveContainers(
         enroot=spec.containers.enroot, pyxis=spec.containers.pyxis, images=tuple(spec.containers.images),
         platform=image_platform(spec), ecr_registries=ecr_registries(spec.containers.images),
@@ -355,31 +389,56 @@ def expand_spec(spec: ClusterSpec, *, deploy_time: datetime | None = None) -> Ef
         account=spec.account,
         parallelcluster_version=spec.parallelcluster_version,
         os=spec.os,
-        network=EffectiveNetwork(new_vpc(spec.network), spec.network.existing, spec.network.head_node_public),
+        network=_network(spec.network),
         head_node=EffectiveHeadNode(spec.head_node.instance_type, spec.head_node.root_volume_gib,
                                     _facts(spec.head_node.instance_type).nvme_gib > 0),
-        storage=EffectiveStorage(
-            mount_dir=fsx.mount_dir,
-            image_store=store,
-            image_store_fs_path=image_store_fs_path(fsx.mount_dir, store),
-            new=None if new is None else EffectiveNewFsx(
-                capacity_gib=new.capacity_gib, deployment_type=new.deployment_type,
-                throughput_mb_per_tib=fsx_throughput(new), compression=new.compression,
-                kms_key_arn=new.kms_key_arn, image_store_bucket=new.image_store_bucket,
-                retain_on_delete=new.retain_on_delete),
-            existing_file_system_id=fsx.existing.file_system_id if fsx.existing else None),
+        storage=_storage(fsx),
         queues=tuple(_queue(q) for q in spec.queues),
         scheduling=spec.scheduling,
         containers=containers,
         monitoring=spec.monitoring,
         lifecycle=lifecycle(spec.lifecycle.ttl_hours, spec.lifecycle.notify_email, deploy_time),
         tags=tuple(Tag(k, v) for k, v in sorted(tags.items())),
-        names=Names(network_stack=names["network"], storage_stack=names["storage"], cluster_stack=names["cluster"],
+        names=Names(network_stack=platform.network_stack if platform else names["network"],
+                    storage_stack=platform.storage_stack if platform else names["storage"],
+                    cluster_stack=names["cluster"],
+                    alerts_stack=alerts_stack_name(spec.name) if platform else names["storage"],
                     artifact_prefix=artifact_prefix(spec.name), bundle_parameter=bundle_parameter_name(spec.name)),
         node=node_settings.resolve({"name": spec.name, "os": spec.os, "region": spec.region,
                                     "storage.fsx_lustre.image_store": store,
                                     "containers.images": containers.ecr_registries}, containers),
+        platform=platform,
     )
+
+
+def _network(network: Network) -> EffectiveNetwork:
+    return EffectiveNetwork(new_vpc(network), network.existing, network.head_node_public)
+
+
+def _storage(fsx: FsxLustre) -> EffectiveStorage:
+    store = image_store(fsx)
+    new = created_fsx(fsx)
+    return EffectiveStorage(
+        mount_dir=fsx.mount_dir,
+        image_store=store,
+        image_store_fs_path=image_store_fs_path(fsx.mount_dir, store),
+        new=None if new is None else EffectiveNewFsx(
+            capacity_gib=new.capacity_gib, deployment_type=new.deployment_type,
+            throughput_mb_per_tib=fsx_throughput(new), compression=new.compression,
+            kms_key_arn=new.kms_key_arn, image_store_bucket=new.image_store_bucket,
+            retain_on_delete=new.retain_on_delete),
+        existing_file_system_id=fsx.existing.file_system_id if fsx.existing else None)
+
+
+def expand_platform(platform: PlatformSpec) -> EffectivePlatform:
+    """The effective platform: the same network and storage resolution a cluster's own get."""
+    names = stack_names(platform.name)
+    tags = {"clusterkit:platform": platform.name, **platform.tags}
+    return EffectivePlatform(
+        name=platform.name, region=platform.region, availability_zone=platform.availability_zone,
+        account=platform.account, network=_network(platform.network), storage=_storage(platform.storage.fsx_lustre),
+        tags=tuple(Tag(k, v) for k, v in sorted(tags.items())),
+        network_stack=names["network"], storage_stack=names["storage"])
 
 
 def _queue(queue: Queue) -> EffectiveQueue:

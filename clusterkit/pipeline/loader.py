@@ -13,6 +13,7 @@ from clusterkit.effective.expand import expand_spec, image_platform
 from clusterkit.images import resolve as images
 from clusterkit.images.lock_file import ImageLock, LockError, read_lock
 from clusterkit.paths import CONFIG_DIR
+from clusterkit.pipeline.platform import PLATFORM_FIELDS, merged, name_conflicts, platform_of
 from clusterkit.rules import advice
 from clusterkit.rules import check as rules
 from clusterkit.spec.errors import Acknowledged, ClusterKitError, Problem, SpecError
@@ -112,14 +113,21 @@ def load(name_or_path: str, *, check_lock: bool = True) -> Loaded:
     spec, marks, problems = parse_spec(text, shown)
     if spec is None:
         raise SpecError(problems or [Problem(shown, 1, 1, "", "not a cluster spec")])
+    on, problems_of_platform = platform_of(spec, marks, path)
+    if spec.platform is not None:  # checked as it runs; network and storage problems come from the platform file
+        spec = merged(spec, on.spec) if on is not None else spec
+        problems += [p for p in rules.check(spec, marks) if p.path.split(".")[0] not in PLATFORM_FIELDS]
+        problems += problems_of_platform
+    else:
+        problems += rules.check(spec, marks)
     source = LoadedSpec(spec=spec, path=path, marks=marks)
-    problems += rules.check(spec, marks)
     if path.stem != spec.name and not any(p.path == "name" for p in problems):
         # Everywhere, not only in cluster_configs/: outputs are named after the file, stacks after the name.
         problems.append(marks.problem("name", f"'{spec.name}' differs from the file name '{path.stem}'",
                                       f"rename the file to {spec.name}{path.suffix} or set name: {path.stem}"))
     if check_lock:
         problems += _lock_problems(spec, source)
+        problems += name_conflicts(spec, marks, path, lock_or_none(path))
     errors = [p for p in problems if p.level == "error"]
     if errors:  # acknowledged warnings stay quiet; whether an entry is unused is judged once advice has run
         acknowledged = {ack.id for ack in spec.acknowledge}
@@ -144,7 +152,7 @@ def load_many(names: list[str], *, check_lock: bool = True) -> tuple[list[Loaded
         else:
             loaded.append(item)
             problems += item.warnings
-    return loaded, problems
+    return loaded, list(dict.fromkeys(problems))  # a platform's problems once, however many of its clusters
 
 
 __all__ = ["CONFIG_DIR", "ClusterKitError", "Loaded", "all_spec_paths", "display", "load", "load_many", "lock_path",

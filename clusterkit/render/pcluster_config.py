@@ -72,13 +72,17 @@ class Refs:
 
 
 def placeholder_refs(eff: EffectiveSpec) -> Refs:
-    """Readable stand-ins for the committed file; literal ids where the spec names existing resources."""
+    """Readable stand-ins for the committed file; literal ids where the spec names existing resources. On a
+    platform, the exporting stack's name: ``${Research-East-Network.ComputeSubnetId}``."""
     net, fs_id = eff.network.existing, eff.storage.existing_file_system_id
+    network, storage = ("Network", "Storage") if eff.platform is None else (eff.names.network_stack,
+                                                                             eff.names.storage_stack)
     return Refs(
-        head_node_subnet_id=net.head_node_subnet_id if net else "${Network.HeadNodeSubnetId}",
-        compute_subnet_id=net.compute_subnet_id if net else "${Network.ComputeSubnetId}",
-        security_group_id="${Network.ClusterSecurityGroupId}",
-        file_system_id=fs_id if fs_id else "${Storage.FileSystemId}",
+        head_node_subnet_id=net.head_node_subnet_id if net else f"${{{network}.HeadNodeSubnetId}}",
+        compute_subnet_id=net.compute_subnet_id if net else f"${{{network}.ComputeSubnetId}}",
+        security_group_id="${Network.ClusterSecurityGroupId}" if eff.platform is None
+        else "${Cluster.ClusterSecurityGroupId}",
+        file_system_id=fs_id if fs_id else f"${{{storage}.FileSystemId}}",
         assets_bucket="${Assets.Bucket}",
         bundle_arg=bundle_arg(eff),
         head_node_policy_arn="${Cluster.HeadNodePolicyArn}",

@@ -11,10 +11,10 @@ import yaml
 from clusterkit.artifacts.bundle import node_artifacts
 from clusterkit.atomic import write_text
 from clusterkit.effective.expand import expand
-from clusterkit.paths import SPEC_REFERENCE, SPEC_SCHEMA
+from clusterkit.paths import PLATFORM_SCHEMA, SPEC_REFERENCE, SPEC_SCHEMA
 from clusterkit.pipeline.loader import Loaded, load_many
 from clusterkit.render.pcluster_config import placeholder_refs, render_config
-from clusterkit.render.spec_schema import schema_text
+from clusterkit.render.spec_schema import platform_schema_text, schema_text
 from clusterkit.spec import files
 from clusterkit.spec.errors import Problem, SpecError
 
@@ -92,7 +92,9 @@ def render_files(names: list[str], *, check: bool) -> list[Output]:
             _refuse_foreign(path, item.source.path)
         planned.append((path, rendered_text(item), files.render_command(item.source.path)))
     if not names:
-        planned += [(SPEC_SCHEMA, schema_text(), "make render"), (SPEC_REFERENCE, spec_reference_text(), "make render")]
+        planned += [(SPEC_SCHEMA, schema_text(), "make render"),
+                    (PLATFORM_SCHEMA, platform_schema_text(), "make render"),
+                    (SPEC_REFERENCE, spec_reference_text(), "make render")]
     outputs: list[Output] = []
     for path, text, command in planned:
         changed = not path.is_file() or path.read_text(encoding="utf-8") != text

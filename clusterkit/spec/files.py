@@ -18,6 +18,7 @@ from clusterkit.spec.errors import Problem, SpecError
 SPEC_SUFFIXES = (".yaml", ".yml")
 LOCK_SUFFIX = ".images.lock"
 RENDERED_DIR_NAME = "rendered"
+PLATFORMS_DIR_NAME = "platforms"
 
 
 def display(path: Path) -> str:
@@ -75,6 +76,16 @@ def lock_path(spec_path: Path) -> Path:
 def rendered_path(spec_path: Path) -> Path:
     """``<dir>/rendered/<stem>.yaml`` next to the spec (the stem is the cluster name: the name rule)."""
     return spec_path.parent / RENDERED_DIR_NAME / f"{spec_path.name.rsplit('.', 1)[0]}.yaml"
+
+
+def platforms_dir(spec_dir: Path) -> Path:
+    """``<dir>/platforms``: where the platforms of the specs in ``spec_dir`` live."""
+    return spec_dir / PLATFORMS_DIR_NAME
+
+
+def platform_path(spec_path: Path, name: str) -> Path:
+    """The platform file a spec's ``platform: <name>`` means: ``platforms/<name>.yaml`` next to the spec."""
+    return platforms_dir(spec_path.parent) / f"{name}.yaml"
 
 
 def spec_of_lock(path: Path) -> Path:

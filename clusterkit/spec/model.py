@@ -206,6 +206,10 @@ class ClusterSpec:
     availability_zone: str = doc("the one AZ of the compute subnet (EFA and reservations are AZ-bound)")
     queues: tuple[Queue, ...] = doc("Slurm queues")
     account: str | None = doc("12-digit AWS account id; taken from the CLI credentials when unset", None)
+    platform: str | None = doc(
+        "name of the platform (platforms/<name>.yaml next to this spec) whose VPC, FSx file system and image store "
+        "this cluster uses; the spec then has no network or storage of its own, and region and "
+        "availability_zone must match the platform's", None)
     parallelcluster_version: str = doc("ParallelCluster version (3.11.1 or later: Enroot/Pyxis pre-installed)",
                                        DEFAULT_PC_VERSION)
     os: OsName = doc("operating system of the official ParallelCluster AMI", "alinux2023", refused=REFUSED_OS)
@@ -223,6 +227,20 @@ class ClusterSpec:
 
 
 @dataclass(frozen=True)
+class PlatformSpec:
+    """What outlives clusters: the VPC, the FSx file system and the image store on it (its own stacks,
+    ``<Name>-Network`` and ``<Name>-Storage``); cluster specs name it with ``platform:``."""
+
+    name: str = doc("platform name: a letter, then letters, digits, hyphens (at most 60)")
+    region: str = doc("AWS region, e.g. us-east-1")
+    availability_zone: str = doc("the one AZ of the compute subnet every cluster on the platform uses")
+    account: str | None = doc("12-digit AWS account id; taken from the CLI credentials when unset", None)
+    network: Network = doc("the VPC: new or existing", Network())
+    storage: Storage = doc("the FSx for Lustre file system holding the image store every cluster shares", Storage())
+    tags: dict[str, str] = doc("tags on every platform resource", default_factory=dict)
+
+
+@dataclass(frozen=True)
 class LoadedSpec:
     """A validated spec with where it came from, for messages that point back into the file."""
 
@@ -233,6 +251,13 @@ class LoadedSpec:
     @property
     def display_path(self) -> str:
         return self.marks.file
+
+
+def parse_platform(text: str, display_path: str) -> tuple[PlatformSpec | None, Marks, list[Problem]]:
+    """Parse a platform file without semantic rules (types, keys, required fields only)."""
+    reader = Reader(display_path)
+    platform = reader.read_text(text, PlatformSpec)
+    return platform, reader.marks, reader.problems
 
 
 def parse_spec(text: str, display_path: str) -> tuple[ClusterSpec | None, Marks, list[Problem]]:

@@ -22,6 +22,27 @@ def stack_names(name: str) -> dict[str, str]:
     return {kind.lower(): f"{prefix}-{kind}" for kind in STACK_KINDS}
 
 
+def cluster_stacks(name: str, platform: str | None) -> dict[str, str]:
+    """Every stack a cluster runs on, by kind: its own three, or on a platform the platform's network and storage
+    stacks, its own alerts stack and its cluster stack."""
+    if platform is None:
+        return stack_names(name)
+    on = stack_names(platform)
+    return {"network": on["network"], "storage": on["storage"], "alerts": alerts_stack_name(name),
+            "cluster": stack_names(name)["cluster"]}
+
+
+def alerts_stack_name(name: str) -> str:
+    """``<Name>-Alerts``: the alert topic of a cluster on a platform, in a stack of its own that outlives the
+    cluster stack (a standalone cluster's topic lives in its storage stack)."""
+    return f"{stack_prefix(name)}-Alerts"
+
+
+def export_name(stack: str, key: str) -> str:
+    """The CloudFormation export of output ``key`` of ``stack``: how a platform's ids reach its clusters."""
+    return f"{stack}-{key}"
+
+
 def ttl_schedule_name(name: str) -> str:
     """The one-time teardown schedule of cluster ``name`` (a stable name people can find in the console).
 

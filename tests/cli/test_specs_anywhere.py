@@ -148,7 +148,8 @@ def test_render_check_says_each_file_is_up_to_date(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [f"cluster_configs/rendered/{p.name}: up to date"
                                         for p in sorted(CONFIG_DIR.glob("*.yaml"))] + [
-        "cluster_configs/clusterkit-spec.schema.json: up to date", "docs/spec-reference.md: up to date"]
+        "cluster_configs/clusterkit-spec.schema.json: up to date",
+        "cluster_configs/clusterkit-platform.schema.json: up to date", "docs/spec-reference.md: up to date"]
 
 
 def test_the_checkout_spec_keeps_its_make_hints(tmp_path: Path) -> None:

@@ -110,7 +110,9 @@ def _deploy_order(dependencies: dict[str, list[str]]) -> list[str]:
 
 
 def destroy_all(order: list[str], templates: dict[str, dict[str, Any]], *, buckets_emptied: bool) -> Teardown:
-    """Delete the stacks of ``order`` (deployment order) as ``cdk destroy --all`` and CloudFormation would."""
+    """Delete the stacks of ``order`` (deployment order) as ``cdk destroy --all`` and CloudFormation would.
+    ``templates`` may hold more stacks than ``order``: those stay deployed (other apps' stacks, such as the
+    clusters on a platform), and their imports refuse the deletion of what they import."""
     exporter: dict[str, str] = {}  # export name -> the stack that exports it
     exported: dict[str, set[Key]] = {}  # export name -> the resources its value names
     for stack, template in templates.items():
@@ -128,7 +130,7 @@ def destroy_all(order: list[str], templates: dict[str, dict[str, Any]], *, bucke
                 *(exported.get(name, set()) for name in imports(properties)))
     result = Teardown()
     for stack in reversed(order):
-        importers = [s for s in order if s != stack and result.status.get(s) != "DELETE_COMPLETE"
+        importers = [s for s in templates if s != stack and result.status.get(s) != "DELETE_COMPLETE"
                      and any(exporter.get(name) == stack for name in imports(templates[s]))]
         if importers:
             result.status[stack] = "REFUSED"

@@ -43,8 +43,8 @@ import pytest
 from test_provider_contract import SPECS
 
 from clusterkit.pipeline.loader import load
-from clusterkit.spec.naming import stack_names
-from tests.cfn_teardown import destroy_all, load_assembly
+from clusterkit.spec.naming import cluster_stacks, stack_names
+from tests.cfn_teardown import destroy_all, imports, load_assembly
 
 REPO = Path(__file__).resolve().parents[2]
 CDK = REPO / "node_modules/.bin/cdk"
@@ -73,6 +73,14 @@ class Synth(NamedTuple):
     out: Path
 
 
+def own_stacks(name: str) -> dict[str, str]:
+    """The stacks ``cdk synth -c cluster=<name>`` builds, in deployment order: a cluster's own three, or on a
+    platform its alerts and cluster stacks (the platform's are its own app, ``-c platform=<name>``)."""
+    spec = load(name).spec
+    stacks = cluster_stacks(spec.name, spec.platform)
+    return {k: v for k, v in stacks.items() if spec.platform is None or k in ("alerts", "cluster")}
+
+
 @pytest.fixture(scope="module")
 def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Synth]:
     """Shipped spec name -> its ``cdk synth`` by the real CLI, run at most once in this module (the tests
@@ -80,10 +88,13 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Syn
     done: dict[str, Synth] = {}
 
     def synth(name: str) -> Synth:
+        """``name`` is a shipped spec, or ``platform:<name>`` for a shipped platform (``-c platform=<name>``)."""
         if name not in done:
-            home = tmp_path_factory.mktemp(f"synth-{name}")
+            kind, _, what = name.rpartition(":")
+            home = tmp_path_factory.mktemp(f"synth-{what}")
             out = home / "out"
-            done[name] = Synth(_cdk(home, "synth", "--quiet", "-c", f"cluster={name}", "-o", str(out)), out)
+            done[name] = Synth(_cdk(home, "synth", "--quiet", "-c", f"{kind or 'cluster'}={what}", "-o", str(out)),
+                               out)
         return done[name]
 
     return synth
@@ -92,7 +103,7 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Syn
 @pytest.mark.parametrize("name", [s for s in SPECS if s != "p4d-existing"])  # test_app.py runs that one
 def test_cdk_cli_synthesizes_every_spec(synthesized: Callable[[str], Synth], name: str) -> None:
     said, out = synthesized(name)
-    names = stack_names(load(name).spec.name)
+    names = own_stacks(name)
     assert sorted(p.name for p in out.glob("*.template.json")) == sorted(f"{s}.template.json" for s in names.values())
     # cdk.json sets every feature flag of the pinned aws-cdk-lib (docs/operations.md "CDK feature flags"); a
     # newer aws-cdk-lib adds flags, and the CLI counts the unset ones (`cdk flags --unstable=flags` names them).
@@ -170,8 +181,7 @@ def test_destroy_all_leaves_no_stack_delete_failed(synthesized: Callable[[str], 
     """Every stack ends DELETE_COMPLETE with the file system retained (the default); retain_on_delete: false
     (buckets emptied first, the documented manual step) is rehearsed in-process by tests/stacks."""
     order, templates = load_assembly(synthesized(name).out)
-    spec_name = load(name).spec.name
-    assert order == [stack_names(spec_name)[k] for k in ("network", "storage", "cluster")]
+    assert order == list(own_stacks(name).values())
     result = destroy_all(order, templates, buckets_emptied=True)
     assert result.failed() == {}, result.failures
     assert set(result.status) == set(order)
@@ -212,3 +222,74 @@ def test_without_retained_network_resources_the_network_stack_fails(synthesized:
     failed = sorted(re.sub(r"[0-9A-F]{8}\b", "", f.split(" ", 1)[0]) for f in result.failures)
     assert failed == ["Demo-Network/FsxSecurityGroup", "Demo-Network/VpcComputeSubnet1Subnet"]
     assert all("in use by retained Demo-Storage/FileSystem" in f for f in result.failures)
+
+
+# --- a platform and its clusters: the real CLI's assemblies of research-east, train-a and train-b --------------
+
+PLATFORM, ON_IT = "research-east", ("train-a", "train-b")
+
+
+def _platform_world(synthesized: Callable[[str], Synth]) -> tuple[list[str], dict[str, dict], dict[str, list[str]]]:
+    """Every stack of the platform and of its two clusters: (platform stacks in order, stack -> template,
+    cluster -> its stacks in order), as the real CLI synthesized them, one app each."""
+    platform_order, templates = load_assembly(synthesized(f"platform:{PLATFORM}").out)
+    clusters = {}
+    for name in ON_IT:
+        order, more = load_assembly(synthesized(name).out)
+        clusters[name] = order
+        templates |= more
+    return platform_order, templates, clusters
+
+
+def test_platform_and_clusters_are_separate_apps(synthesized: Callable[[str], Synth]) -> None:
+    """The platform's app builds its two stacks; each cluster's app its alerts and cluster stacks, never a
+    platform stack: `make destroy-all CLUSTER=train-a` (cdk destroy --all) cannot reach the platform."""
+    platform_order, templates, clusters = _platform_world(synthesized)
+    assert platform_order == [stack_names(PLATFORM)["network"], stack_names(PLATFORM)["storage"]]
+    for name, order in clusters.items():
+        assert order == list(own_stacks(name).values())
+        assert not set(order) & set(platform_order)
+
+
+def test_every_import_of_a_cluster_is_an_export_of_its_platform(synthesized: Callable[[str], Synth]) -> None:
+    """The names agree across the three apps (a typo would fail only at deploy: "No export named ...")."""
+    platform_order, templates, clusters = _platform_world(synthesized)
+    exported = {o["Export"]["Name"] for s in platform_order for o in templates[s].get("Outputs", {}).values()
+                if "Export" in o}
+    for name, order in clusters.items():
+        alerts_exports = {o["Export"]["Name"] for o in templates[order[0]].get("Outputs", {}).values()
+                          if "Export" in o}
+        wanted = {i for i in imports(templates[order[-1]])} - alerts_exports
+        assert wanted and wanted <= exported, (name, sorted(wanted - exported))
+        assert {w.split("-")[-1] for w in wanted} >= {"VpcId", "HeadNodeSubnetId", "ComputeSubnetId",
+                                                      "FsxSecurityGroupId", "FileSystemId"}
+
+
+def test_destroying_the_platform_is_refused_while_clusters_use_it(synthesized: Callable[[str], Synth]) -> None:
+    """CloudFormation refuses to delete a stack whose export another stack imports: `make destroy-platform`
+    with both clusters deployed deletes nothing of the platform (clusterkit platform-users says so first)."""
+    platform_order, templates, clusters = _platform_world(synthesized)
+    result = destroy_all(platform_order, templates, buckets_emptied=True)
+    assert result.status == {s: "REFUSED" for s in platform_order}
+    refusals = " ".join(result.failures)
+    assert "Train-A-Cluster" in refusals and "Train-B-Cluster" in refusals
+
+
+def test_clusters_come_and_go_and_the_platform_goes_last_cleanly(synthesized: Callable[[str], Synth]) -> None:
+    """train-a destroyed (destroy-all: its two stacks) while train-b stays: both DELETE_COMPLETE, the Lustre
+    rules it added to the platform's FSx group go with it; then train-b; then the platform: no DELETE_FAILED,
+    and what it keeps is the file system and what its interfaces hold, as for a standalone cluster."""
+    platform_order, templates, clusters = _platform_world(synthesized)
+    standing = {s: t for s, t in templates.items() if s not in clusters["train-a"]}
+    first = destroy_all(clusters["train-a"], templates, buckets_emptied=True)
+    assert first.failed() == {}, first.failures
+    assert set(first.status) == set(clusters["train-a"])
+    # the platform still refuses: train-b imports its exports
+    assert destroy_all(platform_order, standing, buckets_emptied=True).failed() == {
+        s: "REFUSED" for s in platform_order}
+    second = destroy_all(clusters["train-b"], standing, buckets_emptied=True)
+    assert second.failed() == {}, second.failures
+    platform_only = {s: templates[s] for s in platform_order}
+    last = destroy_all(platform_order, platform_only, buckets_emptied=True)
+    assert last.failed() == {}, last.failures
+    assert set(last.kept.values()) == set(KEPT_BY_DEFAULT)

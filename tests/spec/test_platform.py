@@ -121,10 +121,9 @@ def test_the_file_system_must_hold_the_union_of_its_clusters_images(world: Path)
     _edit(world / "train-b.yaml", "96990c82825613c3bdeebb66675c7c91b0123f64a5895623316dc5b824e0d7a9",
           "1111111111111111111111111111111111111111111111111111111111111111")
     data = json.loads((world / "train-b.images.lock").read_text())
-    data["images"][1].update(name="pytorch-b", digest="sha256:" + "1" * 64,
-                             source=data["images"][1]["source"].replace(data["images"][1]["digest"], "sha256:" + "1" * 64),
-                             enroot_uri=data["images"][1]["enroot_uri"].replace(data["images"][1]["digest"],
-                                                                               "sha256:" + "1" * 64))
+    image, new = data["images"][1], "sha256:" + "1" * 64
+    image.update(name="pytorch-b", digest=new, source=image["source"].replace(image["digest"], new),
+                 enroot_uri=image["enroot_uri"].replace(image["digest"], new))
     (world / "train-b.images.lock").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     [error] = _errors(world)
     assert error.startswith("platforms/research-east.yaml:19:21: storage.fsx_lustre.new.capacity_gib: 2400 GiB "

@@ -166,3 +166,21 @@ def test_every_shipped_instance_type_has_a_price():
 
 def test_30_days_is_720_hours():
     assert cost.HOURS_30_DAYS == DAYS_30
+
+
+def test_a_cluster_on_a_platform_costs_its_nodes_only():
+    """The platform's FSx, NAT gateway and bucket are paid once, not by each cluster on it."""
+    est = _estimate("train-a")
+    assert [line.item for line in est.lines] == ["head node", "queue gpu/p5"]
+    assert {"FSx for Lustre", "NAT gateway"} <= {line.item for line in _estimate("demo").lines}
+
+
+def test_make_synth_of_a_platform_and_of_a_cluster_on_it(tmp_path):
+    from clusterkit.cli.summary_command import summarize, summarize_platform
+
+    (tmp_path / "manifest.json").write_text(json.dumps({"artifacts": {}}))
+    assert summarize_platform(tmp_path, "research-east") == [
+        "platform research-east (us-east-1/us-east-1a); clusters naming it: train-a, train-b",
+        f"  templates: {tmp_path}/"]
+    assert ("  on platform research-east: network and storage in Research-East-Network and Research-East-Storage "
+            "(`make synth PLATFORM=research-east` builds them)") in summarize(tmp_path, "train-b")

@@ -54,6 +54,11 @@ def stack_outputs(cfn: Any, stack_name: str, wanted: tuple[str, ...]) -> dict[st
 
 
 def resolve_refs(effective: EffectiveSpec, cfn: Any, bucket: str) -> Refs:
+    if effective.platform is not None:  # its node group and Lustre rules are made by its own cluster stack
+        raise ClusterKitError(
+            f"{effective.name} is on platform {effective.platform.name}: its node security group and its Lustre "
+            f"rules on the platform's file system come from its own cluster stack, which the pcluster path does not "
+            f"deploy (deploy it with `make deploy CLUSTER={effective.name}`, or export a standalone spec)")
     names = effective.names
     net = stack_outputs(cfn, names.network_stack, NETWORK_OUTPUTS)
     fs_id = (effective.storage.existing_file_system_id

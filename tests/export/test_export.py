@@ -109,3 +109,11 @@ def test_cli_writes_file(deployed, tmp_path, monkeypatch, capsys):
     out = tmp_path / "demo.pcluster.yaml"
     assert main(["export", "demo", "--bucket", "team-artifacts", "-o", str(out)]) == 0
     assert "NOT uploaded" in out.read_text() and f"wrote {out}" in capsys.readouterr().err
+
+
+def test_a_cluster_on_a_platform_is_refused_by_the_pcluster_path(deployed):
+    """Its node group comes from its own cluster stack (stacks/platform_link.py): one line, no AWS call needed."""
+    with pytest.raises(ClusterKitError, match=r"^train-a is on platform research-east: its node security group .*"
+                                              r"\(deploy it with `make deploy CLUSTER=train-a`, or export a "
+                                              r"standalone spec\)$"):
+        export(load("train-a"), bucket="team-artifacts", do_upload=False, session=deployed)

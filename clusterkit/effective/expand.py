@@ -44,6 +44,7 @@ from clusterkit.spec.model import (
     Pyxis,
     Queue,
     Scheduling,
+    SecurityGroups,
 )
 from clusterkit.spec.naming import artifact_prefix, bundle_parameter_name, stack_names
 
@@ -63,6 +64,8 @@ class EffectiveNetwork:
     new: NewVpc | None  # the VPC to create: the spec's, else the defaults when no existing VPC is given
     existing: ExistingVpc | None
     head_node_public: bool
+    # existing groups per role (each replaces the group ClusterKit would create for it): spec.network.security_groups
+    security_groups: SecurityGroups = SecurityGroups()
 
 
 @dataclass(frozen=True)
@@ -355,7 +358,8 @@ def expand_spec(spec: ClusterSpec, *, deploy_time: datetime | None = None) -> Ef
         account=spec.account,
         parallelcluster_version=spec.parallelcluster_version,
         os=spec.os,
-        network=EffectiveNetwork(new_vpc(spec.network), spec.network.existing, spec.network.head_node_public),
+        network=EffectiveNetwork(new_vpc(spec.network), spec.network.existing, spec.network.head_node_public,
+                                 spec.network.security_groups),
         head_node=EffectiveHeadNode(spec.head_node.instance_type, spec.head_node.root_volume_gib,
                                     _facts(spec.head_node.instance_type).nvme_gib > 0),
         storage=EffectiveStorage(

@@ -99,7 +99,8 @@ def test_security_defaults(rendered, name):
     head = config["HeadNode"]
     assert config["Imds"] == {"ImdsSupport": "v2.0"} and head["Imds"] == {"Secured": True}
     assert "Ssh" not in head, "no key pair: access is SSM Session Manager"
-    assert head["Networking"]["SecurityGroups"] == ["${Network.ClusterSecurityGroupId}"]  # replaces PC's port-22 SG
+    given = list(load(name).spec.network.security_groups.head_node)  # a locked-down account's own (p4d-existing)
+    assert head["Networking"]["SecurityGroups"] == (given or ["${Network.ClusterSecurityGroupId}"])  # not PC's SG
     assert head["LocalStorage"]["RootVolume"]["Encrypted"] is True
     policies = [p["Policy"] for p in head["Iam"]["AdditionalIamPolicies"]]
     assert policies == ["arn:${AWS::Partition}:iam::aws:policy/AmazonSSMManagedInstanceCore",

@@ -14,14 +14,14 @@ from clusterkit.render.pcluster_config import placeholder_refs, render_config
 from clusterkit.spec.errors import SpecError
 from tests.spec_text import BASE_SPEC
 
-EXISTING = ("network:\n  existing:\n    vpc_id: vpc-0a1b2c3d4e5f60718\n    head_node_subnet_id: subnet-0a1b2c3d4e5f60719\n"
-            "    compute_subnet_id: subnet-0a1b2c3d4e5f6071a\n")
+EXISTING = ("network:\n  existing:\n    vpc_id: vpc-0a1b2c3d4e5f60718\n"
+            "    head_node_subnet_id: subnet-0a1b2c3d4e5f60719\n    compute_subnet_id: subnet-0a1b2c3d4e5f6071a\n")
 NODES, FSX = "sg-0a1b2c3d4e5f60720", "sg-0a1b2c3d4e5f60721"
 
 
 def _groups(head: str = f"[{NODES}]", compute: str = f"[{NODES}]", fsx: str = f"[{FSX}]") -> str:
-    lines = "".join(f"    {role}: {value}\n" for role, value in (("head_node", head), ("compute", compute), ("fsx", fsx))
-                    if value)
+    roles = (("head_node", head), ("compute", compute), ("fsx", fsx))
+    lines = "".join(f"    {role}: {value}\n" for role, value in roles if value)
     return "  security_groups:\n" + lines
 
 

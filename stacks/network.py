@@ -190,6 +190,11 @@ class NetworkStack(cdk.Stack):
         cluster = ec2.SecurityGroup.from_security_group_id(self, "ClusterSecurityGroup", given.compute[0],
                                                             mutable=False)
         fsx = ec2.SecurityGroup.from_security_group_id(self, "FsxSecurityGroup", given.fsx[0], mutable=False)
+        if self.effective.network.existing is not None:
+            # Existing VPC and groups leave this stack nothing to create, and CloudFormation refuses a template
+            # without resources ("Resources section must exist and be non-empty"): a no-op handle keeps the stack,
+            # whose outputs publish the ids export and the other stacks read.
+            cdk.CfnWaitConditionHandle(self, "NothingToCreate")
         return cluster, fsx
 
     def _interface_endpoints(self) -> None:

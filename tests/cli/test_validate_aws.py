@@ -6,6 +6,9 @@ asserted exactly (file:line:col, the group, the missing rule and the command tha
 """
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -151,3 +154,19 @@ def test_a_spec_without_existing_groups_reads_nothing(no_aws_credentials: None,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", "demo", "--aws"]) == 0
     assert "read from" not in capsys.readouterr().out
+
+
+def test_python_m_clusterkit_without_credentials_is_one_line_and_exit_2(no_aws_credentials: None,
+                                                                        tmp_path: Path) -> None:
+    """The real entry point (the error boundary included): no traceback, whatever botocore raises."""
+    ids = {"vpc": "vpc-0a1b2c3d4e5f60718", "head": "subnet-0a1b2c3d4e5f60719", "compute": "subnet-0a1b2c3d4e5f6071a",
+           "nodes": "sg-0a1b2c3d4e5f60720", "fsx": "sg-0a1b2c3d4e5f60721"}
+    path = _spec(tmp_path, ids)
+    done = subprocess.run([sys.executable, "-m", "clusterkit", "validate", str(path), "--aws"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+                               "NO_COLOR": "1"})
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "sg.yaml:15:3: network.security_groups: cannot read the security groups in us-east-1: Unable to locate "
+        "credentials (set AWS credentials: aws configure, or AWS_PROFILE; or run validate without --aws)"]

@@ -53,7 +53,7 @@ class SecurityGroups:
     # Locked-down accounts (docs/operations.md): each list REPLACES the group ClusterKit would create for that role
     # (ParallelCluster's SecurityGroups, not AdditionalSecurityGroups), so nothing is created where groups are given.
     head_node: tuple[str, ...] = doc(
-        "existing security groups of the head node (sg-...), instead of ClusterKit's; give compute too", ())
+        "existing security groups of the head node (sg-...), instead of ClusterKit's; all three roles or none", ())
     compute: tuple[str, ...] = doc(
         "existing security groups of every compute queue (sg-...), instead of ClusterKit's; EFA needs one that "
         "allows all traffic in and out to itself", ())

@@ -5,6 +5,9 @@ gateway in a small public subnet, S3 and DynamoDB gateway endpoints, optional in
 and VPC flow logs. Existing VPC: imported by id without lookups (synth never calls AWS); only the
 security groups are created, the VPC's endpoints and flow logs belong to its owner.
 
+Existing security groups (``network.security_groups``, locked-down accounts): no group is created; the spec's
+are imported by id and never changed.
+
 Nothing is reachable from the internet: no security group rule admits 0.0.0.0/0 or ::/0; people
 reach the head node through SSM Session Manager. The stack outlives clusters and never refers to them.
 
@@ -49,6 +52,7 @@ class NetworkStack(cdk.Stack):
     compute_subnet_id: str
     cluster_security_group: ec2.ISecurityGroup | None  # None on a platform
     fsx_security_group: ec2.ISecurityGroup
+    groups_are_ours: bool  # False where the spec gives existing groups (network.security_groups)
 
     def __init__(self, scope: Construct, construct_id: str, *, effective: EffectiveSpec | EffectivePlatform,
                  **kwargs) -> None:
@@ -61,11 +65,16 @@ class NetworkStack(cdk.Stack):
         else:
             self._existing_vpc()
         self.vpc_id = self.vpc.vpc_id
-        self.cluster_security_group, self.fsx_security_group = self._security_groups()
+        given = effective.network.security_groups
+        self.groups_are_ours = not (given.head_node or given.compute or given.fsx)
+        if self.groups_are_ours:
+            self.cluster_security_group, self.fsx_security_group = self._security_groups()
+        else:
+            self.cluster_security_group, self.fsx_security_group = self._existing_security_groups()
         if new is not None and new.interface_endpoints:
             self._interface_endpoints()
         fsx_new = effective.storage.new
-        if fsx_new is not None and fsx_new.retain_on_delete:
+        if fsx_new is not None and fsx_new.retain_on_delete and self.groups_are_ours:
             self._retain_what_the_file_system_holds(vpc_is_ours=new is not None)
         self._outputs()
 
@@ -147,6 +156,24 @@ class NetworkStack(cdk.Stack):
         nodes = None if self.platform else node_group(self, "ClusterSecurityGroup", vpc=self.vpc, cluster_name=name)
         return nodes, fsx_group(self, "FsxSecurityGroup", vpc=self.vpc, owner=name, nodes=nodes)
 
+    def _existing_security_groups(self) -> tuple[ec2.ISecurityGroup, ec2.ISecurityGroup]:
+        """The spec's own groups (locked-down accounts): imported by id, never changed (``mutable=False``: no rule
+        is added to them). The loader's rules let them through only all three roles at once and with an existing
+        VPC; their rules are the owner's, checked by ``clusterkit validate NAME --aws``
+        (clusterkit/rules/security_groups.py). Render and the Storage stack read every id from the effective
+        spec; these stand for the first one of each role.
+        """
+        given = self.effective.network.security_groups
+        cluster = ec2.SecurityGroup.from_security_group_id(self, "ClusterSecurityGroup", given.compute[0],
+                                                            mutable=False)
+        fsx = ec2.SecurityGroup.from_security_group_id(self, "FsxSecurityGroup", given.fsx[0], mutable=False)
+        if self.effective.network.existing is not None:
+            # Existing VPC and groups leave this stack nothing to create, and CloudFormation refuses a template
+            # without resources ("Resources section must exist and be non-empty"): a no-op handle keeps the stack,
+            # whose outputs publish the ids export and the other stacks read.
+            cdk.CfnWaitConditionHandle(self, "NothingToCreate")
+        return cluster, fsx
+
     def _interface_endpoints(self) -> None:
         """Interface endpoints in the compute subnet; their group admits HTTPS from cluster nodes only (on a
         platform, whose clusters' groups come later: from the VPC's own addresses)."""
@@ -197,6 +224,7 @@ class NetworkStack(cdk.Stack):
     def _outputs(self) -> None:
         """Every output is exported (``<stack>-<key>``, clusterkit.spec.naming.export_name): on a platform, how its
         clusters' stacks read the ids. An export in use cannot change or go (docs/operations.md)."""
+        given = self.effective.network.security_groups
         values = {
             "VpcId": (self.vpc_id, "VPC of the cluster"),
             "HeadNodeSubnetId": (self.head_node_subnet_id, "subnet of the head node"),
@@ -204,11 +232,15 @@ class NetworkStack(cdk.Stack):
             "FsxSecurityGroupId": (self.fsx_security_group.security_group_id,
                                    "security group of the FSx for Lustre file system"),
         }
-        if self.cluster_security_group is not None:
+        if not self.groups_are_ours:
+            values["ClusterSecurityGroupId"] = (",".join(given.compute), "the compute nodes' existing security "
+                                                f"groups (head node: {','.join(given.head_node)})")
+            values["FsxSecurityGroupId"] = (",".join(given.fsx), "the FSx file system's existing security groups")
+        elif self.cluster_security_group is not None:
             values["ClusterSecurityGroupId"] = (self.cluster_security_group.security_group_id,
                                                 "the only security group of head and compute nodes")
-            values = {k: values[k] for k in ("VpcId", "HeadNodeSubnetId", "ComputeSubnetId",
-                                             "ClusterSecurityGroupId", "FsxSecurityGroupId")}
+        values = {k: values[k] for k in ("VpcId", "HeadNodeSubnetId", "ComputeSubnetId", "ClusterSecurityGroupId",
+                                         "FsxSecurityGroupId") if k in values}
         for key, (value, description) in values.items():
             cdk.CfnOutput(self, key, value=value, description=description,
                           export_name=export_name(self.stack_name, key))

@@ -134,7 +134,8 @@ class StorageStack(cdk.Stack):
             storage_capacity=new.capacity_gib,
             storage_type="SSD",
             subnet_ids=[subnet_id],
-            security_group_ids=[security_group.security_group_id],
+            # the spec's existing groups (network.security_groups.fsx) where given, else the Network stack's FSx group
+            security_group_ids=list(self.effective.network.security_groups.fsx) or [security_group.security_group_id],
             kms_key_id=new.kms_key_arn,  # None: the AWS managed aws/fsx key (persistent) or FSx-owned (scratch)
             lustre_configuration=config,
         )

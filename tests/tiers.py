@@ -39,6 +39,7 @@ TIER_OF_FILE = {
     "diff/test_diff_workflow.py": "pcluster",
     "spec/test_aws_limits.py": "pcluster",          # ParallelCluster's validators draw the same lines
     "images/test_images_ecr.py": "moto",
+    "cli/test_validate_aws.py": "moto",             # validate --aws against moto's EC2
     "cli/test_packaging.py": "synth",               # builds and installs a wheel with pip
     "cli/test_cdk_banner.py": "synth",              # runs the CDK CLI on the app (npx cdk ls)
     "cli/test_validate_simulated.py": "pcluster",   # validate --pcluster in .venv-pcluster

@@ -1,5 +1,8 @@
 """``clusterkit validate``: every spec's problems, one line each with file:line:col, or JSON / GitHub annotations.
 
+``--aws`` reads the spec's existing security groups (``network.security_groups``) read-only from its region and
+checks the rules EFA and Lustre need (``clusterkit.pipeline.account_check``).
+
 ``--pcluster`` adds ParallelCluster's own schema and validators (run in ``.venv-pcluster``) on the rendered
 configs, after ClusterKit's rules found no error. Its validators meet simulated AWS answers (moto), so each
 rendered config also gets two lines: what existed only in the simulation, and what only a real account can
@@ -19,6 +22,9 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("validate", help="check specs (all of cluster_configs/*.yaml by default)")
     p.add_argument("names", nargs="*", metavar="NAME|PATH|DIR")
     p.add_argument("--pcluster", action="store_true", help="also run ParallelCluster's own schema and validators")
+    p.add_argument("--aws", action="store_true",
+                   help="also read the spec's existing security groups (network.security_groups) from AWS, read-only, "
+                        "and check the rules EFA and Lustre need")
     p.add_argument("--strict", action="store_true",
                    help="treat the warnings a spec does not acknowledge (docs/spec.md) as errors")
     p.add_argument("--format", choices=("text", "json", "github"), default="text",
@@ -38,6 +44,11 @@ def run(args: argparse.Namespace) -> int:
         problems = [dataclasses.replace(p, level="error") if p.level == "warning" else p for p in problems]
     errors = [p for p in problems if p.level == "error"]
     simulation: list[Any] = []
+    read_lines: list[str] = []
+    if not errors and args.aws:
+        found_aws, read_lines = _aws_check(loaded)
+        problems += found_aws
+        errors = [p for p in problems if p.level == "error"]
     if not errors and args.pcluster:
         found, simulation = _pcluster_check(loaded)
         problems += found
@@ -58,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
             for item in loaded:
                 line = f"{item.source.display_path}: ok ({item.spec.name}{_acknowledged_note(item.acknowledged)})"
                 print(paint(line, OK, sys.stdout))
+        for line in read_lines:  # an "ok" after --aws says what the account was asked
+            print(line)
         for simulated in simulation:  # an "ok" from simulated answers says so, and what it could not check
             print(simulated.simulated_line())
             print(simulated.real_account_line())
@@ -70,6 +83,22 @@ def _acknowledged_note(acknowledged: list[Acknowledged]) -> str:
         return ""
     ids = ", ".join(sorted({a.problem.id for a in acknowledged}))
     return f"; {len(acknowledged)} acknowledged warning{'s' if len(acknowledged) > 1 else ''}: {ids}"
+
+
+def _aws_check(loaded: list[Any]) -> tuple[list[Problem], list[str]]:
+    """``--aws``: each spec's existing security groups read from its region and checked (one line per missing rule),
+    and per spec that names groups the line saying they were read."""
+    from clusterkit.pipeline.account_check import check_account
+
+    problems: list[Problem] = []
+    lines: list[str] = []
+    for item in loaded:
+        found, read = check_account(item.spec, item.source.marks)
+        problems += found
+        if read:
+            lines.append(f"{item.source.display_path}: {read} existing security group{'s' if read > 1 else ''} read "
+                         f"from {item.spec.region} (validate --aws): the EFA and Lustre rules checked")
+    return problems, lines
 
 
 def _pcluster_problems(loaded: list[Any]) -> list[Problem]:

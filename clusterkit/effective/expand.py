@@ -45,6 +45,7 @@ from clusterkit.spec.model import (
     Pyxis,
     Queue,
     Scheduling,
+    SecurityGroups,
 )
 from clusterkit.spec.naming import alerts_stack_name, artifact_prefix, bundle_parameter_name, stack_names
 
@@ -64,6 +65,8 @@ class EffectiveNetwork:
     new: NewVpc | None  # the VPC to create: the spec's, else the defaults when no existing VPC is given
     existing: ExistingVpc | None
     head_node_public: bool
+    # existing groups per role (each replaces the group ClusterKit would create for it): spec.network.security_groups
+    security_groups: SecurityGroups = SecurityGroups()
 
 
 @dataclass(frozen=True)
@@ -412,7 +415,7 @@ def expand_spec(spec: ClusterSpec, *, deploy_time: datetime | None = None) -> Ef
 
 
 def _network(network: Network) -> EffectiveNetwork:
-    return EffectiveNetwork(new_vpc(network), network.existing, network.head_node_public)
+    return EffectiveNetwork(new_vpc(network), network.existing, network.head_node_public, network.security_groups)
 
 
 def _storage(fsx: FsxLustre) -> EffectiveStorage:

@@ -9,7 +9,9 @@ resources that exist, so this module creates exactly what the config names:
 - one subnet per distinct subnet token, all in the region's first AZ (the real AZs are unknown here);
 - one security group per distinct ``sg-`` token, allowing all traffic to and from itself, inbound and
   outbound, plus moto's default all-outbound rule: the rules EfaSecurityGroupValidator demands and
-  ClusterKit's network stack must therefore create (the CDK tests check the stack, not this file);
+  ClusterKit's network stack must therefore create (the CDK tests check the stack, not this file). A spec's
+  existing groups (``network.security_groups``) are made the same way, so the simulation cannot tell whether
+  the real ones have these rules: ``simulation`` says so, and ``validate --aws`` reads them;
 - the FSx for Lustre file systems: moto ids have 8 hex digits but PC's schema wants 17, so each one is
   re-keyed to the literal id in the config (or a stand-in for ``${Storage.FileSystemId}``). moto's
   DescribeFileSystems omits VpcId, NetworkInterfaceIds and Lifecycle; they are filled in from a real

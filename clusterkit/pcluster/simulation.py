@@ -24,6 +24,11 @@ REAL_ACCOUNT_ONLY = (
     "the deploying role's IAM permissions",
 )
 FIRST_REAL_CHECK = "`make deploy CLUSTER={name}` is the first check against your account"
+# moto_world makes every security group the config names WITH the rules EFA needs (and the FSx fixture's group
+# admits Lustre from them all), so ParallelCluster's EfaSecurityGroupValidator and ExistingFsxNetworkingValidator
+# pass on any existing group id: their real rules are read only by `validate --aws` (clusterkit/rules/security_groups).
+GROUP_RULES = ("the rules of the existing security groups {ids} (the simulation gave them EFA's and Lustre's; "
+               "`clusterkit validate {name} --aws` reads the real ones)")
 
 
 @dataclass(frozen=True)
@@ -61,8 +66,11 @@ def note(result: Mapping[str, Any], *, region: str, cluster: str) -> SimulationN
     real = [line.format(region=region) for line in REAL_ACCOUNT_ONLY]
     if skipped:
         real.append(f"the launch templates (dry-run RunInstances, skipped under moto: {', '.join(skipped)})")
-    real.append(FIRST_REAL_CHECK.format(name=cluster))
     simulated = tuple((str(s["kind"]), str(s["id"])) for s in result.get("simulated") or [])
+    groups = [i for k, i in simulated if k == "sg" and not i.startswith("${")]
+    if groups:
+        real.append(GROUP_RULES.format(ids=", ".join(groups), name=cluster))
+    real.append(FIRST_REAL_CHECK.format(name=cluster))
     return SimulationNote(str(result["path"]), simulated, tuple(real))
 
 

@@ -114,6 +114,13 @@ def read_platform(path: Path) -> tuple[PlatformSpec | None, Marks, list[Problem]
     as_spec = as_cluster(platform)
     for rule in (identity, network, storage):
         problems += [p for p in rule(as_spec, marks) if p.path != "parallelcluster_version"]
+    given = platform.network.security_groups
+    if given.head_node or given.compute or given.fsx:
+        problems.append(marks.problem(
+            "network.security_groups", "a platform takes no existing security groups: each cluster on it makes its "
+            "own node group and opens the platform's FSx group to it (stacks/platform_link.py)",
+            "in a locked-down account, give the groups in a standalone cluster spec with network.existing and "
+            "storage.fsx_lustre.existing (docs/operations.md)"))
     if path.stem != platform.name and not any(p.path == "name" for p in problems):
         problems.append(marks.problem("name", f"'{platform.name}' differs from the file name '{path.stem}'",
                                       f"rename the file to {platform.name}.yaml or set name: {path.stem}"))

@@ -158,11 +158,19 @@ def _iam(refs: Refs, policy_arn: str | None, session_manager: bool) -> dict[str,
     return iam
 
 
+def _security_groups(given: tuple[str, ...], refs: Refs) -> list[str]:
+    """A role's existing groups where the spec gives them, else ClusterKit's node group: always ``SecurityGroups``
+    (they replace ParallelCluster's managed groups; AdditionalSecurityGroups would keep those, which a locked-down
+    account may not create)."""
+    return list(given) if given else [refs.security_group_id]
+
+
 def _head_node(spec: EffectiveSpec, refs: Refs, artifacts: NodeArtifactKeys) -> dict[str, Any]:
     stable_args = [f"CK_REGION={spec.region}", refs.bundle_arg]
     return {
         "InstanceType": spec.head_node.instance_type,
-        "Networking": {"SubnetId": refs.head_node_subnet_id, "SecurityGroups": [refs.security_group_id]},
+        "Networking": {"SubnetId": refs.head_node_subnet_id,
+                       "SecurityGroups": _security_groups(spec.network.security_groups.head_node, refs)},
         "LocalStorage": {"RootVolume": {"Size": spec.head_node.root_volume_gib, "Encrypted": True,
                                         "VolumeType": "gp3"}},
         "Imds": {"Secured": True},
@@ -191,7 +199,8 @@ def _updated_args(spec: EffectiveSpec, refs: Refs, artifacts: NodeArtifactKeys) 
 
 def _queue(spec: EffectiveSpec, queue: EffectiveQueue, refs: Refs,
            artifacts: NodeArtifactKeys) -> dict[str, Any]:
-    networking: dict[str, Any] = {"SubnetIds": [refs.compute_subnet_id], "SecurityGroups": [refs.security_group_id]}
+    networking: dict[str, Any] = {"SubnetIds": [refs.compute_subnet_id],
+                                  "SecurityGroups": _security_groups(spec.network.security_groups.compute, refs)}
     if queue.placement_group:
         networking["PlacementGroup"] = {"Enabled": True}
     elif queue.efa:

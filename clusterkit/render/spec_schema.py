@@ -51,6 +51,10 @@ def _rule_limits() -> dict[str, dict[str, Any]]:
         "network.existing.vpc_id": {"pattern": _pattern(ids["vpc"])},
         "network.existing.head_node_subnet_id": {"pattern": _pattern(ids["subnet"])},
         "network.existing.compute_subnet_id": {"pattern": _pattern(ids["subnet"])},
+        **{f"network.security_groups.{role}{items}": limit
+           for role in ("head_node", "compute", "fsx")
+           for items, limit in (("", {"maxItems": limits.MAX_SECURITY_GROUPS_PER_INTERFACE, "uniqueItems": True}),
+                                ("[]", {"pattern": _pattern(ids["sg"])}))},
         "head_node.root_volume_gib": {"minimum": limits.MIN_HEAD_ROOT_GIB},
         # any deployment type's values: which one applies is a cross-field rule
         "storage.fsx_lustre.new.throughput_mb_per_tib": {"enum": throughputs},

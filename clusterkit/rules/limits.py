@@ -63,7 +63,15 @@ IDS = {
     "fs": re.compile(r"fs-[0-9a-f]{17}"),
     "cr": re.compile(r"cr-[0-9a-f]{17}"),
     "account": re.compile(r"[0-9]{12}"),
+    # ParallelCluster 3.16.1's own pattern (pcluster/schemas/common_schema.py ALLOWED_VALUES["security_group_id"]:
+    # ^sg-[0-9a-z]{8}$|^sg-[0-9a-z]{17}$), which HeadNode/SlurmQueues Networking.SecurityGroups items must match
+    "sg": re.compile(r"sg-[0-9a-z]{8}([0-9a-z]{9})?"),
 }
+# Security groups one node takes. ParallelCluster 3.16.1's schema sets no length on Networking.SecurityGroups
+# (pcluster/schemas/cluster_schema.py BaseNetworkingSchema: fields.List without validate), so the limit is EC2's:
+# "Security groups per network interface: 5" (Amazon VPC User Guide, "Amazon VPC quotas", Security groups; adjustable
+# to 16 by a quota request, which a spec cannot see). Every EFA interface of a node carries the same groups.
+MAX_SECURITY_GROUPS_PER_INTERFACE = 5
 # Pyxis on ParallelCluster's official AMIs, where verified in aws-parallelcluster-cookbook
 # (default['cluster']['pyxis']['version']: tags v3.11.0 and v3.11.1 pin 0.20.0; later attribute files pin
 # 0.24.0, but no release could be tied to them). Any other supported release is assumed to ship the

@@ -14,6 +14,7 @@ from clusterkit.rules.limits import (
     IDS,
     LARGEST_SUBNET_PREFIX,
     LOG_RETENTION_DAYS,
+    MAX_SECURITY_GROUPS_PER_INTERFACE,
     MAX_SUBNET_ADDRESSES,
 )
 from clusterkit.spec.errors import Problem
@@ -67,8 +68,47 @@ def _beyond_any_subnet(spec: ClusterSpec, m: Marks) -> list[Problem]:
     return problems
 
 
+SECURITY_GROUP_ROLES = ("head_node", "compute", "fsx")
+
+
+def _security_groups(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
+    """Existing security groups: ids ParallelCluster takes, no more than a network interface holds, and only
+    where they can be right before deploy (their rules: clusterkit/rules/security_groups.py, validate --aws)."""
+    groups = spec.network.security_groups
+    base = "network.security_groups"
+    given = {role: getattr(groups, role) for role in SECURITY_GROUP_ROLES if getattr(groups, role)}
+    if not given:
+        return
+    if spec.network.existing is None:
+        yield m.problem(base, "existing security groups need network.existing: a group belongs to one VPC, and the "
+                        "VPC ClusterKit creates has none before deploy",
+                        "give network.existing with the groups' VPC, or remove network.security_groups", on_key=True)
+        return
+    for role, ids in given.items():
+        if len(ids) > MAX_SECURITY_GROUPS_PER_INTERFACE:
+            yield m.problem(f"{base}.{role}", f"{len(ids)} groups, but a network interface takes at most "
+                            f"{MAX_SECURITY_GROUPS_PER_INTERFACE} (EC2 quota 'Security groups per network interface')",
+                            f"at most {MAX_SECURITY_GROUPS_PER_INTERFACE}")
+        seen: set[str] = set()
+        for i, value in enumerate(ids):
+            if not IDS["sg"].fullmatch(value):
+                yield m.problem(f"{base}.{role}[{i}]", f"'{value}' is not a security group id",
+                                "like sg-0123456789abcdef0")
+            elif value in seen:
+                yield m.problem(f"{base}.{role}[{i}]", f"{value} is listed twice", "list each group once")
+            seen.add(value)
+    missing = [role for role in SECURITY_GROUP_ROLES if role not in given]
+    if missing:
+        have = next(iter(given))
+        yield m.problem(f"{base}.{have}", f"{', '.join(given)} groups are given but {' and '.join(missing)} groups "
+                        "are not: each role's groups must admit the others' (head and compute: Slurm and NFS; all "
+                        "of them: Lustre), which no existing rule can do for a group ClusterKit creates at deploy",
+                        f"give {' and '.join(f'{base}.{r}' for r in missing)} too (the same ids may serve several)")
+
+
 def network(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
     yield from _beyond_any_subnet(spec, m)
+    yield from _security_groups(spec, m)
     net = spec.network
     if net.new is not None and net.existing is not None:
         yield m.problem("network.existing", "give either network.new or network.existing, not both")

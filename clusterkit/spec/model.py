@@ -49,10 +49,27 @@ class ExistingVpc:
 
 
 @dataclass(frozen=True)
+class SecurityGroups:
+    # Locked-down accounts (docs/operations.md): each list REPLACES the group ClusterKit would create for that role
+    # (ParallelCluster's SecurityGroups, not AdditionalSecurityGroups), so nothing is created where groups are given.
+    head_node: tuple[str, ...] = doc(
+        "existing security groups of the head node (sg-...), instead of ClusterKit's; all three roles or none", ())
+    compute: tuple[str, ...] = doc(
+        "existing security groups of every compute queue (sg-...), instead of ClusterKit's; EFA needs one that "
+        "allows all traffic in and out to itself", ())
+    fsx: tuple[str, ...] = doc(
+        "security groups of the FSx file system (sg-...): a new one is created with them instead of ClusterKit's; "
+        "with storage.fsx_lustre.existing, the groups that file system already has (for validate --aws)", ())
+
+
+@dataclass(frozen=True)
 class Network:
     new: NewVpc | None = doc("create a VPC (the default when neither new nor existing is given)", None)
     existing: ExistingVpc | None = doc("use an existing VPC; no lookups at synth time", None)
     head_node_public: bool = doc("put the head node in the public subnet (still no inbound rule; SSM only)", False)
+    security_groups: SecurityGroups = doc(
+        "existing security groups (network.existing only), for accounts where ClusterKit may not create them",
+        SecurityGroups())
 
 
 @dataclass(frozen=True)

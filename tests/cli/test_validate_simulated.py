@@ -33,6 +33,9 @@ def test_text_names_the_simulated_ids_and_what_a_real_account_checks() -> None:
     assert "exist only in the simulation" in simulated[0]
     assert "in us-west-2" in real[0] and "EC2 quotas" in real[0] and "HeadNodeLaunchTemplateValidator" in real[0]
     assert "`make deploy CLUSTER=p4d-existing`" in real[0]
+    # its existing security groups were made with the EFA and Lustre rules: only --aws reads the real ones
+    assert ("the rules of the existing security groups sg-0a1b2c3d4e5f60720 (the simulation gave them EFA's and "
+            "Lustre's; `clusterkit validate p4d-existing --aws` reads the real ones)") in real[0]
 
 
 def test_json_has_the_same_under_pcluster() -> None:

@@ -99,9 +99,11 @@ def test_security_defaults(rendered, name):
     head = config["HeadNode"]
     assert config["Imds"] == {"ImdsSupport": "v2.0"} and head["Imds"] == {"Secured": True}
     assert "Ssh" not in head, "no key pair: access is SSM Session Manager"
-    # replaces PC's port-22 SG; on a platform the cluster stack makes it (stacks/platform_link.py)
+    # not PC's port-22 SG: a locked-down account's own (p4d-existing), or ClusterKit's; on a platform the cluster
+    # stack makes it (stacks/platform_link.py)
     own = "Cluster" if name in ("train-a", "train-b") else "Network"
-    assert head["Networking"]["SecurityGroups"] == [f"${{{own}.ClusterSecurityGroupId}}"]
+    given = list(load(name).spec.network.security_groups.head_node)
+    assert head["Networking"]["SecurityGroups"] == (given or [f"${{{own}.ClusterSecurityGroupId}}"])
     assert head["LocalStorage"]["RootVolume"]["Encrypted"] is True
     policies = [p["Policy"] for p in head["Iam"]["AdditionalIamPolicies"]]
     assert policies == ["arn:${AWS::Partition}:iam::aws:policy/AmazonSSMManagedInstanceCore",

@@ -59,6 +59,11 @@ def _new_fsx_in_existing_vpc(doc: dict) -> None:
     doc["storage"]["fsx_lustre"] = {"new": {"capacity_gib": 2400, "throughput_mb_per_tib": 125}}
 
 
+def _own_groups(doc: dict) -> None:
+    """p4d-existing without its existing security groups: ClusterKit makes them in the existing VPC."""
+    del doc["network"]["security_groups"]
+
+
 # name -> (base spec, YAML edits, account). Only what a test uses gets synthesized.
 VARIANTS: dict[str, tuple[str, list[Callable[[dict], None]], str | None]] = {
     **{name: (name, [], ACCOUNT) for name in SHIPPED},
@@ -72,7 +77,9 @@ VARIANTS: dict[str, tuple[str, list[Callable[[dict], None]], str | None]] = {
     "demo-kms": ("demo", [_set("storage.fsx_lustre.new.kms_key_arn", KMS_KEY)], ACCOUNT),
     "demo-scratch": ("demo", [_set("storage.fsx_lustre.new.deployment_type", "SCRATCH_2"),
                               _set("storage.fsx_lustre.new.throughput_mb_per_tib", None)], ACCOUNT),
-    "existing-vpc-new-fsx": ("p4d-existing", [_new_fsx_in_existing_vpc], None),
+    "existing-vpc-new-fsx": ("p4d-existing", [_own_groups, _new_fsx_in_existing_vpc], None),
+    "p4d-existing-own-groups": ("p4d-existing", [_own_groups], ACCOUNT),
+    "existing-groups-new-fsx": ("p4d-existing", [_new_fsx_in_existing_vpc], None),
 }
 
 

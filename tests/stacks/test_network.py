@@ -64,7 +64,7 @@ def groups(synth) -> tuple[str, str]:
 
 # --- security groups -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["demo", "p4d-existing", "demo-endpoints"])
+@pytest.mark.parametrize("name", ["demo", "p4d-existing-own-groups", "demo-endpoints"])
 def test_security_group_rules_are_exactly_efa_and_lustre(synths, name):
     synth = synths(name)
     cluster, fsx = groups(synth)
@@ -85,7 +85,7 @@ def test_security_group_rules_are_exactly_efa_and_lustre(synths, name):
 
 
 @pytest.mark.parametrize("name", ["demo", "p4d-existing", "p5-capacity-block", "demo-endpoints",
-                                  "demo-head-public", "existing-vpc-new-fsx"])
+                                  "demo-head-public", "existing-vpc-new-fsx", "existing-groups-new-fsx"])
 def test_nothing_admits_the_internet(synths, name):
     synth = synths(name)
     for kind in ("network", "storage"):
@@ -203,7 +203,8 @@ def test_flow_logs_capture_all_traffic_into_a_retained_log_group(synths, name):
     ("demo-destroy", {"AWS::Logs::LogGroup"}),
     ("demo-no-bucket", {"AWS::EC2::VPC", "AWS::EC2::Subnet", "AWS::EC2::SecurityGroup",
                         "AWS::EC2::SecurityGroupIngress", "AWS::EC2::SecurityGroupEgress", "AWS::Logs::LogGroup"}),
-    ("p4d-existing", set()),
+    ("p4d-existing", set()),  # (its no-op WaitConditionHandle is deleted)
+    ("existing-groups-new-fsx", set()),  # the spec's own groups: nothing of ours for the file system to hold
 ])
 def test_deleting_storage_then_network_fails_nothing(synths, name, kept):
     """Storage, then Network, deleted by CloudFormation's rules (tests/cfn_teardown.py): a retained file system
@@ -227,7 +228,7 @@ def test_deleting_storage_then_network_fails_nothing(synths, name, kept):
 # --- existing VPC ------------------------------------------------------------------------------------------
 
 def test_existing_vpc_is_imported_not_created(synths):
-    synth = synths("p4d-existing")
+    synth = synths("p4d-existing-own-groups")
     existing = synth.effective.network.existing
     resources = synth.templates["network"]["Resources"]
     assert {r["Type"] for r in resources.values()} == {
@@ -238,9 +239,23 @@ def test_existing_vpc_is_imported_not_created(synths):
         existing.vpc_id, existing.compute_subnet_id, existing.head_node_subnet_id)
 
 
+@pytest.mark.parametrize("name", ["p4d-existing", "existing-groups-new-fsx"])
+def test_existing_security_groups_are_used_and_none_is_created(synths, name):
+    """Locked-down accounts (network.security_groups): the Network stack creates nothing, changes no group (no rule
+    resource names them), and says which groups the nodes and the file system use."""
+    synth = synths(name)
+    given = synth.effective.network.security_groups
+    resources = synth.templates["network"]["Resources"]
+    assert {r["Type"] for r in resources.values()} == {"AWS::CloudFormation::WaitConditionHandle"}  # a no-op
+    outputs = synth.templates["network"]["Outputs"]
+    assert outputs["ClusterSecurityGroupId"]["Value"] == ",".join(given.compute)
+    assert outputs["FsxSecurityGroupId"]["Value"] == ",".join(given.fsx)
+    assert synth.network.cluster_security_group.security_group_id == given.compute[0]
+
+
 # --- outputs and attributes --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["demo", "p4d-existing"])
+@pytest.mark.parametrize("name", ["demo", "p4d-existing-own-groups"])
 def test_outputs_are_exported_under_the_stack_name(synths, name):
     synth = synths(name)
     outputs = synth.templates["network"]["Outputs"]

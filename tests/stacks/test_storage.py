@@ -28,7 +28,7 @@ NEW_FSX = ("demo", "p5-capacity-block")
 SHIPPED = ("demo", "p4d-existing", "p5-capacity-block")
 EVERY_VARIANT = (*SHIPPED, "demo-no-account", "demo-endpoints", "demo-head-public", "demo-flow-logs-30",
                  "demo-throughput-500", "demo-destroy", "demo-no-bucket", "demo-kms", "demo-scratch",
-                 "existing-vpc-new-fsx")
+                 "existing-vpc-new-fsx", "p4d-existing-own-groups", "existing-groups-new-fsx")
 KMS_KEY = "arn:aws:kms:us-east-1:123456789012:key/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
 
 
@@ -237,6 +237,12 @@ def test_new_file_system_in_an_existing_vpc(synths):
     assert synth.resources("network", "AWS::EC2::VPC") == {}
 
 
+def test_new_file_system_takes_the_specs_existing_groups(synths):
+    """network.security_groups.fsx: the file system is created with the spec's groups, not a group of ours."""
+    synth = synths("existing-groups-new-fsx")
+    assert file_system(synth)["Properties"]["SecurityGroupIds"] == list(synth.effective.network.security_groups.fsx)
+
+
 # --- cluster alerts (stacks/alerts.py) ---------------------------------------------------------------------
 
 def _one(synth, type_name: str) -> tuple[str, dict]:
@@ -426,7 +432,7 @@ def _lint(synth, kind: str) -> list[str]:
 
 
 @pytest.mark.parametrize("name", [*SHIPPED, "demo-endpoints", "demo-scratch", "demo-no-bucket",
-                                  "demo-no-account", "existing-vpc-new-fsx"])
+                                  "demo-no-account", "existing-vpc-new-fsx", "existing-groups-new-fsx"])
 def test_cfn_lint_finds_no_error_or_warning(synths, name):
     synth = synths(name)
     for kind in ("network", "storage"):

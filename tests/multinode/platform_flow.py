@@ -35,14 +35,16 @@ def serve_image(registry: FakeRegistry, name: str) -> str:
                             env=IMAGE_ENV)
 
 
-def spec_text(cluster: str, registry_host: str, names: list[str], os_name: str) -> str:
-    """The demo spec renamed ``cluster`` on the fleet's OS, with ``names`` as its images (store defaults)."""
+def spec_text(cluster: str, registry_host: str, names: list[str], os_name: str, squash_options: str = "") -> str:
+    """The demo spec renamed ``cluster`` on the fleet's OS, with ``names`` as its images (``ck/<name>:v1``) and
+    the store's default squash options unless given."""
     demo = (REPO / "cluster_configs" / "demo.yaml").read_text()
     demo = demo.replace("\nname: demo\n", f"\nname: {cluster}\n").replace("\nos: ubuntu2204", f"\nos: {os_name}")
     head = demo[:demo.index("containers:\n")]
     tail = demo[demo.index("\nlifecycle:"):]
     images = "".join(f"    - name: {n}\n      uri: {registry_host}/{repository(n)}:{TAG}\n" for n in names)
-    return head + "containers:\n  images:\n" + images + tail
+    enroot = f"  enroot:\n    squash_options: {squash_options}\n" if squash_options else ""
+    return head + "containers:\n" + enroot + "  images:\n" + images + tail
 
 
 @dataclass
@@ -69,12 +71,13 @@ class Cluster:
 
 
 def prepare(fleet: Fleet, registry: FakeRegistry, loopback_url: str, workdir: Path, name: str,
-            images: list[str]) -> Cluster:
-    """Serve the images, lock the cluster's spec against the registry, put its bundle in its head node's S3."""
-    for image in images:
+            images: list[str], *, serve: bool = True, squash_options: str = "") -> Cluster:
+    """Serve the images (unless the caller has: ``serve``), lock the cluster's spec against the registry, put
+    its bundle in its head node's S3."""
+    for image in images if serve else []:
         serve_image(registry, image)
     spec_path = workdir / f"{name}.yaml"  # the file is named after the cluster (the loader's rule)
-    spec_path.write_text(spec_text(name, registry.host, images, fleet.profile))
+    spec_path.write_text(spec_text(name, registry.host, images, fleet.profile, squash_options))
     lock, compute_args = lock_and_upload(fleet, registry, loopback_url, spec_path)
     assert fleet.head is not None
     fleet.head.write("/etc/enroot/enroot.conf.d/90-ck-test-http.conf", "ENROOT_ALLOW_HTTP yes\n")

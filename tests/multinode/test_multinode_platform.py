@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 import runtime_build
-from cluster_flow import SHARED
+from cluster_flow import SHARED, SYNC_UNIT
 from fleet import Fleet
 from fleet_flow import PROFILE, STORE
 from images_fakes import FakeRegistry
@@ -38,8 +38,6 @@ from tier import stage_for
 
 NEWEST = max(runtime_build.GENERATIONS)
 BOTH, ONLY_A, ONLY_B = ["base", "tools"], ["alpha"], ["beta"]
-# ~1 s per layer (busybox-static gzip'd is ~1 MB): each head node's sync runs for seconds, so the two overlap.
-BLOB_RATE = 1_000_000.0
 
 
 @dataclass
@@ -79,9 +77,14 @@ def platform(tmp_path_factory):
         yield Platform(fsx, registry, loopback, fleets, tmp_path_factory.mktemp("platform-specs"))
 
 
+WAITING = "(another sync is running)"  # the line a sync logs while the other holds the lock (store.flock_file)
+
+
 @pytest.fixture(scope="module")
 def concurrent(platform) -> dict[str, Cluster]:
-    """Clusters A and B locked, then both head nodes booted at once (threads); their syncs run together."""
+    """Clusters A and B locked, then both head nodes booted at once (threads). Their syncs overlap for certain:
+    the registry holds every blob until one sync logs that it waits for the other's lock, so whichever took the
+    lock first is still importing when the other plans and reaches it."""
     clusters = {
         "plat-a": prepare(platform.fleets["plat-a"], platform.registry, platform.loopback, platform.workdir,
                           "plat-a", BOTH + ONLY_A),
@@ -89,8 +92,22 @@ def concurrent(platform) -> dict[str, Cluster]:
                           "plat-b", BOTH + ONLY_B),
     }
     platform.registry.log.clear()  # from here on: the head nodes' traffic only
-    platform.registry.blob_rate = lambda _repo: BLOB_RATE
+    overlapped, done = threading.Event(), threading.Event()
+
+    def hold(_repo: str, kind: str) -> None:
+        if kind == "blobs":
+            overlapped.wait(timeout=120)  # then served as usual (None: no injected fault)
+
+    platform.registry.hook = hold
     errors: list[BaseException] = []
+
+    def watch() -> None:
+        while not (overlapped.is_set() or done.is_set()):
+            for cluster in clusters.values():
+                log = cluster.run_head(["cat", f"/run/ck-test/units/{SYNC_UNIT}.log"], check=False).stdout
+                if WAITING in log:
+                    overlapped.set()
+            time.sleep(0.2)
 
     def boot(cluster: Cluster) -> None:
         try:
@@ -98,12 +115,15 @@ def concurrent(platform) -> dict[str, Cluster]:
         except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
             errors.append(exc)
 
+    watcher = threading.Thread(target=watch)
     threads = [threading.Thread(target=boot, args=(c,)) for c in clusters.values()]
-    for thread in threads:
+    for thread in [watcher, *threads]:
         thread.start()
     for thread in threads:
         thread.join(timeout=600)
-    platform.registry.blob_rate = None
+    done.set()
+    watcher.join(timeout=30)
+    platform.registry.hook = None
     assert not errors, errors
     for cluster in clusters.values():
         assert cluster.sync_rc == "0", f"{cluster.name}'s image sync exited {cluster.sync_rc}:\n{cluster.sync_log}"
@@ -124,7 +144,7 @@ def blob_paths(registry: FakeRegistry, images: list[str]) -> set[str]:
 def test_two_head_nodes_syncing_one_store_at_once_publish_each_image_once(platform, concurrent) -> None:
     a, b = concurrent["plat-a"], concurrent["plat-b"]
     # They overlapped: one waited for the other's lock, then planned again and found the shared images done.
-    waited = [c for c in (a, b) if "(another sync is running)" in c.sync_log]
+    waited = [c for c in (a, b) if WAITING in c.sync_log]
     assert len(waited) == 1, (a.sync_log, b.sync_log)
     second = waited[0]
     rows = sync_rows(second.sync_log, [i.name for i in second.lock.images])

@@ -84,6 +84,13 @@ def prepare(fleet: Fleet, registry: FakeRegistry, loopback_url: str, workdir: Pa
     return Cluster(name, fleet, spec_path, lock, compute_args)
 
 
+def relock(cluster: Cluster, registry: FakeRegistry, loopback_url: str, images: list[str]) -> None:
+    """The cluster's spec now names ``images`` (already served): locked again and its bundle uploaded, as a
+    spec change before ``pcluster update-cluster`` (whose OnNodeUpdated is ``run_launcher``)."""
+    cluster.spec_path.write_text(spec_text(cluster.name, registry.host, images, cluster.fleet.profile))
+    cluster.lock, cluster.compute_args = lock_and_upload(cluster.fleet, registry, loopback_url, cluster.spec_path)
+
+
 def boot_head(cluster: Cluster, timeout: float = 300) -> Cluster:
     """The head node through ParallelCluster's phases, then until its image-sync unit ends (thread-safe: each
     cluster is its own node root)."""

@@ -28,11 +28,11 @@ from pathlib import Path
 
 import pytest
 import runtime_build
-from cluster_flow import SHARED, SYNC_UNIT
+from cluster_flow import SHARED, SYNC_UNIT, run_launcher, wait_unit
 from fleet import Fleet
 from fleet_flow import PROFILE, STORE
 from images_fakes import FakeRegistry
-from platform_flow import TAG, Cluster, boot_head, prepare, repository, sync_rows
+from platform_flow import TAG, Cluster, boot_head, prepare, relock, repository, serve_image, sync_rows
 from registry import serve_on
 from tier import stage_for
 
@@ -236,3 +236,50 @@ def test_a_cluster_on_the_warm_platform_imports_nothing_and_its_first_job_starts
     assert platform.registry.log == [], "no node of cluster C asked the registry for anything"
     print(f"\nwarm cluster {c.name}: head node boot to store synced {c.sync_s:.1f} s, to first container job "
           f"{first_job_s:.1f} s, 0 registry requests")
+
+
+def test_a_cluster_destroyed_mid_import_leaves_the_lock_and_its_import_to_the_next_cluster(platform,
+                                                                                             concurrent) -> None:
+    """Last in the module: it takes cluster A's head node away. A and C both move to a new image; A's update
+    syncs first and holds the lock while its download hangs; C's sync waits for that lock; then A's head node is
+    gone (every process in it killed, as when the cluster is destroyed: flock dies with its holder, on Lustre
+    once the client is evicted). C's sync takes the lock, removes A's half-done import, imports the image
+    itself and publishes it; the store holds every image once and nothing of A's attempt."""
+    a, c_fleet = concurrent["plat-a"], platform.fleets["plat-c"]
+    serve_image(platform.registry, "gamma")
+    images = BOTH + ONLY_A + ["gamma"]
+    c = Cluster("plat-c", c_fleet, platform.workdir / "plat-c.yaml", a.lock, [])
+    for cluster in (a, c):
+        relock(cluster, platform.registry, platform.loopback, images)
+    released = threading.Event()
+
+    def hold(repo: str, kind: str) -> None:
+        if kind == "blobs" and repo == repository("gamma"):
+            released.wait(timeout=120)  # A's download hangs here until A is gone
+
+    platform.registry.hook = hold
+    try:
+        run_launcher(a.fleet.head)  # A's OnNodeUpdated: the sync takes the lock, starts importing gamma
+        partial = platform.staging / "partial"
+        a.fleet.head.wait(lambda: any(p.name.startswith("gamma.") for p in partial.iterdir()), "A's import", 60)
+        (a_partial,) = [p.name for p in partial.iterdir()]
+        run_launcher(c_fleet.head)
+        c_fleet.head.wait(lambda: WAITING in c.run_head(["cat", f"/run/ck-test/units/{SYNC_UNIT}.log"],
+                                                         check=False).stdout, "C's sync waiting for A's lock", 60)
+        a.fleet.head.stop()  # cluster A is destroyed mid-import
+    finally:
+        released.set()
+        platform.registry.hook = None
+    assert wait_unit(c_fleet.head, SYNC_UNIT, timeout=300) == "0"
+    log = c_fleet.head.read(f"/run/ck-test/units/{SYNC_UNIT}.log")
+    assert f"removing stale temp file {STORE.replace('containers', '.containers.clusterkit')}/partial/{a_partial}" \
+        in log, log
+    assert sync_rows(log, images)["gamma"][0] == "imported", log
+    manifest = platform.manifest()
+    assert sorted(manifest["images"]) == sorted(images + ONLY_B), manifest
+    gamma = next(i for i in c.lock.images if i.name == "gamma")
+    assert os.listdir(platform.store / "gamma") == [f"{gamma.digest.removeprefix('sha256:')}.sqsh"]
+    for sub in ("partial", "tmp"):
+        assert os.listdir(platform.staging / sub) == [], sub
+    verify = c.verify()
+    assert verify.returncode == 0 and "verify: gamma: present" in verify.stdout, verify.stdout + verify.stderr

@@ -186,14 +186,23 @@ def name_conflicts(spec: ClusterSpec, marks: Marks, spec_path: Path, lock: Image
     """One image name, one digest on a platform: this cluster's locked digests against every other member's."""
     if spec.platform is None or lock is None:
         return []
-    mine = {e.name: e.digest for e in lock.images}
+    mine = {e.name: e for e in lock.images}
     problems = []
     for other in members(spec_path.parent, spec.platform):
         if other.path.resolve() == spec_path.resolve() or other.lock is None:
             continue
-        theirs = {e.name: e.digest for e in other.lock.images}
+        theirs = {e.name: e for e in other.lock.images}
         for i, image in enumerate(spec.containers.images):
-            digest, their = mine.get(image.name), theirs.get(image.name)
+            a, b = mine.get(image.name), theirs.get(image.name)
+            if a and b and a.digest == b.digest and a.expect != b.expect:
+                # the sync demotes an image whose versions miss its lock's expect, removing the stable name for
+                # every cluster: two expectations of one file would make the name come and go with each sync
+                problems.append(marks.problem(
+                    f"containers.images[{i}].expect",
+                    f"'{image.name}' expects {_expect(a.expect)} here but {_expect(b.expect)} in {other.spec.name} "
+                    f"({display(other.path)}), for the same file on platform {spec.platform}: the store keeps one "
+                    "verdict per name", "state the same expect in both specs (or give one image another name)"))
+            digest, their = a.digest if a else None, b.digest if b else None
             if digest and their and digest != their:
                 problems.append(marks.problem(
                     f"containers.images[{i}].name",
@@ -202,6 +211,10 @@ def name_conflicts(spec: ClusterSpec, marks: Marks, spec_path: Path, lock: Image
                     f"{image.name}.sqsh means one image",
                     f"give one of them another name, e.g. {image.name}-{_short(digest)[7:15]}, or pin the same digest"))
     return problems
+
+
+def _expect(expect: dict[str, str]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(expect.items())) or "nothing"
 
 
 def _short(digest: str) -> str:

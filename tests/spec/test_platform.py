@@ -169,3 +169,17 @@ def test_a_platform_cannot_be_loaded_as_a_cluster_by_mistake(world: Path) -> Non
     with pytest.raises(SpecError) as caught:
         load(str(world / "platforms" / "research-east.yaml"))
     assert "missing required key 'queues'" in str(caught.value)
+
+
+def test_one_image_name_means_one_expectation_on_a_platform(world: Path) -> None:
+    """The sync demotes an image whose versions miss its lock's expect and takes its stable name away for every
+    cluster on the store: two clusters expecting different versions of one file would flip it on each sync."""
+    _edit(world / "train-b.yaml", 'cuda: "12.8"', 'cuda: "12.9"')
+    lock = world / "train-b.images.lock"
+    lock.write_text(lock.read_text().replace('"cuda": "12.8"', '"cuda": "12.9"'))
+    errors = _errors(world)
+    assert errors[0].startswith("train-a.yaml:33:9: containers.images[1].expect: 'pytorch' expects cuda 12.8 here "
+                                "but cuda 12.9 in train-b (")
+    assert errors[0].endswith("for the same file on platform research-east: the store keeps one verdict per name "
+                              "(state the same expect in both specs (or give one image another name))")
+    assert len(errors) == 2 and errors[1].startswith("train-b.yaml:")

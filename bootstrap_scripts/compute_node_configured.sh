@@ -105,7 +105,7 @@ check_store() {
 # better a replaced node at boot than a crashed job hours later.
 record_fingerprint() {
     local out line level rc=0 errors=""
-    out="$(python3 "${CK_SHARED_DIR}/clusterkit_node.pyz" fingerprint --store "${CK_ROOT}${CK_STORE}" --lock "${CK_SHARED_DIR}/images.lock" 2>&1)" || rc=$?
+    out="$(python3 "${CK_SHARED_DIR}/clusterkit_node.pyz" fingerprint --store "${CK_ROOT}${CK_STORE}" --lock "${CK_SHARED_DIR}/images.lock" --cluster "${CK_CLUSTER}" 2>&1)" || rc=$?
     while IFS= read -r line; do
         [[ -n "${line}" ]] || continue
         level=INFO

@@ -124,12 +124,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "node, not at every compute boot)")
     f = sub.add_parser("fingerprint",
                        help="compute node: record this node's software next to the store (/fsx/containers: "
-                            "/fsx/.containers.clusterkit/nodes/<host>.json); "
+                            "/fsx/.containers.clusterkit/nodes/<cluster>/<host>.json); "
                             "exit 1 if its NVIDIA driver cannot run a locked image")
     f.add_argument("--store", required=True)
     f.add_argument("--lock", required=True)
     f.add_argument("--rules", help=f"compatibility rules (default: {RULES_NAME} next to the zipapp)")
     f.add_argument("--node-name", help="override the hostname (the Slurm node name <queue>-st|dy-<cr>-<n>)")
+    f.add_argument("--cluster", help="this node's cluster: the file goes to nodes/<cluster>/<host>.json (clusters "
+                                     "on one platform share the store and their host names)")
     d = sub.add_parser("drift", help="head node: group node fingerprints per queue, show what differs; "
                                      "exit 1 when nodes of one queue differ")
     d.add_argument("--store", required=True)
@@ -137,6 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--format", choices=("table", "json"), default="table")
     d.add_argument("--max-age-hours", type=float,
                    help="ignore fingerprints recorded longer ago (nodes long gone)")
+    d.add_argument("--cluster", help="only this cluster's nodes (on a platform; default: every cluster's, each "
+                                     "queue named <cluster>/<queue> when the store has several)")
     n = sub.add_parser("nccl-check", help="read NCCL_DEBUG=INFO output: exit 1 when NCCL fell back to TCP "
                                           "sockets instead of EFA (aws-ofi-nccl), 2 when the log has no "
                                           "transport lines")

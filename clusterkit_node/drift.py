@@ -34,16 +34,22 @@ def natural_key(name: str) -> List[object]:
 
 
 def fingerprint_files(dirs: List[str]) -> Dict[str, str]:
-    """<host>.json -> path, from the first of dirs holding it (dot files are temp files)."""
+    """[<cluster>/]<host>.json -> path, from the first of dirs holding it (dot files are temp files); a
+    directory inside a nodes directory is one cluster's (fingerprint.py), read one level down."""
     files: Dict[str, str] = {}
     for d in dirs:
         try:
-            names = os.listdir(d)
+            names = sorted(os.listdir(d))
         except FileNotFoundError:
             continue
         for name in names:
+            path = os.path.join(d, name)
             if not name.startswith(".") and name.endswith(".json"):
-                files.setdefault(name, os.path.join(d, name))
+                files.setdefault(name, path)
+            elif not name.startswith(".") and os.path.isdir(path) and not os.path.islink(path):
+                for inner in sorted(os.listdir(path)):
+                    if not inner.startswith(".") and inner.endswith(".json"):
+                        files.setdefault(f"{name}/{inner}", os.path.join(path, inner))
     return files
 
 
@@ -65,7 +71,7 @@ def read_fingerprints(dirs: List[str], max_age_hours: Optional[float]) -> Tuple[
         if not isinstance(doc, dict) or doc.get("fingerprint_version") != FINGERPRINT_VERSION:
             skipped.append(f"{path}: not a version {FINGERPRINT_VERSION} fingerprint")
             continue
-        doc.setdefault("hostname", name[:-len(".json")])
+        doc.setdefault("hostname", name.rsplit("/", 1)[-1][:-len(".json")])
         if max_age_hours is not None:
             try:
                 at = _dt.datetime.strptime(str(doc.get("recorded_at")), "%Y-%m-%dT%H:%M:%SZ")
@@ -136,9 +142,14 @@ def cmd_drift(args: argparse.Namespace) -> int:
     # The previous layout's <store>/.nodes too: a node still running the previous bundle may write there
     # after the head node's sync moved the directory's content (store.migrate_legacy).
     fps, skipped = read_fingerprints([nodes_dir(store), legacy_nodes_dir(store)], args.max_age_hours)
+    if args.cluster is not None:  # its own nodes, and those of a bundle that recorded no cluster
+        fps = [fp for fp in fps if fp.get("cluster") in (None, args.cluster)]
+    # clusters on one platform share the store and may share queue names: with several, a queue is <cluster>/<queue>
+    several = len({fp.get("cluster") for fp in fps if fp.get("cluster")}) > 1
     by_queue: Dict[str, List[Dict[str, Any]]] = {}
     for fp in fps:
-        by_queue.setdefault(fp.get("queue") or "(unknown)", []).append(fp)
+        queue = fp.get("queue") or "(unknown)"
+        by_queue.setdefault(f"{fp['cluster']}/{queue}" if several and fp.get("cluster") else queue, []).append(fp)
     report: Dict[str, Any] = {"queues": {}, "skipped": skipped, "nodes": len(fps)}
     for queue in sorted(by_queue):
         groups = group_queue(by_queue[queue])

@@ -1,10 +1,15 @@
 """``clusterkit_node.pyz fingerprint``: a compute node records what it runs and refuses what it cannot run.
 
 Why: each compute node records a fingerprint of its software (driver, EFA, enroot, pyxis, Slurm, AMI,
-the manifest it saw) in <staging>/nodes/<hostname>.json (next to the store, outside the path FSx
+the manifest it saw) in <staging>/nodes/<cluster>/<hostname>.json (next to the store, outside the path FSx
 exports to S3; see store.py) and refuses to boot when its NVIDIA driver cannot run a locked image's
 CUDA, per compat_rules.json (shipped next to the zipapp) evaluated by compat.py: a replaced node
 at boot beats a crashed job at hour ten.
+
+Per cluster: clusters on one platform share the store, and ParallelCluster names compute nodes after their queue
+and compute resource (``gpu-st-p5-1``), so two clusters with the same queues have the same host names; one
+directory per cluster keeps each cluster's fingerprints its own. Without ``--cluster`` (a bundle of the previous
+version) the file goes to ``<staging>/nodes/<hostname>.json``, as before.
 """
 from __future__ import annotations
 
@@ -31,11 +36,12 @@ from .facts import (
 )
 from .layout import FINGERPRINT_TMP_RE, NODES_DIR, TMP_DIR, nodes_dir, tmp_dir
 from .lock import LockedImage, load_lock
-from .store import empty_manifest, ensure_staging, pid_alive, read_manifest_bytes, write_json_atomic
+from .store import empty_manifest, ensure_dir, ensure_staging, pid_alive, read_manifest_bytes, write_json_atomic
 from .versions import parse_efa_packages
 
 FINGERPRINT_VERSION = 1
 HOSTNAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+CLUSTER_RE = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,59}$")  # ParallelCluster's cluster names (settings.py CK_CLUSTER)
 
 
 def image_versions(img: LockedImage, manifest: Dict[str, Any]) -> Tuple[Dict[str, str], str]:
@@ -66,6 +72,10 @@ def cmd_fingerprint(args: argparse.Namespace) -> int:
     host = args.node_name or socket.gethostname().split(".")[0]
     if not HOSTNAME_RE.fullmatch(host):
         raise UsageError([f"node name {host!r} cannot name a fingerprint file (letters, digits, . _ -)"])
+    cluster = args.cluster
+    if cluster is not None and not CLUSTER_RE.fullmatch(cluster):
+        raise UsageError([f"--cluster {cluster!r} is not a ParallelCluster cluster name (letter first, then "
+                          "letters, digits, hyphens; at most 60)"])
     try:
         manifest_sha, manifest = read_manifest_bytes(store)
     except ValueError as exc:
@@ -83,6 +93,7 @@ def cmd_fingerprint(args: argparse.Namespace) -> int:
     doc = {
         "fingerprint_version": FINGERPRINT_VERSION,
         "hostname": host,
+        "cluster": cluster,
         "queue": queue,
         "compute_resource": resource,
         "recorded_at": now_utc(),
@@ -114,9 +125,14 @@ def cmd_fingerprint(args: argparse.Namespace) -> int:
                                                      enroot=enroot if isinstance(enroot, str) else None)
     doc["pairing_warnings"] = [{"id": p.id, "message": text, "source": p.source} for p, text in pairings]
     ensure_staging(store, NODES_DIR, TMP_DIR)
-    clean_fingerprint_debris(tmp_dir(store), host)
-    path = write_json_atomic(os.path.join(nodes_dir(store), f"{host}.json"),
-                             os.path.join(tmp_dir(store), f"node.{host}.json.tmp-{os.getpid()}"), doc)
+    writer = host if cluster is None else f"{cluster}.{host}"  # one writer per name: another cluster's same host
+    clean_fingerprint_debris(tmp_dir(store), writer)
+    folder = nodes_dir(store)
+    if cluster is not None:
+        folder = os.path.join(folder, cluster)
+        ensure_dir(folder)
+    path = write_json_atomic(os.path.join(folder, f"{host}.json"),
+                             os.path.join(tmp_dir(store), f"node.{writer}.json.tmp-{os.getpid()}"), doc)
     shown = {k: doc[k] for k in ("queue", "instance_type", "nvidia_driver", "cuda_driver_api",
                                  "efa_installer", "libfabric", "enroot", "pyxis", "slurm")}
     log(f"fingerprint: wrote {path}: " + " ".join(f"{k}={v if v is not None else '-'}"

@@ -90,7 +90,7 @@ def write_fingerprint(store: Path, host: str, legacy: bool = False, **fields) ->
     """A fingerprint file shaped exactly like `clusterkit_node.pyz fingerprint` writes it, where it writes it
     (the staging dir next to the store; legacy: <store>/.nodes, where the previous version wrote it)."""
     doc = {
-        "ami_id": "ami-0aaaaaaaaaaaaaaaa", "compute_resource": "p5", "cuda_driver_api": "12.8",
+        "ami_id": "ami-0aaaaaaaaaaaaaaaa", "cluster": None, "compute_resource": "p5", "cuda_driver_api": "12.8",
         "efa_installer": "1.38.0", "enroot": "3.5.0", "findings": [], "fingerprint_version": 1,
         "hostname": host, "instance_id": "i-0123456789abcdef0", "instance_type": "p5.48xlarge",
         "kernel": "6.1.109-118.189.amzn2023.x86_64", "libfabric": "1.22.0amzn4.0",

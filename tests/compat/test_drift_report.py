@@ -184,3 +184,29 @@ def test_no_fingerprints_yet(node):
 def test_missing_store_is_a_usage_error(node):
     proc = node.drift()
     assert proc.returncode == 2 and "is not a directory (is FSx mounted" in proc.stderr
+
+
+def test_clusters_on_one_store_keep_their_own_fingerprints_and_queues(node):
+    """Clusters on one platform share the store, and ParallelCluster names nodes after queue and compute resource:
+    train-a's and train-b's gpu-st-p5-1 once wrote the same nodes/gpu-st-p5-1.json, the last one won, and drift
+    grouped both clusters' nodes as one queue. Now each cluster has its directory and drift names cluster/queue."""
+    node.write_lock([node.image("a")])
+    node.store.mkdir()
+    assert node.fingerprint("gpu-st-p5-1", "--cluster", "train-a").returncode == 0
+    done = node.fingerprint("gpu-st-p5-1", "--cluster", "train-b", FAKE_NVIDIA_DRIVER="575.57.08")
+    assert done.returncode == 0, done.stderr
+    nodes = node.staging / "nodes"
+    a = json.loads((nodes / "train-a" / "gpu-st-p5-1.json").read_text())
+    b = json.loads((nodes / "train-b" / "gpu-st-p5-1.json").read_text())
+    assert (a["cluster"], a["nvidia_driver"]) == ("train-a", "580.95.05")
+    assert (b["cluster"], b["nvidia_driver"]) == ("train-b", "575.57.08")
+    proc = node.drift()
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # one driver per cluster's queue: no drift
+    assert lines(proc) == ["queue train-a/gpu: 1 node(s), one fingerprint: no drift",
+                           "queue train-b/gpu: 1 node(s), one fingerprint: no drift",
+                           "2 node(s) in 2 queue(s): no drift"]
+    only = node.drift("--cluster", "train-b")
+    assert lines(only) == ["queue gpu: 1 node(s), one fingerprint: no drift",
+                           "1 node(s) in 1 queue(s): no drift"]
+    bad = node.fingerprint("gpu-st-p5-1", "--cluster", "../x")
+    assert bad.returncode == 2 and "is not a ParallelCluster cluster name" in bad.stderr

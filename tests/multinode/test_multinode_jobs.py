@@ -33,7 +33,7 @@ def test_every_compute_node_booted_joined_and_fingerprinted(up) -> None:
     assert manifest["images"][IMAGE]["digest"] == up.digest == up.lock.images[0].digest, up.sync_log
     stored = sorted(str(p.relative_to(up.fleet.fsx)) for p in (up.fleet.fsx / "containers").rglob("*.sqsh"))
     assert f"containers/{IMAGE}/{up.digest.removeprefix('sha256:')}.sqsh" in stored, (stored, up.sync_log)
-    prints = sorted(p.stem for p in (up.fleet.fsx / ".containers.clusterkit" / "nodes").glob("*.json"))
+    prints = sorted(p.stem for p in (up.fleet.fsx / ".containers.clusterkit" / "nodes").glob("*/*.json"))
     assert set(names) <= set(prints)
 
 
@@ -74,7 +74,7 @@ def test_identical_nodes_show_no_drift_and_another_generation_is_named(up) -> No
     other = other_generation(up)
     name = compute_names(1, first=4)[0]
     node = up.fleet.extra_node(name, stage_for(other.key))
-    fingerprint = up.fleet.fsx / ".containers.clusterkit" / "nodes" / f"{name}.json"
+    fingerprint = up.fleet.fsx / ".containers.clusterkit" / "nodes" / up.spec_path.stem / f"{name}.json"
     try:
         boot = Lifecycle(node, up.compute_args)
         if version_key(other.pyxis_version) > version_key(up.generation.pyxis_version):

@@ -96,7 +96,7 @@ def test_compute_node_checks_passed_on_the_real_store(cluster: Cluster, generati
             else "enroot create + start as nobody: container ran") in log
     assert "compute_node_configured.sh INFO done: node ready for container jobs" in log
     # the node's fingerprint names the enroot and pyxis really installed
-    (fingerprint,) = (cluster.node.fsx / ".containers.clusterkit" / "nodes").glob("*.json")
+    (fingerprint,) = (cluster.node.fsx / ".containers.clusterkit" / "nodes").glob("*/*.json")
     doc = json.loads(fingerprint.read_text())
     assert (doc["enroot"], doc["pyxis"]) == (generation.enroot_version, generation.pyxis_version)
     # pyxis 0.24.0 + enroot 4.1.2 fails --container-unshare (node_profiles.json "pairings"); 0.20.0 has no such option

@@ -246,6 +246,6 @@ def test_container_unshare_fails_every_step_on_pyxis_0_24_with_enroot_4_1_2(clus
     assert srun_container(cluster, "true", user="ckuser1").returncode == 0  # the node itself is fine
     warning = [ln for ln in cluster.bootstrap_log.splitlines() if "--container-unshare=net,ipc,uts" in ln]
     assert warning and "enroot 4.1.2 does not read: every step that passes the option fails" in warning[0], warning
-    (fingerprint,) = (cluster.node.fsx / ".containers.clusterkit" / "nodes").glob("*.json")
+    (fingerprint,) = (cluster.node.fsx / ".containers.clusterkit" / "nodes").glob("*/*.json")
     doc = json.loads(fingerprint.read_text())
     assert [w["id"] for w in doc["pairing_warnings"]] == ["pyxis-unshare-fails-without-enroot-unshare"]

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 # Placeholder names are <Stack>.<Output>; the kind of AWS thing they stand for follows from the
 # output's suffix, so a new stack output (e.g. Cluster.LoginNodePolicyArn) needs no change here.
-PLACEHOLDER_NAME_RE = re.compile(r"^(Network|Storage|Assets|Cluster)\.[A-Z][A-Za-z0-9]*$")
+# A cluster on a platform names the platform's stacks: ``${Research-East-Network.ComputeSubnetId}``.
+PLACEHOLDER_NAME_RE = re.compile(r"^(?:(?:[A-Z][A-Za-z0-9]*-)*(?:Network|Storage)|Assets|Cluster)\.[A-Z][A-Za-z0-9]*$")
 SUFFIX_KINDS: tuple[tuple[str, str], ...] = (
     ("VpcId", "vpc"),
     ("SubnetId", "subnet"),
@@ -27,6 +28,7 @@ SUFFIX_KINDS: tuple[tuple[str, str], ...] = (
 # The ones the renderer is known to write (documentation, and the hint in the unknown-placeholder error).
 PLACEHOLDERS: tuple[str, ...] = (
     "Assets.Bucket",
+    "Cluster.ClusterSecurityGroupId",
     "Cluster.ComputeNodePolicyArn",
     "Cluster.HeadNodePolicyArn",
     "Cluster.Region",

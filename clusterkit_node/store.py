@@ -68,7 +68,9 @@ from .layout import (
     PARTIAL_DIR,
     PARTIAL_RE,
     RECORD_NAME,
+    RECORD_TMP_RE,
     TMP_DIR,
+    inuse_dir,
     legacy_nodes_dir,
     lock_path,
     manifest_path,
@@ -119,6 +121,16 @@ def ensure_staging(store: str, *subdirs: str) -> str:
     for sub in subdirs:
         ensure_dir(os.path.join(staging, sub))
     return staging
+
+
+def ensure_inuse_dir(store: str) -> str:
+    """``<staging>/inuse/``, mode 1777 (like /tmp): the pyxis importer writes each step's lease there as the job's
+    user; the sticky bit keeps users from removing or replacing each other's leases (gc.py reads them)."""
+    path = inuse_dir(store)
+    ensure_dir(path)
+    if stat.S_IMODE(os.lstat(path).st_mode) != 0o1777:
+        os.chmod(path, 0o1777)
+    return path
 
 
 def empty_manifest() -> Dict[str, Any]:
@@ -289,7 +301,7 @@ def clean_debris(store: str) -> None:
         log(f"removing stale temp file {path} ({state} {pid}, left by an interrupted sync)")
         remove_partial(path)
     for d, pattern in ((tmp_dir(store), MANIFEST_TMP_RE), (tmp_dir(store), LINK_TMP_RE),
-                       (store, LEGACY_TMP_RE)):
+                       (tmp_dir(store), RECORD_TMP_RE), (store, LEGACY_TMP_RE)):
         try:
             names = sorted(os.listdir(d))
         except FileNotFoundError:

@@ -44,6 +44,7 @@ from clusterkit.spec.model import (
     Pyxis,
     Queue,
     Scheduling,
+    StoreGc,
 )
 from clusterkit.spec.naming import artifact_prefix, bundle_parameter_name, stack_names
 
@@ -137,6 +138,7 @@ class EffectiveContainers:
     platform: str  # image platform of the compute fleet, e.g. linux/amd64 (the lock pins digests for it)
     ecr_registries: tuple[str, ...]  # private ECR registry hosts of the images, sorted
     ecr_repositories: tuple[EcrRepository, ...]  # sorted
+    store_gc: StoreGc = StoreGc()  # the head node's image gc (node settings CK_STORE_GC_*)
 
 
 @dataclass(frozen=True)
@@ -347,7 +349,7 @@ def expand_spec(spec: ClusterSpec, *, deploy_time: datetime | None = None) -> Ef
     containers = EffectiveContainers(
         enroot=spec.containers.enroot, pyxis=spec.containers.pyxis, images=tuple(spec.containers.images),
         platform=image_platform(spec), ecr_registries=ecr_registries(spec.containers.images),
-        ecr_repositories=ecr_repositories(spec.containers.images))
+        ecr_repositories=ecr_repositories(spec.containers.images), store_gc=spec.containers.store_gc)
     return EffectiveSpec(
         name=spec.name,
         region=spec.region,

@@ -28,6 +28,14 @@ Staging and housekeeping live in a sibling directory on the same file system, ou
   <staging>/nodes/<hostname>.json                    mode 0644: what each compute node runs
                                                      (``fingerprint`` writes it, ``drift`` reads it)
   <staging>/manifest.json.corrupt-<time>             an unparsable manifest, moved aside by ``sync``
+  <staging>/clusters/<cluster>.json                  mode 0644: each cluster's record of the images it uses
+                                                     (cluster_records.py: ``sync`` writes it under the lock,
+                                                     ``heartbeat`` refreshes its seen_at; sync and gc read all)
+  <staging>/tmp/cluster.<cluster>.json.tmp-<pid>     cluster record being written (renamed into clusters/)
+  <staging>/inuse/<host>.<job>.<step>.<uid>.json     mode 1777 dir (like /tmp): a container step's lease on the
+                                                     store file the pyxis importer answered (``release``
+                                                     removes it; gc.py keeps a leased file)
+  <staging>/gc.json                                  when gc first saw each unreferenced file (its grace period)
 
 Why: every write goes to a temp name in the staging directory and is renamed to its final name; the
 store is strictly inside the FSx mount dir (spec rules), so its parent and the staging directory are on

@@ -68,7 +68,12 @@ The work is done by the package's modules, one job each:
 Exit codes: 0 everything present, 1 an image failed (or verify found the store unusable, or a node
 cannot run a locked image, or nodes of one queue differ, or the file system refused a write: read-only,
 full, something in the way; one line naming the path), 2 usage, lock or preflight error (disk space,
-missing tools, missing compat files). ``nccl-check``: 1 a host used TCP sockets (or a non-efa provider)
+missing tools, missing compat files); ``sync`` also exits 1 when it refused an image name another live
+cluster pins to another digest. ``gc``: 0 (dry run, or the removals done), 2 when it cannot know what is used
+(an unreadable cluster record, no record at all, or with ``--apply`` processes whose open files it cannot
+read), 1 a file-system error.
+``heartbeat``: 0 (also when the record does not exist yet or the lock is held: the sync refreshes it).
+``nccl-check``: 1 a host used TCP sockets (or a non-efa provider)
 instead of EFA, 2 the log has no NCCL transport line (NCCL_DEBUG=INFO unset?).
 """
 from __future__ import annotations

@@ -310,3 +310,28 @@ def test_importer_lease_protects_a_file_on_other_nodes_until_release(sandbox):
     assert table_of(gone)[old][4] == "removed" and not (sandbox.store / old).exists()
     # the file alpha's lock names now was never a candidate for removal
     assert all(r[4].startswith("kept: referenced by alpha") for f, r in table_of(gone).items() if f != old)
+
+
+def test_gc_apply_waits_for_the_sync_lock_and_decides_again_under_it(sandbox):
+    """No sync runs while gc removes: --apply waits for the sync lock, then reads the records again, so a cluster
+    whose sync adopted the file meanwhile (its record now names it) keeps it."""
+    store, staging = sandbox.store, staging_of(sandbox.store)
+    rel = f"app/{'c' * 64}.sqsh"
+    make_sqsh(store / rel, 20_000)
+    write_cluster_record(staging, "alpha", "head-a", 0, [])
+    fd = os.open(staging / "sync.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # a sync is running
+        proc = subprocess.Popen(sandbox.cmd("gc", "--store", str(store), "--apply", "--grace-hours", "0"),
+                                env=sandbox.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(2)  # long enough to read the records, the store and /proc, were it not waiting
+        assert proc.poll() is None, "gc --apply must wait for the sync lock"
+        assert (store / rel).exists()
+        write_cluster_record(staging, "alpha", "head-a", 0, [rel])  # the sync adopted it under its lock
+    finally:
+        os.close(fd)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "waiting for" in out and "another sync is running" in out
+    assert (store / rel).exists(), "decided again under the lock: alpha's record names it now"
+    assert "kept: referenced by alpha" in out and out.splitlines()[-1].startswith("freed 0 bytes")

@@ -15,7 +15,8 @@
 #     bundle with one atomic symlink rename (a run that fails after it switches the link back);
 #  5. local enroot setup, then pyxis plugstack in /opt/slurm/etc + `scontrol reconfigure` if changed;
 #  6. image store dir on FSx and the background image sync (systemd, so slow imports never hit PC's
-#     bootstrap timeout).
+#     bootstrap timeout); the hourly heartbeat of this cluster's record in the (shared) store, and the daily
+#     image gc when CK_STORE_GC_TIMER=1.
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 umask 022
@@ -33,6 +34,11 @@ readonly BUNDLE_FILES=(
 readonly SYNC_UNIT="clusterkit-image-sync.service"
 readonly SYNC_TIMER="clusterkit-image-sync.timer"
 readonly SYNC_LOG="/var/log/clusterkit/image-sync.log"
+readonly HEARTBEAT_UNIT="clusterkit-store-heartbeat.service"
+readonly HEARTBEAT_TIMER="clusterkit-store-heartbeat.timer"
+readonly GC_UNIT="clusterkit-store-gc.service"
+readonly GC_TIMER="clusterkit-store-gc.timer"
+readonly ZIPAPP="/opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz"
 BOOT_TMP=""
 BUNDLE_DIR=""
 SWITCHED_FROM=""  # the bundle the shared link named before this run switched it, until the run succeeds
@@ -214,7 +220,7 @@ EOF
 # Journal (stdout) and a plain log file for people without journalctl habits. systemctl stop sends
 # SIGTERM to every process of the unit: tee ignores it and passes on the sync's last line ("stopped by
 # SIGTERM"), then ends with the pipe.
-ExecStart=/bin/bash -o pipefail -c 'python3 /opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz sync --lock /opt/parallelcluster/shared/clusterkit/images.lock --store ${CK_STORE} 2>&1 | (trap "" TERM; exec tee -a ${SYNC_LOG})'
+ExecStart=/bin/bash -o pipefail -c 'python3 ${ZIPAPP} sync --lock /opt/parallelcluster/shared/clusterkit/images.lock --store ${CK_STORE} --stale-days ${CK_STORE_GC_STALE_DAYS} 2>&1 | (trap "" TERM; exec tee -a ${SYNC_LOG})'
 # Exit 1 = some image failed (registry hiccup): retry later. Exit 2 = usage/preflight: do not loop.
 Restart=on-failure
 RestartSec=120
@@ -242,6 +248,100 @@ RandomizedDelaySec=60
 [Install]
 WantedBy=timers.target
 EOF
+}
+
+# render_heartbeat_unit / render_heartbeat_timer: refresh this cluster's record in the store every hour
+# (cluster_records.py), so other clusters' syncs and gc know it is alive; a destroyed cluster's record goes stale.
+render_heartbeat_unit() {
+    cat <<EOF
+# Managed by ClusterKit head_node.sh; re-run it (OnNodeUpdated) instead of editing this file.
+[Unit]
+Description=ClusterKit store heartbeat: refresh cluster ${CK_CLUSTER}'s record in ${CK_STORE}
+RequiresMountsFor=${CK_STORE} /opt/parallelcluster/shared
+
+[Service]
+Type=oneshot
+ExecStart=/usr/bin/python3 ${ZIPAPP} heartbeat --store ${CK_STORE} --cluster ${CK_CLUSTER}
+EOF
+}
+
+render_heartbeat_timer() {
+    cat <<EOF
+# Managed by ClusterKit head_node.sh; re-run it (OnNodeUpdated) instead of editing this file.
+[Unit]
+Description=ClusterKit store heartbeat, hourly
+
+[Timer]
+OnBootSec=5min
+OnUnitActiveSec=1h
+RandomizedDelaySec=300
+
+[Install]
+WantedBy=timers.target
+EOF
+}
+
+# render_gc_unit / render_gc_timer: the daily image gc (containers.store_gc.timer): removes store files no live
+# cluster record names, no process here has open and no lease holds, after the grace period (gc.py).
+render_gc_unit() {
+    cat <<EOF
+# Managed by ClusterKit head_node.sh; re-run it (OnNodeUpdated) instead of editing this file.
+[Unit]
+Description=ClusterKit image gc: remove files no cluster on ${CK_STORE} uses any more
+RequiresMountsFor=${CK_STORE} /opt/parallelcluster/shared
+
+[Service]
+Type=oneshot
+Nice=10
+ExecStart=/bin/bash -o pipefail -c 'python3 ${ZIPAPP} gc --apply --store ${CK_STORE} --grace-hours ${CK_STORE_GC_GRACE_HOURS} --stale-days ${CK_STORE_GC_STALE_DAYS} 2>&1 | tee -a /var/log/clusterkit/store-gc.log'
+EOF
+}
+
+render_gc_timer() {
+    cat <<EOF
+# Managed by ClusterKit head_node.sh; re-run it (OnNodeUpdated) instead of editing this file.
+[Unit]
+Description=ClusterKit image gc, daily
+
+[Timer]
+OnCalendar=daily
+RandomizedDelaySec=1h
+Persistent=true
+
+[Install]
+WantedBy=timers.target
+EOF
+}
+
+# write_store_timers: the heartbeat always; the gc timer only while CK_STORE_GC_TIMER=1 (turned off: stopped,
+# disabled and its files removed). Idempotent: unchanged files are not rewritten; the one daemon-reload of
+# start_image_sync picks up a change. enable_store_timers enables them after that reload.
+write_store_timers() {
+    local dir="${CK_ROOT}/etc/systemd/system"
+    ck_write_file "${dir}/${HEARTBEAT_UNIT}" 0644 "$(render_heartbeat_unit)"
+    if [[ "${CK_LAST_CHANGED}" == yes ]]; then CK_SYSTEMD_DIRTY=yes; fi
+    ck_write_file "${dir}/${HEARTBEAT_TIMER}" 0644 "$(render_heartbeat_timer)"
+    if [[ "${CK_LAST_CHANGED}" == yes ]]; then CK_SYSTEMD_DIRTY=yes; fi
+    if [[ "${CK_STORE_GC_TIMER}" == 1 ]]; then
+        ck_write_file "${dir}/${GC_UNIT}" 0644 "$(render_gc_unit)"
+        if [[ "${CK_LAST_CHANGED}" == yes ]]; then CK_SYSTEMD_DIRTY=yes; fi
+        ck_write_file "${dir}/${GC_TIMER}" 0644 "$(render_gc_timer)"
+        if [[ "${CK_LAST_CHANGED}" == yes ]]; then CK_SYSTEMD_DIRTY=yes; fi
+    elif [[ -e "${dir}/${GC_TIMER}" || -e "${dir}/${GC_UNIT}" ]]; then
+        systemctl disable --quiet --now "${GC_TIMER}" || true
+        ck_remove_file "${dir}/${GC_TIMER}"
+        ck_remove_file "${dir}/${GC_UNIT}"
+        CK_SYSTEMD_DIRTY=yes
+        ck_log INFO "image gc timer off (containers.store_gc.timer: false): removed ${GC_TIMER}"
+    fi
+}
+
+enable_store_timers() {
+    systemctl enable --quiet --now "${HEARTBEAT_TIMER}"
+    if [[ "${CK_STORE_GC_TIMER}" == 1 ]]; then
+        systemctl enable --quiet --now "${GC_TIMER}"
+        ck_log INFO "image gc timer on: ${GC_TIMER} runs gc --apply daily (grace ${CK_STORE_GC_GRACE_HOURS} h, stale after ${CK_STORE_GC_STALE_DAYS} days)"
+    fi
 }
 
 # sync_inputs: what a running sync was started with: the unit (command line, enroot settings) and the
@@ -305,7 +405,9 @@ main() {
     fi
 
     ensure_store
+    write_store_timers
     start_image_sync
+    enable_store_timers
     SWITCHED_FROM=""
     ck_log INFO "done: cluster ${CK_CLUSTER}, os ${CK_OS}, store ${CK_STORE}"
 }

@@ -5,7 +5,9 @@ Commands (stdlib only, Python 3.9+, run as root on the head node; compute nodes 
 ``fingerprint``), from the bundle's zipapp (``python3 clusterkit_node.pyz COMMAND``; ``python -m
 clusterkit_node COMMAND`` in a checkout):
 
-  sync        --lock LOCK --store DIR [--retries N] [--backoff S] [--verify-all] [--heartbeat S]
+  sync        --lock LOCK --store DIR [--retries N] [--backoff S] [--verify-all] [--heartbeat S] [--stale-days D]
+  heartbeat   --store DIR --cluster NAME   (head node timer: refresh this cluster's record, cluster_records.py)
+  gc          --store DIR [--apply] [--grace-hours H] [--stale-days D] [--lease-days D] [--format table|json]
   status      --store DIR [--lock LOCK]
   verify      --store DIR --lock LOCK [--deep]
   fingerprint --store DIR --lock LOCK [--rules FILE] [--node-name NAME]
@@ -45,6 +47,9 @@ The work is done by the package's modules, one job each:
   image_import.py     enroot import with retries and backoff, adoption, publish and record
   progress.py         enroot's output streamed to the log, heartbeat lines, the in-flight record `status` reads
   sync.py             ``sync``;  status.py ``status``;  verify.py ``verify``
+  cluster_records.py  each cluster's record of the images it uses (sync writes it, ``heartbeat`` refreshes it),
+                      the one-name-one-digest rule across the clusters of one store
+  gc.py               ``gc``: remove store files no live cluster record names, no process or lease holds
   compat.py           the compatibility rules evaluator (the CLI's ``validate`` runs the same one)
   bundle_files.py     compat_rules.json and images.lock next to the zipapp
   facts.py            driver, EFA, libfabric, pyxis, Slurm, IMDS facts of this node
@@ -63,7 +68,12 @@ The work is done by the package's modules, one job each:
 Exit codes: 0 everything present, 1 an image failed (or verify found the store unusable, or a node
 cannot run a locked image, or nodes of one queue differ, or the file system refused a write: read-only,
 full, something in the way; one line naming the path), 2 usage, lock or preflight error (disk space,
-missing tools, missing compat files). ``nccl-check``: 1 a host used TCP sockets (or a non-efa provider)
+missing tools, missing compat files); ``sync`` also exits 1 when it refused an image name another live
+cluster pins to another digest. ``gc``: 0 (dry run, or the removals done), 2 when it cannot know what is used
+(an unreadable cluster record, no record at all, or with ``--apply`` processes whose open files it cannot
+read), 1 a file-system error.
+``heartbeat``: 0 (also when the record does not exist yet or the lock is held: the sync refreshes it).
+``nccl-check``: 1 a host used TCP sockets (or a non-efa provider)
 instead of EFA, 2 the log has no NCCL transport line (NCCL_DEBUG=INFO unset?).
 """
 from __future__ import annotations
@@ -73,8 +83,9 @@ import sys
 from typing import Iterable, Optional
 
 from . import args as node_args
-from . import enroot_conf, image_inspect, pyxis_conf, selftest, start_path, user_dirs
+from . import cluster_records, enroot_conf, gc, image_inspect, pyxis_conf, selftest, start_path, user_dirs
 from .bundle_files import RULES_NAME, ZIPAPP_NAME
+from .cluster_records import DEFAULT_STALE_DAYS
 from .console import EXIT_FAILED, EXIT_USAGE, PROG, UsageError, error, os_error_line
 from .drift import cmd_drift
 from .fingerprint import cmd_fingerprint
@@ -112,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--heartbeat", type=float, default=DEFAULT_HEARTBEAT, metavar="SECONDS",
                    help="seconds between progress lines (time, bytes so far, throughput) while an image "
                         f"imports (default {DEFAULT_HEARTBEAT:g}; 0: none)")
+    s.add_argument("--stale-days", type=float, default=DEFAULT_STALE_DAYS, metavar="DAYS",
+                   help="another cluster's record not refreshed for this long no longer pins its image names "
+                        f"(default {DEFAULT_STALE_DAYS:g})")
     st = sub.add_parser("status", help="present / missing / in progress per image")
     st.add_argument("--store", required=True)
     st.add_argument("--lock")
@@ -150,6 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "socket for single-node or non-EFA runs; any: only report)")
     n.add_argument("--format", choices=("text", "json"), default="text")
     image_inspect.add_parser(sub)
+    cluster_records.add_parser(sub)
+    gc.add_parser(sub)
     start_path.add_parser(sub)
     selftest.add_parser(sub)
     user_dirs.add_parser(sub)
@@ -178,6 +194,10 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
             return user_dirs.cmd_user_dirs(args)
         if args.command == "nccl-check":
             return cmd_nccl_check(args)
+        if args.command == "heartbeat":
+            return cluster_records.cmd_heartbeat(args)
+        if args.command == "gc":
+            return gc.cmd_gc(args)
         if args.command == "inspect":
             return image_inspect.cmd_inspect(args)
         if args.command in NODE_SETUP:

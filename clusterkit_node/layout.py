@@ -15,6 +15,10 @@ STAGING_SUFFIX = ".clusterkit"
 LOCK_NAME = "sync.lock"
 RECORD_NAME = "published.json"  # the sync's own record of published files (published.py)
 PARTIAL_DIR, TMP_DIR, NODES_DIR = "partial", "tmp", "nodes"
+CLUSTERS_DIR = "clusters"  # one record per cluster syncing into the store (cluster_records.py)
+INUSE_DIR = "inuse"  # leases of store files jobs on any node started from (pyxis_importer.py; gc.py reads them)
+GC_STATE_NAME = "gc.json"  # when gc first saw each unreferenced file (gc.py: the grace period)
+RECORD_TMP_RE = re.compile(r"^cluster\.[A-Za-z][A-Za-z0-9-]*\.json\.tmp-\d+$")
 PARTIAL_RE = re.compile(r"^(?P<name>.+)\.(?P<hex>[0-9a-f]{64})\.sqsh\.partial-(?P<pid>\d+)$")
 LINK_TMP_RE = re.compile(r"^link\..+\.sqsh\.tmp-\d+$")
 MANIFEST_TMP_RE = re.compile(r"^store\.(manifest|published)\.json\.tmp-\d+$")  # the manifest, the record
@@ -64,6 +68,18 @@ def tmp_dir(store: str) -> str:
 
 def nodes_dir(store: str) -> str:
     return os.path.join(staging_dir(store), NODES_DIR)
+
+
+def clusters_dir(store: str) -> str:
+    return os.path.join(staging_dir(store), CLUSTERS_DIR)
+
+
+def inuse_dir(store: str) -> str:
+    return os.path.join(staging_dir(store), INUSE_DIR)
+
+
+def gc_state_path(store: str) -> str:
+    return os.path.join(staging_dir(store), GC_STATE_NAME)
 
 
 def lock_path(store: str) -> str:

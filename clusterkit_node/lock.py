@@ -154,6 +154,11 @@ def _text_problems(path: str, text: str) -> List[Tuple[str, str]]:
 
 def load_lock(path: str) -> List[LockedImage]:
     """The lock's images by name; every problem is reported at once (UsageError)."""
+    return sorted(load_image_lock(path).images, key=lambda image: image.name)
+
+
+def load_image_lock(path: str) -> ImageLock:
+    """The whole lock (its cluster too: the sync's per-cluster record is named after it); UsageError as load_lock."""
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
@@ -163,7 +168,7 @@ def load_lock(path: str) -> List[LockedImage]:
     lock, problems = parse_lock(text, path)
     if lock is None or problems:
         raise UsageError(problems)
-    return sorted(lock.images, key=lambda image: image.name)
+    return lock
 
 
 def parse_lock(text: str, file: str) -> Tuple[Optional[ImageLock], List[str]]:

@@ -25,21 +25,30 @@ Anything else follows CK_UNLOCKED_IMAGES from the node's settings: ``refuse`` (d
 line naming `make lock`) or ``import`` (``enroot import`` of that URI, or of the locked digest while the store
 cannot serve it, into a per-step file under PYXIS_RUNTIME_PATH, as pyxis' own import does; ``release``
 removes it).
+
+Leases: a store file answered to a job may be removed by ``gc`` on the head node only once no job uses it, and the
+head node cannot see other nodes' processes. So ``get`` leaves a lease ``<staging>/inuse/<host>.<job>.<step>.<uid>
+.json`` (naming the file; the directory is 1777 like /tmp, each user's leases their own) and ``release`` removes
+it; gc keeps a leased file until the lease is released or older than its ``--lease-days`` (a node that died
+mid-job never releases). A lease that cannot be written is a warning on stderr, never a failed step.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
+import socket
 import subprocess
 import sys
+import time
 from typing import Dict, List, Optional
 
 from . import settings as settings_contract
 from .bundle_files import LOCK_NAME, ZIPAPP_NAME, bundle_dir
 from .console import UsageError, os_error_line
 from .enroot_uri import import_uri, parse_request
-from .layout import record_path
+from .layout import inuse_dir, record_path
 from .lock import LockedImage, find_locked, load_lock
 from .published import RecordError, read_record, serve_problem
 
@@ -135,6 +144,7 @@ def resolve(uri: str, settings: Dict[str, str], images: List[LockedImage]) -> st
         found = store_file(store, img)
         problem = serve_check(store, img) if found else None
         if found and not problem:
+            take_lease(store, img)
             return found
         if not found and os.path.isfile(CK_ROOT + os.path.join(store, img.rel_file)):
             raise Refused(f"{store}/{img.rel_file} (locked {img.name}) is not readable by uid {os.getuid()}: store "
@@ -161,11 +171,52 @@ def resolve(uri: str, settings: Dict[str, str], images: List[LockedImage]) -> st
                   f"--container-image={store}/<name>.sqsh")
 
 
+def lease_path(store: str) -> str:
+    """This step's lease (see the module docstring); Refused when not run by pyxis."""
+    step_file()  # the same checks of pyxis' variables
+    uid, job = os.environ["SLURM_JOB_UID"], os.environ["SLURM_JOB_ID"]
+    step = os.environ.get("SLURM_STEP_ID") or "batch"
+    host = socket.gethostname().split(".")[0] or "localhost"
+    return os.path.join(CK_ROOT + inuse_dir(store), f"{host}.{job}.{step}.{uid}.json")
+
+
+def take_lease(store: str, img: LockedImage) -> None:
+    """Write this step's lease on img's store file: a temp file created exclusively (never through a symlink
+    another user put there), renamed into place. Best effort: a warning on stderr, the step goes on."""
+    try:
+        final = lease_path(store)
+    except Refused:
+        return
+    if not os.path.isdir(os.path.dirname(final)):
+        return  # a store synced by an older ClusterKit: no leases until its sync creates inuse/
+    doc = {"lease_version": 1, "host": socket.gethostname(), "job": os.environ["SLURM_JOB_ID"],
+           "step": os.environ.get("SLURM_STEP_ID") or "batch", "uid": int(os.environ["SLURM_JOB_UID"]),
+           "file": img.rel_file, "digest": img.digest, "created": int(time.time())}
+    tmp = f"{final}.tmp-{os.getpid()}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh)
+        os.replace(tmp, final)
+    except OSError as exc:
+        print(f"{PROG}: warning: cannot write the lease {final} ({exc.strerror}): gc on the head node cannot see "
+              f"that this step uses {img.rel_file}", file=sys.stderr, flush=True)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
 def release() -> None:
-    """Remove this step's import, if any; store files are never touched."""
+    """Remove this step's import and lease, if any; store files are never touched."""
     try:
         os.unlink(step_file())
     except FileNotFoundError:
+        pass
+    try:
+        settings = node_settings()
+        os.unlink(lease_path(settings["CK_STORE"]))
+    except (OSError, ValueError, Refused):  # no settings, no lease: nothing to release
         pass
 
 

@@ -81,6 +81,14 @@ SETTINGS: Tuple[Setting, ...] = (
     Setting("CK_ECR_REGISTRIES", "",
             r"([0-9]{12}\.dkr\.ecr(-fips)?\.[a-z]{2}(-[a-z]+)+-[0-9]+\.amazonaws\.com(\.cn)?( +|$))*",
             "space-separated <12-digit account>.dkr.ecr.<region>.amazonaws.com hosts", spec_field="containers.images"),
+    # Image gc on the head node (gc.py, cluster_records.py): head-only, so compute nodes' Args (and with them the
+    # compute fleet) do not change when a platform's gc settings do.
+    Setting("CK_STORE_GC_TIMER", "0", r"[01]", "0 or 1 (a daily `gc --apply` timer on the head node)",
+            head_only=True, spec_field="containers.store_gc.timer"),
+    Setting("CK_STORE_GC_GRACE_HOURS", "72", r"[0-9]{1,5}", "hours, e.g. 72",
+            head_only=True, spec_field="containers.store_gc.grace_hours"),
+    Setting("CK_STORE_GC_STALE_DAYS", "7", r"[1-9][0-9]{0,3}", "days, at least 1, e.g. 7",
+            head_only=True, spec_field="containers.store_gc.stale_days"),
 )
 BY_KEY: Dict[str, Setting] = {s.key: s for s in SETTINGS}
 

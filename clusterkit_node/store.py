@@ -28,6 +28,14 @@ Staging and housekeeping live in a sibling directory on the same file system, ou
   <staging>/nodes/<hostname>.json                    mode 0644: what each compute node runs
                                                      (``fingerprint`` writes it, ``drift`` reads it)
   <staging>/manifest.json.corrupt-<time>             an unparsable manifest, moved aside by ``sync``
+  <staging>/clusters/<cluster>.json                  mode 0644: each cluster's record of the images it uses
+                                                     (cluster_records.py: ``sync`` writes it under the lock,
+                                                     ``heartbeat`` refreshes its seen_at; sync and gc read all)
+  <staging>/tmp/cluster.<cluster>.json.tmp-<pid>     cluster record being written (renamed into clusters/)
+  <staging>/inuse/<host>.<job>.<step>.<uid>.json     mode 1777 dir (like /tmp): a container step's lease on the
+                                                     store file the pyxis importer answered (``release``
+                                                     removes it; gc.py keeps a leased file)
+  <staging>/gc.json                                  when gc first saw each unreferenced file (its grace period)
 
 Why: every write goes to a temp name in the staging directory and is renamed to its final name; the
 store is strictly inside the FSx mount dir (spec rules), so its parent and the staging directory are on
@@ -68,7 +76,9 @@ from .layout import (
     PARTIAL_DIR,
     PARTIAL_RE,
     RECORD_NAME,
+    RECORD_TMP_RE,
     TMP_DIR,
+    inuse_dir,
     legacy_nodes_dir,
     lock_path,
     manifest_path,
@@ -119,6 +129,16 @@ def ensure_staging(store: str, *subdirs: str) -> str:
     for sub in subdirs:
         ensure_dir(os.path.join(staging, sub))
     return staging
+
+
+def ensure_inuse_dir(store: str) -> str:
+    """``<staging>/inuse/``, mode 1777 (like /tmp): the pyxis importer writes each step's lease there as the job's
+    user; the sticky bit keeps users from removing or replacing each other's leases (gc.py reads them)."""
+    path = inuse_dir(store)
+    ensure_dir(path)
+    if stat.S_IMODE(os.lstat(path).st_mode) != 0o1777:
+        os.chmod(path, 0o1777)
+    return path
 
 
 def empty_manifest() -> Dict[str, Any]:
@@ -289,7 +309,7 @@ def clean_debris(store: str) -> None:
         log(f"removing stale temp file {path} ({state} {pid}, left by an interrupted sync)")
         remove_partial(path)
     for d, pattern in ((tmp_dir(store), MANIFEST_TMP_RE), (tmp_dir(store), LINK_TMP_RE),
-                       (store, LEGACY_TMP_RE)):
+                       (tmp_dir(store), RECORD_TMP_RE), (store, LEGACY_TMP_RE)):
         try:
             names = sorted(os.listdir(d))
         except FileNotFoundError:

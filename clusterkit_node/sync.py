@@ -19,14 +19,26 @@ import argparse
 import os
 import shutil
 import signal
+import time
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any, Dict, List, Optional, Tuple
 
-from .console import EXIT_FAILED, EXIT_OK, UsageError, error, log, mb, print_table
+from .cluster_records import (
+    ClusterRecord,
+    NameCheck,
+    check_cluster,
+    name_conflicts,
+    read_records,
+    record_images,
+    same_images,
+    try_sync_lock,
+    write_cluster_record,
+)
+from .console import EXIT_FAILED, EXIT_OK, UsageError, error, log, mb, print_table, warn
 from .disk_preflight import preflight
 from .image_import import Result, import_image
-from .lock import LockedImage, load_lock
+from .lock import LockedImage, load_image_lock
 from .published import changes
 from .squashfs import check_squashfs, content_sha256
 from .store import (
@@ -34,6 +46,7 @@ from .store import (
     RECORD_KEY,
     clean_debris,
     drop_stable_name,
+    ensure_inuse_dir,
     ensure_store,
     file_size,
     image_dir_problem,
@@ -149,7 +162,9 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 def sync_images(args: argparse.Namespace, doing: List[str]) -> int:
     """Plan every locked image, then do the work under the lock; doing[0] says what is under way."""
-    images = load_lock(args.lock)
+    lock = load_image_lock(args.lock)
+    images = sorted(lock.images, key=lambda image: image.name)
+    cluster = check_cluster(lock.cluster, f"{args.lock}: cluster")
     store = os.path.abspath(args.store)
     env = dict(os.environ)
     cfg = SyncConfig(store=store, retries=max(0, args.retries), backoff=max(0.0, args.backoff),
@@ -163,8 +178,12 @@ def sync_images(args: argparse.Namespace, doing: List[str]) -> int:
         manifest = {"manifest_version": MANIFEST_VERSION, "images": {}, "rejected": {}}
     manifest[RECORD_KEY] = load_record(store, quiet=True)
     results: Dict[str, Result] = {}
+    names = NameRule(store=store, cluster=cluster, stale_days=args.stale_days)
+    check, wanted, own = names.check(images, quiet=True)
     pending: List[LockedImage] = []
     for img in images:
+        if img.name in check.refused:
+            continue
         plan = plan_image(store, manifest, img, cfg.verify_all)
         if plan.action == "none":
             results[img.name] = Result(img, "present", manifest["images"][img.name]["size"])
@@ -173,17 +192,28 @@ def sync_images(args: argparse.Namespace, doing: List[str]) -> int:
                                        plan.reason)
         else:
             pending.append(img)
-    if pending or legacy_present(store):
+    # A record that changes is written under the lock BEFORE any image is planned there: a gc waiting for the
+    # lock then sees this cluster's files as referenced, and one that ran before cannot have removed a file this
+    # run found present, because everything is planned again under the lock.
+    record_changed = not same_images(own, wanted)
+    if pending or legacy_present(store) or record_changed:
         with sync_lock(store):
+            check, wanted, own = names.check(images)
+            if due(own, wanted):
+                write_cluster_record(store, cluster=cluster, images=wanted, synced_at=time.time(),
+                                     seen_at=time.time())
+            ensure_inuse_dir(store)
             migrate_legacy(store)
             clean_debris(store)
             manifest = load_manifest_for_sync(store)  # another sync may have finished meanwhile
+            replan = [img for img in images if img.name not in check.refused] if record_changed else \
+                [img for img in pending if img.name not in check.refused]
             work: List[Tuple[LockedImage, Plan]] = []
-            for img in pending:
+            for img in replan:
                 plan = plan_image(store, manifest, img, cfg.verify_all)
                 if plan.action == "none":
                     results[img.name] = Result(img, "present", manifest["images"][img.name]["size"],
-                                               "imported by a concurrent sync")
+                                               "imported by a concurrent sync" if img in pending else "")
                 elif plan.action == "rejected":
                     results[img.name] = Result(img, "rejected", manifest["rejected"][img.name]["size"],
                                                plan.reason)
@@ -208,6 +238,19 @@ def sync_images(args: argparse.Namespace, doing: List[str]) -> int:
                 log(f"{img.name}: {plan.action} ({plan.reason})")
                 doing[0] = f"{img.name}: {plan.action}"
                 results[img.name] = apply_plan(cfg, manifest, img, plan)
+    else:
+        check, wanted, own = names.check(images)  # its warnings (the locked branch says them there)
+        if due(own, wanted):  # the no-op stays lock- and write-free while the record is fresh
+            with try_sync_lock(store) as held:
+                if held:
+                    write_cluster_record(store, cluster=cluster, images=wanted, synced_at=time.time(),
+                                         seen_at=time.time())
+                else:
+                    log("the sync lock is held (another cluster's sync or a gc): this cluster's record is "
+                        "unchanged; its seen_at is refreshed by the next run or the heartbeat")
+    for name, line in check.refused.items():
+        img = next(i for i in images if i.name == name)
+        results[name] = Result(img, "refused", 0, line)
     rows = []
     for img in images:
         r = results[img.name]
@@ -218,7 +261,48 @@ def sync_images(args: argparse.Namespace, doing: List[str]) -> int:
     failed = [r for r in results.values() if r.status in ("failed", "rejected")]
     for r in failed:
         error(f"{r.img.name}: {r.detail}")
-    return EXIT_FAILED if failed else EXIT_OK
+    for r in results.values():
+        if r.status == "refused":
+            error(r.detail)
+    return EXIT_FAILED if failed or check.refused else EXIT_OK
+
+
+# A record whose images are current is rewritten only when its seen_at is older than this: the sync runs every
+# 15 minutes and its no-op must stay a few lstats; the hourly heartbeat refreshes seen_at too.
+REFRESH_SECONDS = 3600
+
+
+def due(own: Optional[ClusterRecord], wanted: List[Dict[str, str]]) -> bool:
+    """Must this run (re)write the cluster's record? When it names other images, or its seen_at is old."""
+    return not same_images(own, wanted) or own is None or time.time() - own.seen_at > REFRESH_SECONDS
+
+
+@dataclass
+class NameRule:
+    """The one-name-one-digest rule against the other clusters' records (cluster_records.name_conflicts)."""
+
+    store: str
+    cluster: str
+    stale_days: float
+
+    def check(self, images: List[LockedImage], quiet: bool = False
+              ) -> Tuple[NameCheck, List[Dict[str, str]], Optional[ClusterRecord]]:
+        """(what is refused, the record this cluster should have, the record it has). A refused image keeps the
+        entry this cluster's record had for its name (its jobs may still use that file: gc must keep it)."""
+        records, problems = read_records(self.store)
+        check = name_conflicts(images, records, cluster=self.cluster, now=time.time(), stale_days=self.stale_days)
+        if not quiet:
+            for line in problems:
+                warn(f"{line}: not checked against this cluster's image names (gc refuses to run until it is fixed)")
+            for line in check.warnings:
+                warn(line)
+        own = next((r for r in records if r.cluster == self.cluster), None)
+        wanted = record_images([i for i in images if i.name not in check.refused])
+        for name in check.refused:
+            kept = own.image(name) if own else None
+            if kept is not None:
+                wanted.append({"name": kept.name, "digest": kept.digest, "file": kept.file})
+        return check, sorted(wanted, key=lambda e: e["name"]), own
 
 
 def apply_plan(cfg: SyncConfig, manifest: Dict[str, Any], img: LockedImage, plan: Plan) -> Result:

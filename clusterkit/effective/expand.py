@@ -46,6 +46,7 @@ from clusterkit.spec.model import (
     Queue,
     Scheduling,
     SecurityGroups,
+    StoreGc,
 )
 from clusterkit.spec.naming import alerts_stack_name, artifact_prefix, bundle_parameter_name, stack_names
 
@@ -141,6 +142,7 @@ class EffectiveContainers:
     platform: str  # image platform of the compute fleet, e.g. linux/amd64 (the lock pins digests for it)
     ecr_registries: tuple[str, ...]  # private ECR registry hosts of the images, sorted
     ecr_repositories: tuple[EcrRepository, ...]  # sorted
+    store_gc: StoreGc = StoreGc()  # the head node's image gc (node settings CK_STORE_GC_*)
 
 
 @dataclass(frozen=True)
@@ -384,7 +386,7 @@ def expand_spec(spec: ClusterSpec, *, deploy_time: datetime | None = None) -> Ef
     containers = EffectiveContainers(
         enroot=spec.containers.enroot, pyxis=spec.containers.pyxis, images=tuple(spec.containers.images),
         platform=image_platform(spec), ecr_registries=ecr_registries(spec.containers.images),
-        ecr_repositories=ecr_repositories(spec.containers.images))
+        ecr_repositories=ecr_repositories(spec.containers.images), store_gc=spec.containers.store_gc)
     return EffectiveSpec(
         name=spec.name,
         region=spec.region,

@@ -37,7 +37,8 @@ def resolve(values: Mapping[str, object], containers: object) -> NodeSettings:
 
     The head node gets all of them; compute nodes the same without an empty registry list (they get the ECR
     registries for enroot's credentials file only when there are any, so other clusters' Args stay as they
-    were)."""
+    were) and without the head-only settings (the image gc's: the compute nodes' Args, and so the compute fleet,
+    stay as they were when those change)."""
     head, compute = [], []
     for setting in SETTINGS:
         if not setting.spec_field:
@@ -49,7 +50,7 @@ def resolve(values: Mapping[str, object], containers: object) -> NodeSettings:
             value = operator.attrgetter(field.removeprefix("containers."))(containers)
         text = _text(value, setting.pattern)
         head.append(f"{setting.key}={text}")
-        if text or setting.key != "CK_ECR_REGISTRIES":
+        if (text or setting.key != "CK_ECR_REGISTRIES") and not setting.head_only:
             compute.append(f"{setting.key}={text}")
     return NodeSettings(head=tuple(head), compute=tuple(compute))
 

@@ -37,6 +37,14 @@ def containers(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
         if not 0 <= value <= high:
             yield m.problem(f"containers.enroot.{key}", f"{value} is outside 0..{high}",
                             f"the nodes accept {node.BY_KEY[setting].hint}, up to {high}")
+    gc_high = node.max_digits("CK_STORE_GC_GRACE_HOURS")
+    if not 0 <= c.store_gc.grace_hours <= gc_high:
+        yield m.problem("containers.store_gc.grace_hours", f"{c.store_gc.grace_hours} is outside 0..{gc_high}",
+                        f"the head node accepts {node.BY_KEY['CK_STORE_GC_GRACE_HOURS'].hint}, up to {gc_high}")
+    if not 1 <= c.store_gc.stale_days <= 9999:  # CK_STORE_GC_STALE_DAYS: [1-9][0-9]{0,3}
+        yield m.problem("containers.store_gc.stale_days", f"{c.store_gc.stale_days} is outside 1..9999",
+                        "a cluster record not refreshed for this many days is a cluster that is gone; at least 1 "
+                        "(the heartbeat is hourly)")
     images = [(f"containers.images[{i}].name", img.name) for i, img in enumerate(c.images)]
     yield from duplicates(m, images, "image")
     for i, img in enumerate(c.images):

@@ -189,10 +189,21 @@ class Image:
 
 
 @dataclass(frozen=True)
+class StoreGc:
+    timer: bool = doc("a daily `clusterkit_node.pyz gc --apply` timer on the head node: removes store files no live "
+                      "cluster on the store uses (docs/operations.md, Image garbage collection)", False)
+    grace_hours: int = doc("keep an unreferenced file this long after gc first saw it unreferenced",
+                           int(node.default("CK_STORE_GC_GRACE_HOURS")))
+    stale_days: int = doc("a cluster whose record was not refreshed for this long is gone: its images no longer "
+                          "pin their names or protect their files", int(node.default("CK_STORE_GC_STALE_DAYS")))
+
+
+@dataclass(frozen=True)
 class Containers:
     enroot: Enroot = doc("enroot.conf settings", Enroot())
     pyxis: Pyxis = doc("pyxis plugin options", Pyxis())
     images: tuple[Image, ...] = doc("images synced into the store, pinned in <name>.images.lock", ())
+    store_gc: StoreGc = doc("image garbage collection of the (possibly shared) store", StoreGc())
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,9 @@ def test_shape_of_the_demo(capsys):
     assert data["lifecycle"] == {"ttl_hours": 72.0, "notify_email": None, "deploy_time": None, "expires_at": None}
     assert data["tags"] == [{"key": "clusterkit:cluster", "value": "demo"},
                             {"key": "project", "value": "clusterkit-demo"}]
-    assert data["node"]["head"][-1] == "CK_ECR_REGISTRIES=" and data["node"]["compute"] == data["node"]["head"][:-1]
+    assert data["node"]["head"][-4] == "CK_ECR_REGISTRIES=" and data["node"]["compute"] == data["node"]["head"][:-4]
+    assert data["node"]["head"][-3:] == ["CK_STORE_GC_TIMER=0", "CK_STORE_GC_GRACE_HOURS=72",
+                                         "CK_STORE_GC_STALE_DAYS=7"]
 
 
 def test_json_is_the_same_data(capsys):

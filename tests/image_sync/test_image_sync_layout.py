@@ -70,7 +70,8 @@ def test_only_published_content_under_the_store_after_failed_and_killed_imports(
     # the fingerprints
     assert modes(sandbox.staging) == {
         ".": "0o755", "sync.lock": "0o644", "published.json": "0o644", "partial": "0o755", "tmp": "0o755",
-        "nodes": "0o755", "nodes/gpu-st-p5-1.json": "0o644", "nodes/gpu-st-p5-2.json": "0o644"}
+        "nodes": "0o755", "nodes/gpu-st-p5-1.json": "0o644", "nodes/gpu-st-p5-2.json": "0o644",
+        "clusters": "0o755", "clusters/demo.json": "0o644", "inuse": "0o1777"}
     assert sandbox.staging.parent == sandbox.store.parent
     assert sandbox.staging.stat().st_dev == sandbox.store.stat().st_dev
 

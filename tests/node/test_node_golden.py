@@ -72,6 +72,9 @@ CASES = [Case(spec, spec=spec) for spec in SPECS] + [
          head_extra=("PYXIS_USE_SQUASHFUSE=0", "PYXIS_USE_ENROOT_LOAD=1", "PYXIS_SBATCH_SUPPORT=0",
                      "ENROOT_TRANSFER_TIMEOUT=0", "CK_UNLOCKED_IMAGES=import")),
     Case("error-compute-pyxis-older-than-head", compute_pyxis="0.21.0"),
+    # The image gc timer is the head node's alone (its settings are head-only Args).
+    Case("variant-store-gc-timer", compute=False,
+         head_extra=("CK_STORE_GC_TIMER=1", "CK_STORE_GC_GRACE_HOURS=24", "CK_STORE_GC_STALE_DAYS=3")),
     # Bad Args: the one line a user sees, and the exit code.
     Case("error-head-did-you-mean-case", compute=False, bad_head=("ck_store=/fsx/x",)),
     Case("error-head-did-you-mean-prefix", compute=False, bad_head=("MOUNT_HOME=no",)),

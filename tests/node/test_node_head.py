@@ -32,6 +32,8 @@ ISO_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ head_node\.sh (INFO|WAR
 
 SYNC = "clusterkit-image-sync.service"
 TIMER = "clusterkit-image-sync.timer"
+HEARTBEAT, HEARTBEAT_TIMER = "clusterkit-store-heartbeat.service", "clusterkit-store-heartbeat.timer"
+GC, GC_TIMER = "clusterkit-store-gc.service", "clusterkit-store-gc.timer"
 
 
 def args_with(**overrides: str) -> list[str]:
@@ -56,6 +58,8 @@ def test_fresh_run_writes_exactly_the_expected_files(sandbox: Sandbox) -> None:
         "etc/systemd/system/slurmctld.service.d/clusterkit-path.conf",
         UNIT,
         f"etc/systemd/system/{TIMER}",
+        f"etc/systemd/system/{HEARTBEAT}",
+        f"etc/systemd/system/{HEARTBEAT_TIMER}",
         PLUGSTACK,
         PYXIS_CONF,
         PROLOG,
@@ -103,7 +107,8 @@ def test_fresh_run_content_essentials(sandbox: Sandbox) -> None:
     assert "ENROOT_SQUASH_OPTIONS='-comp zstd -Xcompression-level 3 -b 128K -no-fragments'" in env
     unit = sandbox.read(UNIT)
     assert ("ExecStart=/bin/bash -o pipefail -c 'python3 /opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz "
-            "sync --lock /opt/parallelcluster/shared/clusterkit/images.lock --store /fsx/containers 2>&1 "
+            "sync --lock /opt/parallelcluster/shared/clusterkit/images.lock --store /fsx/containers --stale-days 7 "
+            "2>&1 "
             "| (trap \"\" TERM; exec tee -a /var/log/clusterkit/image-sync.log)'") in unit
     assert 'Environment="ENROOT_SQUASH_OPTIONS=-comp zstd -Xcompression-level 3 -b 128K -no-fragments"' in unit
     assert "RequiresMountsFor=/fsx/containers /opt/parallelcluster/shared" in unit
@@ -123,7 +128,8 @@ def test_fresh_run_commands(sandbox: Sandbox) -> None:
                                r.calls("aws")[0][-1]]]
     assert r.calls("scontrol") == [["reconfigure"]]
     assert r.calls("systemctl") == [["daemon-reload"], ["enable", "--quiet", SYNC],
-                                    ["enable", "--quiet", "--now", TIMER], ["restart", "--no-block", SYNC]]
+                                    ["enable", "--quiet", "--now", TIMER], ["restart", "--no-block", SYNC],
+                                    ["enable", "--quiet", "--now", HEARTBEAT_TIMER]]
     # the sync again 15 minutes after each run ends (never while one runs): re-checks the store, retries failures
     timer = sandbox.read(f"etc/systemd/system/{TIMER}").splitlines()
     assert "OnUnitInactiveSec=15min" in timer and "WantedBy=timers.target" in timer
@@ -135,6 +141,41 @@ def test_fresh_run_commands(sandbox: Sandbox) -> None:
     log = sandbox.read("var/log/clusterkit/bootstrap.log").splitlines()
     assert log and all(ISO_LINE.match(line) for line in log), log[:3]
     assert r.stdout.splitlines() == [line for line in log if " ERROR " not in line]
+
+
+def test_store_heartbeat_always_and_gc_timer_only_when_on_then_removed_when_turned_off(sandbox: Sandbox) -> None:
+    """The hourly heartbeat keeps this cluster's record live in the (shared) store; the daily gc --apply exists only
+    while containers.store_gc.timer is on, with the spec's grace and stale window; turning it off removes it."""
+    off = sandbox.run("head_node.sh", *HEAD_ARGS)
+    assert off.returncode == 0, off.stderr
+    systemd = sandbox.root / "etc/systemd/system"
+    assert not (systemd / GC_TIMER).exists() and not (systemd / GC).exists()
+    beat = sandbox.read(f"etc/systemd/system/{HEARTBEAT}").splitlines()
+    assert ("ExecStart=/usr/bin/python3 /opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz heartbeat "
+            "--store /fsx/containers --cluster demo") in beat and "Type=oneshot" in beat
+    assert "OnUnitActiveSec=1h" in sandbox.read(f"etc/systemd/system/{HEARTBEAT_TIMER}").splitlines()
+    assert ["enable", "--quiet", "--now", HEARTBEAT_TIMER] in off.calls("systemctl")
+    assert not [c for c in off.calls("systemctl") if GC_TIMER in c]
+    on = sandbox.run("head_node.sh", *args_with(CK_STORE_GC_TIMER="1", CK_STORE_GC_GRACE_HOURS="24",
+                                                CK_STORE_GC_STALE_DAYS="3"))
+    assert on.returncode == 0, on.stderr
+    unit = sandbox.read(f"etc/systemd/system/{GC}").splitlines()
+    assert ("ExecStart=/bin/bash -o pipefail -c 'python3 /opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz "
+            "gc --apply --store /fsx/containers --grace-hours 24 --stale-days 3 2>&1 | tee -a "
+            "/var/log/clusterkit/store-gc.log'") in unit
+    assert "OnCalendar=daily" in sandbox.read(f"etc/systemd/system/{GC_TIMER}").splitlines()
+    assert ["enable", "--quiet", "--now", GC_TIMER] in on.calls("systemctl")
+    assert on.calls("systemctl").count(["daemon-reload"]) == 1
+    assert "--stale-days 3 " in sandbox.read(UNIT)
+    again = sandbox.run("head_node.sh", *args_with(CK_STORE_GC_TIMER="1", CK_STORE_GC_GRACE_HOURS="24",
+                                                   CK_STORE_GC_STALE_DAYS="3"))
+    assert again.returncode == 0 and ["daemon-reload"] not in again.calls("systemctl"), "idempotent"
+    back = sandbox.run("head_node.sh", *HEAD_ARGS)
+    assert back.returncode == 0, back.stderr
+    assert not (systemd / GC_TIMER).exists() and not (systemd / GC).exists()
+    assert ["disable", "--quiet", "--now", GC_TIMER] in back.calls("systemctl")
+    assert ["daemon-reload"] in back.calls("systemctl")
+    assert "image gc timer off" in back.stdout
 
 
 def test_second_run_changes_no_file_and_leaves_a_running_sync_alone(sandbox: Sandbox) -> None:

@@ -29,7 +29,9 @@ def tools(*argv: str, env: dict[str, str] | None = None) -> subprocess.Completed
 def test_role_keys_are_the_table() -> None:
     keys = {s.key for s in settings.SETTINGS}
     assert set(args.role_keys("head")) == keys
-    assert set(args.role_keys("compute")) == keys - {"CK_BUNDLE"}
+    head_only = {"CK_BUNDLE", "CK_STORE_GC_TIMER", "CK_STORE_GC_GRACE_HOURS", "CK_STORE_GC_STALE_DAYS"}
+    assert {s.key for s in settings.SETTINGS if s.head_only} == head_only
+    assert set(args.role_keys("compute")) == keys - head_only
     assert args.role_keys("head") == sorted(keys)
     assert args.required_keys("head") == ["CK_BUNDLE", "CK_CLUSTER", "CK_OS", "CK_REGION"]
     assert args.required_keys("compute") == ["CK_CLUSTER", "CK_OS"]

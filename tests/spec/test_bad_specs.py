@@ -213,6 +213,12 @@ CASES = [
     ('transfer_timeout_s negative', _extra("containers:\n  enroot:\n    transfer_timeout_s: -1\n"),
      ['12:25: containers.enroot.transfer_timeout_s: -1 is outside 0..999999 '
       '(the nodes accept seconds, e.g. 600 (0 = no limit), up to 999999)']),
+    ('store_gc stale_days zero', _extra("containers:\n  store_gc:\n    stale_days: 0\n"),
+     ['12:17: containers.store_gc.stale_days: 0 is outside 1..9999 (a cluster record not refreshed for this many '
+      'days is a cluster that is gone; at least 1 (the heartbeat is hourly))']),
+    ('store_gc grace_hours negative', _extra("containers:\n  store_gc:\n    grace_hours: -1\n"),
+     ['12:18: containers.store_gc.grace_hours: -1 is outside 0..99999 (the head node accepts hours, e.g. 72, '
+      'up to 99999)']),
     ('image name with a trailing newline',
      _extra('containers:\n  images:\n    - name: "pytorch\\n"\n      uri: nvcr.io/nvidia/pytorch:25.01-py3\n'),
      ["12:13: containers.images[0].name: 'pytorch\\n' is not a valid image name "

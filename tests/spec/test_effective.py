@@ -47,7 +47,9 @@ def test_a_minimal_spec_expands_every_default(tmp_path):
         "T-Cluster", "clusterkit/t/", "/clusterkit/t/bootstrap-bundle")
     assert eff.lifecycle.ttl_hours is None and eff.lifecycle.expires_at is None
     assert eff.node.head[:4] == ("CK_CLUSTER=t", "CK_OS=alinux2023", "CK_REGION=us-east-1", "CK_STORE=/fsx/containers")
-    assert eff.node.head[-1] == "CK_ECR_REGISTRIES=" and eff.node.compute == eff.node.head[:-1]
+    assert eff.node.head[-4:] == ("CK_ECR_REGISTRIES=", "CK_STORE_GC_TIMER=0", "CK_STORE_GC_GRACE_HOURS=72",
+                                  "CK_STORE_GC_STALE_DAYS=7")
+    assert eff.node.compute == eff.node.head[:-4], "compute nodes get neither an empty registry list nor gc settings"
 
 
 def test_the_spec_says_otherwise(tmp_path):

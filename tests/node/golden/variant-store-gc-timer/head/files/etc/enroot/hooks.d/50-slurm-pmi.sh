@@ -1,0 +1,2 @@
+#!/bin/bash
+# enroot hook 50-slurm-pmi.sh (placeholder)

@@ -82,7 +82,7 @@ def test_driver_that_cannot_run_a_locked_image_fails_the_bootstrap(compute):
             "pytorch (CUDA 13.0.2 needs >= 580)") in r.stderr
     log = compute.read("var/log/clusterkit/bootstrap.log")
     assert "ERROR node fingerprint check failed" in log
-    doc = json.loads(compute.read(f"fsx/.containers.clusterkit/nodes/{HOST}.json"))
+    doc = json.loads(compute.read(f"fsx/.containers.clusterkit/nodes/demo/{HOST}.json"))
     assert doc["nvidia_driver"] == "570.86.15" and doc["findings"][0]["rule"] == "cuda-driver-floor"
 
 
@@ -91,8 +91,8 @@ def test_capable_node_records_its_fingerprint_and_boots(compute):
     assert r.returncode == 0, r.stderr
     assert "done: node ready for container jobs" in r.stdout
     assert "image_sync fingerprint: " in r.stdout
-    assert f"/fsx/.containers.clusterkit/nodes/{HOST}.json: queue=" in r.stdout
-    nodes = compute.root / "fsx/.containers.clusterkit/nodes"
+    assert f"/fsx/.containers.clusterkit/nodes/demo/{HOST}.json: queue=" in r.stdout  # its cluster's directory
+    nodes = compute.root / "fsx/.containers.clusterkit/nodes/demo"
     assert sorted(p.name for p in nodes.iterdir()) == [f"{HOST}.json"]
     assert [p.name for p in (compute.root / "fsx/containers").iterdir()] == ["manifest.json"], \
         "the compute node writes nothing under the store FSx exports to S3"

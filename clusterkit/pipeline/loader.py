@@ -17,7 +17,15 @@ from clusterkit.pipeline.platform import PLATFORM_FIELDS, merged, name_conflicts
 from clusterkit.rules import advice
 from clusterkit.rules import check as rules
 from clusterkit.spec.errors import Acknowledged, ClusterKitError, Problem, SpecError
-from clusterkit.spec.files import checkout_specs, display, lock_command, lock_path, resolve, spec_paths
+from clusterkit.spec.files import (
+    PLATFORMS_DIR_NAME,
+    checkout_specs,
+    display,
+    lock_command,
+    lock_path,
+    resolve,
+    spec_paths,
+)
 from clusterkit.spec.model import ClusterSpec, LoadedSpec, parse_spec
 from clusterkit.spec.yaml_reader import Marks
 
@@ -110,6 +118,10 @@ def load(name_or_path: str, *, check_lock: bool = True) -> Loaded:
                                  "a spec is plain UTF-8 YAML")]) from None
     except OSError as exc:
         raise SpecError([Problem(shown, 0, 0, "", f"cannot read: {exc.strerror}")]) from None
+    if path.parent.name == PLATFORMS_DIR_NAME and path.suffix in (".yaml", ".yml"):
+        raise SpecError([Problem(shown, 0, 0, "", "a platform file, not a cluster spec",
+                                 f"check it through a cluster that names it (clusterkit validate <cluster>), or "
+                                 f"synthesize it: make synth PLATFORM={path.stem}")])
     spec, marks, problems = parse_spec(text, shown)
     if spec is None:
         raise SpecError(problems or [Problem(shown, 1, 1, "", "not a cluster spec")])

@@ -168,7 +168,9 @@ def test_a_platform_and_a_cluster_may_not_share_stack_names(world: Path) -> None
 def test_a_platform_cannot_be_loaded_as_a_cluster_by_mistake(world: Path) -> None:
     with pytest.raises(SpecError) as caught:
         load(str(world / "platforms" / "research-east.yaml"))
-    assert "missing required key 'queues'" in str(caught.value)
+    assert str(caught.value).endswith("platforms/research-east.yaml: a platform file, not a cluster spec (check it "
+                                      "through a cluster that names it (clusterkit validate <cluster>), or "
+                                      "synthesize it: make synth PLATFORM=research-east)")
 
 
 def test_one_image_name_means_one_expectation_on_a_platform(world: Path) -> None:

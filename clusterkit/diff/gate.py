@@ -46,6 +46,11 @@ def level(cluster: ClusterDiff) -> str | None:
     return min(found, key=ORDER.index, default="live")
 
 
+def levels(report: Report) -> dict[str, str | None]:
+    """Every cluster's level, by name (what a platform's list of its clusters shows)."""
+    return {cluster.name: level(cluster) for cluster in report.clusters}
+
+
 def reaching(report: Report, fail_on: str) -> list[tuple[str, str]]:
     """(cluster, level) of every cluster whose changes reach ``fail_on`` (a key of FAIL_ON)."""
     limit = ORDER.index(_FAIL_AT[fail_on])

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusterkit.diff.gate import BY_RANK, level
+from clusterkit.diff.gate import BY_RANK, level, levels
 from clusterkit.diff.impact import Assessed
 from clusterkit.diff.platforms import Consequence, PlatformDiff
 from clusterkit.diff.report import ClusterDiff, CostDelta, CostSide, ImageChange, Report
@@ -34,15 +34,15 @@ def render_json(report: Report) -> str:
 
 def report_data(report: Report) -> dict[str, Any]:
     return {"schema": SCHEMA, "base": report.base, "base_sha": report.base_sha, "head": report.head,
-            "notes": list(report.notes), "platforms": [_platform(p) for p in report.platforms],
+            "notes": list(report.notes), "platforms": [_platform(p, levels(report)) for p in report.platforms],
             "clusters": [_cluster(c) for c in report.clusters]}
 
 
-def _platform(platform: PlatformDiff) -> dict[str, Any]:
+def _platform(platform: PlatformDiff, level_of: dict[str, str | None]) -> dict[str, Any]:
     return {"name": platform.name, "file": file_path(platform.name, PLATFORM), "status": platform.status,
             "notes": list(platform.notes), "changes": [_change(c) for c in platform.changes],
             "consequences": [_consequence(c) for c in platform.consequences],
-            "clusters": [{"name": m.name, "on": m.sides, "level": m.level} for m in platform.members]}
+            "clusters": [{"name": m.name, "on": m.sides, "level": level_of.get(m.name)} for m in platform.members]}
 
 
 def _consequence(item: Consequence) -> dict[str, Any]:

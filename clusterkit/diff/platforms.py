@@ -76,7 +76,8 @@ def _in_place(why: str) -> Rule:
 
 
 _ALL = "every export changes (new stacks)"
-_VPC = "AWS::EC2::VPC CidrBlock: replacement; with it every subnet, the FSx group and the file system: every export"
+_VPC = ("AWS::EC2::VPC CidrBlock: replacement; with it every subnet, the FSx group and the file system (a new, "
+        "empty one): every export")
 _COMPUTE = ("AWS::EC2::Subnet CidrBlock: the compute subnet is replaced, and the file system in it (FSx SubnetIds: "
             "replacement, a new empty file system): ComputeSubnetId, FileSystemId")
 RULES: dict[str, Rule] = {
@@ -136,11 +137,10 @@ class Consequence:
 
 @dataclass(frozen=True)
 class Member:
-    """A cluster on the platform, on either side, with its level once the platform's consequences are in."""
+    """A cluster on the platform, on either side (its level: ``diff_gate.levels``, the platform's consequences in)."""
 
     name: str
     sides: str  # "both", "base" or "working tree"
-    level: str | None = None
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ class PlatformDiff:
     consequences: tuple[Consequence, ...] = ()  # most disruptive first
     members: tuple[Member, ...] = ()
     notes: tuple[str, ...] = ()
-    text_only: bool = False  # the file's text changed with the same data
+    text_only: bool = False  # the file's text changed with the same effective platform
 
     @property
     def changed(self) -> bool:
@@ -227,6 +227,8 @@ def diff_platform(name: str, base: str | None, head: str | None, *, where: str) 
     for change in diff_values(old_data, new_data):
         rule = _rule(change, new)
         found.append(Consequence(change, Impact(rule.rank, rule.label, rule.why)))
+    if not found:  # the same effective platform: defaults written out or left out
+        return PlatformDiff(name, "unchanged", tuple(changes), text_only=True)
     return PlatformDiff(name, "changed", tuple(changes), tuple(sorted(found, key=lambda c: c.impact.rank)))
 
 

@@ -251,8 +251,6 @@ def _platforms(base: dict[str, str], head: dict[str, str], base_clusters: dict[s
                ) -> tuple[tuple[PlatformDiff, ...], list[ClusterDiff]]:
     """Every changed platform file with the clusters on it (at either side, among ``clusters``), and those
     clusters with the platform's consequences added: a platform change is a change of each of them."""
-    from clusterkit.diff.gate import level
-
     shown = {c.name: c for c in clusters}
     specs = [{n: files.get("spec") for n, files in side.items()} for side in (base_clusters, head_clusters)]
     found = []
@@ -265,8 +263,7 @@ def _platforms(base: dict[str, str], head: dict[str, str], base_clusters: dict[s
             continue  # no cluster on it among the names asked for
         for member in on_it:
             shown[member.name] = _on_changed_platform(shown[member.name], platform)
-        members = tuple(dataclasses.replace(m, level=level(shown[m.name])) for m in on_it)
-        found.append(dataclasses.replace(platform, members=members))
+        found.append(dataclasses.replace(platform, members=tuple(on_it)))
     return tuple(found), [shown[c.name] for c in clusters]
 
 

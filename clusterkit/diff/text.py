@@ -10,6 +10,7 @@ import os
 import re
 from typing import Any, TextIO
 
+from clusterkit.diff.gate import levels
 from clusterkit.diff.impact import (
     FLEET,
     HEAD_NODE,
@@ -209,10 +210,10 @@ def _why(item: Assessed) -> str:
 
 def _platform_status(platform: PlatformDiff) -> str:
     return {"added": "new platform", "removed": "removed", "changed": "changed",
-            "unchanged": "comments or layout only"}[platform.status]
+            "unchanged": "no effective change (comments, layout or defaults written out)"}[platform.status]
 
 
-def _members(platform: PlatformDiff, code: bool = False) -> str:
+def _members(platform: PlatformDiff, level_of: dict[str, str | None], code: bool = False) -> str:
     """The clusters on a platform with their levels: ``train-a (recreate), train-b (recreate)``."""
     if not platform.members:
         return "none"
@@ -220,7 +221,7 @@ def _members(platform: PlatformDiff, code: bool = False) -> str:
     for m in platform.members:
         name = f"`{m.name}`" if code else m.name
         where = "" if m.sides == "both" else f", {'was' if m.sides == 'base' else 'now'} on it"
-        parts.append(f"{name} ({m.level or 'unchanged'}{where})")
+        parts.append(f"{name} ({level_of.get(m.name) or 'unchanged'}{where})")
     return ", ".join(parts)
 
 
@@ -314,7 +315,7 @@ def _text_platforms(report: Report, paint: _Paint) -> list[str]:
                 lines.append(f"      {item.change.dotted}: {_arrow(*before_after(item.change))}{why}")
         if any(c.impact.label == BLOCKED_LABEL for c in platform.consequences):
             lines.append(f"  to apply it: {HOW_TO}")
-        lines.append(f"  clusters on it: {_members(platform)}")
+        lines.append(f"  clusters on it: {_members(platform, levels(report))}")
     return lines
 
 
@@ -436,7 +437,7 @@ def _md_platforms(report: Report) -> list[str]:
         worst = platform.worst
         impact = f"{_EMOJI[worst.impact.rank]} {worst.impact.label}" if worst else "—"
         lines.append(f"| `{platform.name}` | {_platform_status(platform)} | {_cell(impact)} | "
-                     f"{_cell(_members(platform, code=True))} |")
+                     f"{_cell(_members(platform, levels(report), code=True))} |")
     for platform in report.platforms:
         if not platform.changed:
             continue
@@ -453,7 +454,7 @@ def _md_platforms(report: Report) -> list[str]:
                                       [(item, _cell(item.why)) for item in platform.consequences])
         if any(c.impact.label == BLOCKED_LABEL for c in platform.consequences):
             lines += ["", f"To apply it: {_cell(HOW_TO)}."]
-        lines += ["", f"Clusters on it: {_cell(_members(platform, code=True))}."]
+        lines += ["", f"Clusters on it: {_cell(_members(platform, levels(report), code=True))}."]
     return lines
 
 

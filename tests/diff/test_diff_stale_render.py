@@ -72,8 +72,8 @@ def test_a_current_render_adds_no_note(checkout: Path) -> None:
     done = diff(checkout)
     assert done.returncode == 0, done.stderr
     assert "stale" not in done.stdout
-    assert done.stdout.rstrip().endswith("no cluster config changes (unchanged: demo, p4d-existing, p5-capacity-block, "
-                                                "train-a, train-b)")
+    assert done.stdout.rstrip().endswith(
+        "no cluster config changes (unchanged: demo, p4d-existing, p5-capacity-block, train-a, train-b)")
 
 
 def test_a_spec_that_does_not_render_says_its_render_is_compared_as_committed(checkout: Path) -> None:

@@ -237,3 +237,11 @@ def test_a_platform_edit_without_make_render_in_this_checkout(checkout: Path) ->
     assert ("  note: cluster_configs/rendered/train-a.yaml is stale (run `make render`): compared as `make render` "
             "would write it from cluster_configs/train-a.yaml") in lines
     assert "      SharedStorage[fsx].MountDir: /fsx → /shared  [SHARED_STORAGE_UPDATE_POLICY]" in lines
+
+
+def test_docs_sample_is_the_cidr_golden() -> None:
+    review = (Path(__file__).resolve().parents[2] / "docs" / "review.md").read_text(encoding="utf-8")
+    sample = review.split("```text\n", 1)[1].split("```\n", 1)[0]
+    golden = (Path(__file__).resolve().parent / "golden" / "platforms" / "platform-cidr.txt").read_text(
+        encoding="utf-8")
+    assert sample == golden, "docs/review.md sample differs from tests/diff/golden/platforms/platform-cidr.txt"

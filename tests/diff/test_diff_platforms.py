@@ -245,3 +245,17 @@ def test_docs_sample_is_the_cidr_golden() -> None:
     golden = (Path(__file__).resolve().parent / "golden" / "platforms" / "platform-cidr.txt").read_text(
         encoding="utf-8")
     assert sample == golden, "docs/review.md sample differs from tests/diff/golden/platforms/platform-cidr.txt"
+
+
+def test_a_removed_platform_recreates_its_clusters(tmp_path: Path, capsys) -> None:
+    repo = make_repo(tmp_path / "repo", "platform-added", commit=False, fixtures=FIXTURES)
+    (repo / "cluster_configs" / "platforms" / "research-east.yaml").unlink()
+    report, clusters = report_of(repo)
+    east = next(p for p in report.platforms if p.name == "research-east")
+    assert (east.status, east.worst.impact.label) == ("removed", platforms.REMOVED_LABEL)
+    assert [(m.name, levels(report)[m.name]) for m in east.members] == [("train-a", "recreate"),
+                                                                        ("train-b", "recreate")]
+    code, out, err = run(capsys, "--repo", str(repo), "--color", "never", "--fail-on", "recreate")
+    assert code == 1 and err == "clusterkit diff: --fail-on recreate: train-a (recreate), train-b (recreate)\n"
+    assert ("platform research-east (cluster_configs/platforms/research-east.yaml): removed — most disruptive: "
+            f"{platforms.REMOVED_LABEL}") in out

@@ -19,7 +19,8 @@ def add_parser(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Compare every cluster's spec, committed rendered ParallelCluster config and image lock at\n"
                     "GIT_REF with the working tree: changed values by path, ParallelCluster's update impact\n"
-                    "(most disruptive first), image digest changes and the cost delta.\n\n"
+                    "(most disruptive first), image digest changes and the cost delta; a changed platform file\n"
+                    "(cluster_configs/platforms/) with what CloudFormation does and every cluster on it.\n\n"
                     "Exit codes: 0 the diff was made (and, with --fail-on/--exit-code, nothing reaches the\n"
                     "level); 1 a change reaches the --fail-on level; 2 bad ref, unknown cluster or no git\n"
                     "work tree. Levels, most disruptive first:\n"

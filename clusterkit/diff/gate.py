@@ -36,13 +36,19 @@ def level(cluster: ClusterDiff) -> str | None:
     """The cluster's most disruptive level (a name in ORDER), None when no file changed.
 
     A removed cluster is destroyed ("recreate"); a change with no assessed impact (a new cluster, a spec
-    value outside the ParallelCluster config) is "live"; comments or layout only is "layout"."""
+    value outside the ParallelCluster config) is "live"; comments or layout only is "layout". A change of
+    its platform counts as the cluster's own (clusterkit/diff/platforms.py: "recreate" when blocked)."""
     if not cluster.changed:
         return "layout" if cluster.text_only else None
     if cluster.status == "removed":
         return "recreate"
-    found = [BY_RANK[a.impact.rank] for a in (*cluster.rendered, *cluster.spec_impacts)]
+    found = [BY_RANK[a.impact.rank] for a in (*cluster.rendered, *cluster.spec_impacts, *cluster.platform_impacts)]
     return min(found, key=ORDER.index, default="live")
+
+
+def levels(report: Report) -> dict[str, str | None]:
+    """Every cluster's level, by name (what a platform's list of its clusters shows)."""
+    return {cluster.name: level(cluster) for cluster in report.clusters}
 
 
 def reaching(report: Report, fail_on: str) -> list[tuple[str, str]]:

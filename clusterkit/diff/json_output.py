@@ -6,15 +6,22 @@ spec[], rendered[], spec_impacts[], images[], lock[]}]}`` where a change is ``{p
 (a side is absent when the key or element is), an assessed change adds ``impact: {level, label,
 policy}``, an image is ``{name, kind, old?, new?}`` with lock entries as written, and ``cost`` is
 ``{old, new, delta_idle_hourly, delta_busy_hourly, hours_30_days}``, ``{"unavailable": reason}`` or
-null. ``level`` is the cluster's most disruptive level (diff_gate.ORDER), null when nothing changed.
+null. ``level`` is the cluster's most disruptive level (diff_gate.ORDER), null when nothing changed;
+``platform_impacts[]`` (assessed changes, ``impact.policy`` the reason) are its platform's consequences.
+``platforms: [{name, file, status, notes[], changes[], consequences[], clusters: [{name, on, level}]}]`` lists
+each changed platform file: ``changes`` the file's values, ``consequences`` the effective values with what
+CloudFormation does (assessed changes, ``impact.why``), ``clusters`` every cluster on it at either side (``on``:
+both, base or working tree) with its level, platform included.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from clusterkit.diff.gate import BY_RANK, level
+from clusterkit.diff.gate import BY_RANK, level, levels
 from clusterkit.diff.impact import Assessed
+from clusterkit.diff.platforms import Consequence, PlatformDiff
 from clusterkit.diff.report import ClusterDiff, CostDelta, CostSide, ImageChange, Report
+from clusterkit.diff.sources import PLATFORM, file_path
 from clusterkit.diff.structure import MISSING, Change
 from clusterkit.jsondoc import dumps
 
@@ -27,7 +34,20 @@ def render_json(report: Report) -> str:
 
 def report_data(report: Report) -> dict[str, Any]:
     return {"schema": SCHEMA, "base": report.base, "base_sha": report.base_sha, "head": report.head,
-            "notes": list(report.notes), "clusters": [_cluster(c) for c in report.clusters]}
+            "notes": list(report.notes), "platforms": [_platform(p, levels(report)) for p in report.platforms],
+            "clusters": [_cluster(c) for c in report.clusters]}
+
+
+def _platform(platform: PlatformDiff, level_of: dict[str, str | None]) -> dict[str, Any]:
+    return {"name": platform.name, "file": file_path(platform.name, PLATFORM), "status": platform.status,
+            "notes": list(platform.notes), "changes": [_change(c) for c in platform.changes],
+            "consequences": [_consequence(c) for c in platform.consequences],
+            "clusters": [{"name": m.name, "on": m.sides, "level": level_of.get(m.name)} for m in platform.members]}
+
+
+def _consequence(item: Consequence) -> dict[str, Any]:
+    return {**_change(item.change),
+            "impact": {"level": BY_RANK[item.impact.rank], "label": item.impact.label, "why": item.why}}
 
 
 def _cluster(cluster: ClusterDiff) -> dict[str, Any]:
@@ -37,6 +57,7 @@ def _cluster(cluster: ClusterDiff) -> dict[str, Any]:
         "spec": [_change(c) for c in cluster.spec], "lock": [_change(c) for c in cluster.lock],
         "rendered": [_assessed(a) for a in cluster.rendered],
         "spec_impacts": [_assessed(a) for a in cluster.spec_impacts],
+        "platform_impacts": [_assessed(a) for a in cluster.platform_impacts],
         "images": [_image(i) for i in cluster.images],
     }
 

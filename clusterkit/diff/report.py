@@ -13,10 +13,12 @@ spec edit must not hide the update impact, so the would-be render is compared an
 stale. Seams: ``diff_sources`` reads both sides, ``diff_struct`` compares documents,
 ``diff_impact`` gives rendered changes ParallelCluster's own update impact (and a spec's ParallelCluster
 version, not in the rendered file yet a new cluster, its own), this module builds the report (with the cost
-delta from ``clusterkit.cost.estimate`` when it is there) and ``diff_render`` formats it.
+delta from ``clusterkit.cost.estimate`` when it is there) and ``diff_render`` formats it. A changed platform
+file (``cluster_configs/platforms/<name>.yaml``, ``diff_platforms``) adds its consequences to every cluster on it.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,8 +27,20 @@ from typing import Any
 
 import yaml
 
+from clusterkit.diff import platforms as diff_platforms
 from clusterkit.diff.impact import Assessed, Assessor, spec_impacts
-from clusterkit.diff.sources import KINDS, DiffError, by_cluster, file_path, git_snapshot, resolve_base, tree_snapshot
+from clusterkit.diff.platforms import PlatformDiff
+from clusterkit.diff.sources import (
+    KINDS,
+    PLATFORM,
+    DiffError,
+    by_cluster,
+    by_platform,
+    file_path,
+    git_snapshot,
+    resolve_base,
+    tree_snapshot,
+)
 from clusterkit.diff.structure import MISSING, Change, diff_values
 from clusterkit.paths import ROOT
 from clusterkit.spec.errors import ClusterKitError
@@ -98,6 +112,7 @@ class ClusterDiff:
     notes: tuple[str, ...] = ()
     text_only: tuple[str, ...] = ()  # files whose text changed with the same data (comments, layout)
     spec_impacts: tuple[Assessed, ...] = ()  # spec changes outside the rendered config (PC version)
+    platform_impacts: tuple[Assessed, ...] = ()  # its platform's changes (``platforms[name].<path>``), worst first
 
     @property
     def changed(self) -> bool:
@@ -111,6 +126,7 @@ class Report:
     clusters: tuple[ClusterDiff, ...]
     notes: tuple[str, ...] = field(default=())
     head: str = "working tree"
+    platforms: tuple[PlatformDiff, ...] = ()  # changed platform files, with the clusters on them
 
 
 def _image_changes(old: Any, new: Any) -> tuple[list[ImageChange], list[Change]]:
@@ -212,7 +228,8 @@ def build_report(root: Path, base_ref: str | None = None, names: list[str] | Non
     ``render_now``, the working tree's rendered configs are what ``render`` would write (a note when stale)."""
 
     how, sha = resolve_base(root, base_ref)
-    base, head = by_cluster(git_snapshot(root, sha)), by_cluster(tree_snapshot(root))
+    base_files, head_files = git_snapshot(root, sha), tree_snapshot(root)
+    base, head = by_cluster(base_files), by_cluster(head_files)
     known = sorted(set(base) | set(head))
     unknown = [n for n in names or [] if n not in known]
     if unknown:
@@ -224,7 +241,44 @@ def build_report(root: Path, base_ref: str | None = None, names: list[str] | Non
         files, head_notes = _rendered_now(n, head.get(n, {}), render_now)
         clusters.append(diff_cluster(n, base.get(n, {}), files, assessor.assess, _cost_delta, spec_impacts,
                                      head_notes=head_notes))
-    return Report(how, sha, tuple(clusters), tuple(assessor.notes))
+    platforms, clusters = _platforms(by_platform(base_files), by_platform(head_files), base, head, clusters,
+                                    filtered=bool(names))
+    return Report(how, sha, tuple(clusters), tuple(assessor.notes), platforms=platforms)
+
+
+def _platforms(base: dict[str, str], head: dict[str, str], base_clusters: dict[str, dict[str, str | None]],
+               head_clusters: dict[str, dict[str, str | None]], clusters: list[ClusterDiff], *, filtered: bool
+               ) -> tuple[tuple[PlatformDiff, ...], list[ClusterDiff]]:
+    """Every changed platform file with the clusters on it (at either side, among ``clusters``), and those
+    clusters with the platform's consequences added: a platform change is a change of each of them."""
+    shown = {c.name: c for c in clusters}
+    specs = [{n: files.get("spec") for n, files in side.items()} for side in (base_clusters, head_clusters)]
+    found = []
+    for name in sorted(set(base) | set(head)):
+        platform = diff_platforms.diff_platform(name, base.get(name), head.get(name), where=file_path(name, PLATFORM))
+        if not platform.changed and not platform.text_only:
+            continue
+        on_it = [m for m in diff_platforms.members(name, *specs) if m.name in shown]
+        if filtered and not on_it:
+            continue  # no cluster on it among the names asked for
+        for member in on_it:
+            shown[member.name] = _on_changed_platform(shown[member.name], platform)
+        found.append(dataclasses.replace(platform, members=tuple(on_it)))
+    return tuple(found), [shown[c.name] for c in clusters]
+
+
+def _on_changed_platform(cluster: ClusterDiff, platform: PlatformDiff) -> ClusterDiff:
+    """``cluster`` with ``platform``'s consequences: a cluster whose own files are unchanged is changed now."""
+    if not platform.consequences:
+        return cluster
+    impacts = diff_platforms.cluster_impacts(platform, rendered_changed=bool(cluster.rendered))
+    notes = list(diff_platforms.rendered_note(platform, cluster.name, bool(cluster.rendered)))
+    if cluster.status == "unchanged":
+        notes.insert(0, f"runs on platform {platform.name}, which changed ({file_path(platform.name, PLATFORM)})")
+    return dataclasses.replace(
+        cluster, status="changed" if cluster.status == "unchanged" else cluster.status,
+        platform_impacts=tuple(sorted([*cluster.platform_impacts, *impacts], key=lambda a: a.impact.rank)),
+        notes=(*cluster.notes, *notes))
 
 
 # -- cost ------------------------------------------------------------------------------------------------

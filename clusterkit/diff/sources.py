@@ -1,7 +1,8 @@
 """Where ``clusterkit diff`` reads its two sides: the cluster files committed at a git ref, and the work tree.
 
 Per cluster, three files: the spec (``cluster_configs/<name>.yaml``), the rendered ParallelCluster config
-(``cluster_configs/rendered/<name>.yaml``) and the image lock (``<name>.images.lock``), as text.
+(``cluster_configs/rendered/<name>.yaml``) and the image lock (``<name>.images.lock``), as text; and the
+platform files (``cluster_configs/platforms/<name>.yaml``) the clusters name, kind ``platform``.
 """
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from clusterkit.spec.errors import ClusterKitError
 
 CONFIG_DIR = CONFIG_DIR_NAME
 KINDS = ("spec", "rendered", "lock")
+PLATFORM = "platform"  # a platform file's kind: not one of a cluster's KINDS
 _FILE_PATTERNS = (
+    (re.compile(rf"{CONFIG_DIR}/platforms/([^/]+)\.yaml"), PLATFORM),
     (re.compile(rf"{CONFIG_DIR}/rendered/([^/]+)\.yaml"), "rendered"),
     (re.compile(rf"{CONFIG_DIR}/([^/]+)\.images\.lock"), "lock"),
     (re.compile(rf"{CONFIG_DIR}/([^/]+)\.yaml"), "spec"),
@@ -33,6 +36,7 @@ def file_path(name: str, kind: str) -> str:
         "spec": f"{CONFIG_DIR}/{name}.yaml",
         "rendered": f"{CONFIG_DIR}/rendered/{name}.yaml",
         "lock": f"{CONFIG_DIR}/{name}{LOCK_SUFFIX}",
+        PLATFORM: f"{CONFIG_DIR}/platforms/{name}.yaml",
     }[kind]
 
 
@@ -96,7 +100,8 @@ def tree_snapshot(root: Path) -> Snapshot:
     """The cluster files in the working tree, committed or not."""
     snapshot: Snapshot = {}
     config = root / CONFIG_DIR
-    found = [*config.glob("*.yaml"), *config.glob(f"*{LOCK_SUFFIX}"), *config.glob("rendered/*.yaml")]
+    found = [*config.glob("*.yaml"), *config.glob(f"*{LOCK_SUFFIX}"), *config.glob("rendered/*.yaml"),
+             *config.glob("platforms/*.yaml")]
     for path in sorted(found):
         key = _classify(path.relative_to(root).as_posix())
         if key is not None and path.is_file():
@@ -104,11 +109,15 @@ def tree_snapshot(root: Path) -> Snapshot:
     return snapshot
 
 
-
-
 def by_cluster(snapshot: Snapshot) -> dict[str, dict[str, str | None]]:
-    """cluster -> kind -> file text (None when that file is absent on this side)."""
+    """cluster -> kind -> file text (None when that file is absent on this side); platforms left out."""
     grouped: dict[str, dict[str, str | None]] = {}
     for (name, kind), text in snapshot.items():
-        grouped.setdefault(name, {})[kind] = text
+        if kind != PLATFORM:
+            grouped.setdefault(name, {})[kind] = text
     return grouped
+
+
+def by_platform(snapshot: Snapshot) -> dict[str, str]:
+    """platform -> its file's text, on this side."""
+    return {name: text for (name, kind), text in snapshot.items() if kind == PLATFORM}

@@ -10,6 +10,7 @@ import os
 import re
 from typing import Any, TextIO
 
+from clusterkit.diff.gate import levels
 from clusterkit.diff.impact import (
     FLEET,
     HEAD_NODE,
@@ -21,8 +22,9 @@ from clusterkit.diff.impact import (
     VERSION_REASON,
     Assessed,
 )
+from clusterkit.diff.platforms import BLOCKED_LABEL, HOW_TO, PlatformDiff
 from clusterkit.diff.report import ClusterDiff, CostDelta, ImageChange, Report
-from clusterkit.diff.sources import file_path
+from clusterkit.diff.sources import PLATFORM, file_path
 from clusterkit.diff.structure import MISSING, Change
 from clusterkit.images.ref import ImageRef, ImageRefError, parse_image_ref
 
@@ -198,12 +200,29 @@ def _cost_cell(cost: CostDelta | str | None) -> str:
 
 def _worst(cluster: ClusterDiff) -> Assessed | None:
     """The most disruptive impact; on a tie the spec's (update_cluster checks the version before the config)."""
-    found = [*cluster.spec_impacts[:1], *cluster.rendered[:1]]
+    found = [*cluster.spec_impacts[:1], *cluster.platform_impacts[:1], *cluster.rendered[:1]]
     return min(found, key=lambda a: a.impact.rank) if found else None
 
 
 def _why(item: Assessed) -> str:
     return VERSION_REASON if item.impact.label == VERSION_LABEL else ""
+
+
+def _platform_status(platform: PlatformDiff) -> str:
+    return {"added": "new platform", "removed": "removed", "changed": "changed",
+            "unchanged": "no effective change (comments, layout or defaults written out)"}[platform.status]
+
+
+def _members(platform: PlatformDiff, level_of: dict[str, str | None], code: bool = False) -> str:
+    """The clusters on a platform with their levels: ``train-a (recreate), train-b (recreate)``."""
+    if not platform.members:
+        return "none"
+    parts = []
+    for m in platform.members:
+        name = f"`{m.name}`" if code else m.name
+        where = "" if m.sides == "both" else f", {'was' if m.sides == 'base' else 'now'} on it"
+        parts.append(f"{name} ({level_of.get(m.name) or 'unchanged'}{where})")
+    return ", ".join(parts)
 
 
 def _status(cluster: ClusterDiff) -> str:
@@ -233,7 +252,9 @@ def render_text(report: Report, color: bool = False) -> str:
     lines += [f"note: {note}" for note in report.notes]
     changed = [c for c in report.clusters if c.changed]
     unchanged = _unchanged(report)
+    lines += _text_platforms(report, paint)
     if not changed:
+        lines += [""] if report.platforms else []
         lines.append("no cluster config changes" + (f" (unchanged: {', '.join(unchanged)})" if unchanged else ""))
         return "\n".join(lines) + "\n"
     for cluster in changed:
@@ -246,6 +267,7 @@ def render_text(report: Report, color: bool = False) -> str:
         lines += [f"  note: {note}" for note in cluster.notes]
         lines += [f"  cost: {line}" if n == 0 else f"        {line}" for n, line in enumerate(cost_lines(cluster.cost))]
         lines += _text_spec_impacts(cluster, paint)
+        lines += _text_platform_impacts(cluster, paint)
         lines += _text_rendered(cluster, paint)
         lines += _text_images(cluster)
         for title, kind, changes in (("image lock", "lock", cluster.lock), ("spec", "spec", cluster.spec)):
@@ -265,6 +287,48 @@ def _text_spec_impacts(cluster: ClusterDiff, paint: _Paint) -> list[str]:
         lines.append("    " + paint(item.impact.label, _ANSI[item.impact.rank]))
         lines.append(f"      {item.change.dotted}: {_arrow(*before_after(item.change))}")
         lines += [f"      {_why(item)}"] if _why(item) else []
+    return lines
+
+
+def _text_platforms(report: Report, paint: _Paint) -> list[str]:
+    """Each changed platform: its file's changes, what CloudFormation does with them, the clusters it reaches."""
+    lines: list[str] = []
+    for platform in report.platforms:
+        head = f"{paint('platform ' + platform.name, '1')} ({file_path(platform.name, PLATFORM)}): " \
+               f"{_platform_status(platform)}"
+        worst = platform.worst
+        if worst is not None:
+            head += " — most disruptive: " + paint(worst.impact.label, _ANSI[worst.impact.rank])
+        lines += ["", head]
+        lines += [f"  note: {note}" for note in platform.notes]
+        if platform.changes:
+            lines.append("  changes:")
+            lines += [f"    {c.dotted}: {_arrow(*before_after(c))}" for c in platform.changes]
+        if platform.consequences and platform.status == "changed":
+            lines.append("  on the platform's stacks (CloudFormation), most disruptive first:")
+            label = None
+            for item in platform.consequences:
+                if item.impact.label != label:
+                    label = item.impact.label
+                    lines.append("    " + paint(label, _ANSI[item.impact.rank]))
+                why = paint(f"  [{item.why}]", "2") if item.why else ""
+                lines.append(f"      {item.change.dotted}: {_arrow(*before_after(item.change))}{why}")
+        if any(c.impact.label == BLOCKED_LABEL for c in platform.consequences):
+            lines.append(f"  to apply it: {HOW_TO}")
+        lines.append(f"  clusters on it: {_members(platform, levels(report))}")
+    return lines
+
+
+def _text_platform_impacts(cluster: ClusterDiff, paint: _Paint) -> list[str]:
+    if not cluster.platform_impacts:
+        return []
+    lines = ["  update impact of its platform's changes, which no rendered config shows:"]
+    label = None
+    for item in cluster.platform_impacts:
+        if item.impact.label != label:
+            label = item.impact.label
+            lines.append("    " + paint(label, _ANSI[item.impact.rank]))
+        lines.append(f"      {item.change.dotted}: {_arrow(*before_after(item.change))}")
     return lines
 
 
@@ -329,6 +393,7 @@ def _markdown(report: Report) -> str:
         lines += [""] + [f"> **Note:** {_cell(note)}" for note in report.notes]
     changed = [c for c in report.clusters if c.changed]
     unchanged = _unchanged(report, code=True)
+    lines += _md_platforms(report)
     if not changed:
         lines += ["", "No cluster config changes."]
     else:
@@ -345,7 +410,7 @@ def _markdown(report: Report) -> str:
         costs = cost_lines(cluster.cost)
         if costs:
             lines += ["", f"**Cost** (list prices, USD): {_cell(costs[0])}"] + [f"<br>{_cell(c)}" for c in costs[1:]]
-        lines += _md_spec_impacts(cluster) + _md_rendered(cluster) + _md_images(cluster)
+        lines += _md_spec_impacts(cluster) + _md_platform_impacts(cluster) + _md_rendered(cluster) + _md_images(cluster)
         for title, kind, changes in (("Image lock", "lock", cluster.lock), ("Spec", "spec", cluster.spec)):
             if changes:
                 lines += ["", f"**{title}** (`{file_path(cluster.name, kind)}`):", "",
@@ -362,6 +427,42 @@ def _md_spec_impacts(cluster: ClusterDiff) -> list[str]:
     title = (f"**Update impact of spec values outside the ParallelCluster config** "
              f"(`{file_path(cluster.name, 'spec')}`):")
     return _md_impact_table(title, "why", [(item, _cell(_why(item))) for item in cluster.spec_impacts])
+
+
+def _md_platforms(report: Report) -> list[str]:
+    if not report.platforms:
+        return []
+    lines = ["", "| platform | status | most disruptive | clusters on it (level) |", "|---|---|---|---|"]
+    for platform in report.platforms:
+        worst = platform.worst
+        impact = f"{_EMOJI[worst.impact.rank]} {worst.impact.label}" if worst else "—"
+        lines.append(f"| `{platform.name}` | {_platform_status(platform)} | {_cell(impact)} | "
+                     f"{_cell(_members(platform, levels(report), code=True))} |")
+    for platform in report.platforms:
+        if not platform.changed:
+            continue
+        where = file_path(platform.name, PLATFORM)
+        lines += ["", f"#### platform `{platform.name}` ({_platform_status(platform)})"]
+        lines += [f"\n> **Note:** {_cell(note)}" for note in platform.notes]
+        if platform.changes:
+            lines += ["", f"**Platform** (`{where}`):", "", "| path | before | after |", "|---|---|---|"]
+            for change in platform.changes:
+                before, after = before_after(change)
+                lines.append(f"| {_code(change.dotted)} | {_code(before)} | {_code(after)} |")
+        if platform.consequences and platform.status == "changed":
+            lines += _md_impact_table("**On the platform's stacks** (CloudFormation), most disruptive first:", "why",
+                                      [(item, _cell(item.why)) for item in platform.consequences])
+        if any(c.impact.label == BLOCKED_LABEL for c in platform.consequences):
+            lines += ["", f"To apply it: {_cell(HOW_TO)}."]
+        lines += ["", f"Clusters on it: {_cell(_members(platform, levels(report), code=True))}."]
+    return lines
+
+
+def _md_platform_impacts(cluster: ClusterDiff) -> list[str]:
+    if not cluster.platform_impacts:
+        return []
+    return _md_impact_table("**Update impact of its platform's changes**, which no rendered config shows:", "why",
+                            [(item, _cell(item.impact.policy)) for item in cluster.platform_impacts])
 
 
 def _md_rendered(cluster: ClusterDiff) -> list[str]:

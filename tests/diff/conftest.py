@@ -29,3 +29,18 @@ def repo_for(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
         return made[case]
 
     return get
+
+
+@pytest.fixture(scope="module")
+def platform_repo_for(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """``platform_repo_for(case)``: a throwaway repository of tests/diff/fixtures/platform (platform_fixtures.py)."""
+    from platform_fixtures import FIXTURES as PLATFORM_FIXTURES
+
+    made: dict[str, Path] = {}
+
+    def get(case: str) -> Path:
+        if case not in made:
+            made[case] = make_repo(tmp_path_factory.mktemp(case) / "repo", case, fixtures=PLATFORM_FIXTURES)
+        return made[case]
+
+    return get

@@ -26,8 +26,8 @@ def git(repo: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def apply_case(repo: Path, case: str) -> None:
-    source = FIXTURES / "cases" / case
+def apply_case(repo: Path, case: str, fixtures: Path = FIXTURES) -> None:
+    source = fixtures / "cases" / case
     for path in sorted(source.rglob("*")):
         rel = path.relative_to(source)
         if path.is_file() and rel.name != DELETE_LIST:
@@ -38,14 +38,15 @@ def apply_case(repo: Path, case: str) -> None:
         (repo / rel).unlink()
 
 
-def make_repo(root: Path, case: str, *, commit: bool = True) -> Path:
-    """The repository at ``root``: base committed on main, ``case`` on branch ``change``."""
-    shutil.copytree(FIXTURES / "base", root)
+def make_repo(root: Path, case: str, *, commit: bool = True, fixtures: Path = FIXTURES) -> Path:
+    """The repository at ``root``: base committed on main, ``case`` on branch ``change`` (``fixtures``: the
+    tree holding ``base`` and ``cases``)."""
+    shutil.copytree(fixtures / "base", root)
     git(root, "init", "-q")
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "base")
     git(root, "checkout", "-q", "-b", "change")
-    apply_case(root, case)
+    apply_case(root, case, fixtures)
     if commit:
         git(root, "add", "-A")
         git(root, "commit", "-q", "-m", f"change: {case}")

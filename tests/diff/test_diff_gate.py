@@ -91,11 +91,12 @@ def test_json_shape_is_pinned(repo_for, capsys) -> None:
     code, out, _ = run(capsys, "--repo", str(repo_for("mixed")), "--format", "json")
     data = json.loads(out)
     assert code == 0 and data["schema"] == "clusterkit.diff/v1"
-    assert set(data) == {"schema", "base", "base_sha", "head", "notes", "clusters"}
+    assert set(data) == {"schema", "base", "base_sha", "head", "notes", "platforms", "clusters"}
+    assert data["platforms"] == []  # no platform file changed (test_diff_platforms pins their shape)
     assert len(data["base_sha"]) == 40 and data["head"] == "working tree"
     demo = next(c for c in data["clusters"] if c["name"] == "demo")
     assert set(demo) == {"name", "status", "level", "cost", "notes", "text_only", "spec", "lock", "rendered",
-                         "spec_impacts", "images"}
+                         "spec_impacts", "platform_impacts", "images"}
     assert demo["status"] == "changed" and demo["level"] == "recreate"
     first = demo["rendered"][0]  # most disruptive first
     assert set(first) == {"path", "kind", "old", "new", "impact"}

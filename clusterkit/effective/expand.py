@@ -37,6 +37,7 @@ from clusterkit.spec.model import (
     FsxDeploymentType,
     FsxLustre,
     Image,
+    LoginPool,
     Monitoring,
     Network,
     NewFsx,
@@ -183,6 +184,8 @@ class EffectiveSpec:
     tags: tuple[Tag, ...]  # on every resource: clusterkit:cluster and the spec's, sorted by key
     names: Names
     node: NodeSettings
+    # LoginNodes pools as written (no derived value: subnet, security group and role are the compute nodes')
+    login_nodes: tuple[LoginPool, ...] = ()
 
     def tag_dict(self) -> dict[str, str]:
         return {t.key: t.value for t in self.tags}
@@ -379,6 +382,7 @@ def expand_spec(spec: ClusterSpec, *, deploy_time: datetime | None = None) -> Ef
         node=node_settings.resolve({"name": spec.name, "os": spec.os, "region": spec.region,
                                     "storage.fsx_lustre.image_store": store,
                                     "containers.images": containers.ecr_registries}, containers),
+        login_nodes=tuple(spec.login_nodes),
     )
 
 

@@ -32,7 +32,7 @@ STAGE0_SHA256 = "0421a15b22841a16611e785eff3c41107af3dc376fc88dcf0322885b9ae1fe0
 # LoginNodes Pools[].CustomActions OnNodeStart/OnNodeConfigured (UNSUPPORTED in PC 3.16.1 too): frozen the same way;
 # it runs the shared bundle's LOGIN (which runs the compute scripts with CK_NODE_ROLE=login).
 LOGIN_STAGE0 = "login_node_stage0.sh"
-LOGIN_STAGE0_SHA256 = "3dfefb6fabf33e22f8148a35a2dc1944f8e6ad31527f15772e2158119dea6e73"
+LOGIN_STAGE0_SHA256 = "58885918a175234994e7a9d295ae775acf2502b4b4a5c6d28c0e1717b31f1e94"
 LOGIN = "login_node.sh"
 COMPUTE_START = "compute_node_start.sh"
 COMPUTE_CONFIGURED = "compute_node_configured.sh"

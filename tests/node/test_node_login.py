@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import threading
 import zipfile
 
 import pytest
@@ -56,10 +57,29 @@ def test_login_stage0_takes_one_event(login: Sandbox, args: tuple[str, ...]) -> 
 
 def test_login_stage0_without_the_shared_bundle_fails_clearly(sandbox: Sandbox) -> None:
     sandbox.allow_tools("bash", "date", "tee")
-    r = sandbox.run(LOGIN_STAGE0, "start")
+    r = sandbox.run(LOGIN_STAGE0, "start", env={"CK_LOGIN_WAIT_S": "0"})
     assert r.returncode == 1
     (line,) = r.stderr.splitlines()
     assert f"/{SHARED}/login_node.sh not found: the head node's OnNodeConfigured installs" in line
+    assert line.endswith("(waited 0 s)")
+
+
+def test_login_stage0_waits_for_the_head_node_to_install_the_bundle(login: Sandbox) -> None:
+    """PC creates login pools once the head node instance exists, not once it bootstrapped: a login node that boots
+    first waits for the bundle instead of failing (and being replaced) at once."""
+    login.allow_tools("sleep")
+    script = login.root / SHARED / LOGIN
+    held = script.read_bytes()
+    script.unlink()
+    timer = threading.Timer(2.0, script.write_bytes, args=(held,))
+    timer.start()
+    try:
+        r = login.run(LOGIN_STAGE0, "start", env={"CK_LOGIN_WAIT_S": "60"})
+    finally:
+        timer.cancel()
+    assert r.returncode == 0, r.stderr
+    assert "login_node_stage0.sh INFO waiting up to 60 s for the head node to install the ClusterKit bundle" in r.stderr
+    assert "CK_NODE_ROLE='login'" in login.read("etc/clusterkit/node.env")
 
 
 def test_login_start_is_the_compute_start_with_the_login_role(login: Sandbox) -> None:

@@ -91,3 +91,32 @@ def test_validate_cli_says_one_line_and_exits_2(tmp_path):
     assert r.returncode == 2, r
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
     assert r.stderr.startswith(f"{path}:13:24: login_nodes[0].gracetime_minutes: 2 is outside 3 to 120 minutes")
+
+
+SMALL_SUBNET = """\
+name: t
+region: us-east-1
+availability_zone: us-east-1a
+network:
+  existing:
+    vpc_id: vpc-0123456789abcdef0
+    head_node_subnet_id: subnet-0123456789abcdef0
+    compute_subnet_id: subnet-0123456789abcdef1
+    compute_subnet_cidr: 10.0.0.0/28
+queues:
+  - name: cpu
+    compute_resources:
+      - name: c
+        instance_type: c6i.large
+        max: 8
+"""
+
+
+def test_login_nodes_and_their_load_balancer_count_against_the_compute_subnet(tmp_path):
+    """A /28 has 11 usable addresses: the head node and 8 compute nodes fit; 2 login nodes and the pool's load balancer
+    (all in the compute subnet) do not."""
+    path = tmp_path / "t.yaml"
+    path.write_text(SMALL_SUBNET)
+    load(str(path), check_lock=False)
+    (line,) = _errors(tmp_path, SMALL_SUBNET + "login_nodes:\n  - " + POOL + "\n    count: 2\n")
+    assert "network.existing.compute_subnet_cidr: compute subnet has 11 usable addresses but max nodes need 12" in line

@@ -19,7 +19,8 @@
 # Its only write outside the node is that fingerprint file; it never compiles and never downloads.
 # Missing images and a store the head node has not synced yet are warnings, not failures.
 #
-# Args: same keys as compute_node_start.sh.
+# Args: same keys as compute_node_start.sh. With CK_NODE_ROLE=login (login_node.sh) it sets up a login node instead:
+# login_node_main below.
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 umask 022

@@ -19,7 +19,8 @@
 # Its only write outside the node is that fingerprint file; it never compiles and never downloads.
 # Missing images and a store the head node has not synced yet are warnings, not failures.
 #
-# Args: same keys as compute_node_start.sh.
+# Args: same keys as compute_node_start.sh. With CK_NODE_ROLE=login (login_node.sh) it sets up a login node instead:
+# login_node_main below.
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 umask 022
@@ -120,8 +121,24 @@ record_fingerprint() {
     fi
 }
 
+# login_node_main: a login node (CK_NODE_ROLE=login, from login_node.sh) runs no job, so no slurmd drop-in, self-test
+# or driver fingerprint. What `srun/sbatch --container-image` from it needs is checked: srun and sbatch load the
+# NFS-shared plugstack line here (pyxis parses --container-* in srun and sbatch), so the plugin must be on this node
+# and take the line's options, or every srun from here fails. The containers themselves start on compute nodes.
+login_node_main() {
+    ck_setup_local_enroot
+    ck_systemd_reload_if_dirty
+    check_pyxis
+    check_store
+    ck_log INFO "done: login node ready: srun and sbatch --container-image load pyxis here"
+}
+
 main() {
     ck_compute_prologue "$@"
+    if [[ "${CK_NODE_ROLE}" == login ]]; then
+        login_node_main
+        return 0
+    fi
     ck_setup_local_enroot slurmd
     ck_systemd_reload_if_dirty
     check_pyxis

@@ -11,7 +11,8 @@
 # installed (enroot.sh; CK_SHARED_DIR overrides the dir).
 #
 # Args (one KEY=VALUE each): CK_CLUSTER, CK_OS (required); CK_STORE, CK_REGION, CK_ECR_REGISTRIES,
-# ENROOT_*, PYXIS_* (optional). CK_BUNDLE is head-node only and rejected here.
+# ENROOT_*, PYXIS_*, CK_NODE_ROLE (optional). CK_BUNDLE is head-node only and rejected here. Login nodes run this
+# script too (login_node.sh, with CK_NODE_ROLE=login and the bundle's node.args).
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 umask 022

@@ -387,14 +387,17 @@ ck_systemd_reload_if_dirty() {
     fi
 }
 
-# ck_setup_local_enroot SLURM_SERVICE: everything node-local that both node kinds need.
+# ck_setup_local_enroot [SLURM_SERVICE]: everything node-local that every node kind needs; the Slurm daemon's PATH
+# drop-in where one runs (none on a login node: no slurmd there, and srun needs no enroot hook).
 ck_setup_local_enroot() {
     ck_make_enroot_dirs
     ck_write_enroot_conf
     ck_install_hooks
     ck_write_ecr_credentials
     ck_apply_os_tweaks
-    ck_slurm_path_dropin "$1"
+    if [[ -n "${1:-}" ]]; then
+        ck_slurm_path_dropin "$1"
+    fi
 }
 
 # ck_install_prolog: the Slurm prolog that makes the job user's enroot dirs as root before any step runs

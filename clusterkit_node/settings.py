@@ -58,6 +58,9 @@ SETTINGS: Tuple[Setting, ...] = (
             "e.g. /fsx/containers", spec_field="storage.fsx_lustre.image_store"),
     Setting("CK_BUNDLE", "", r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/([A-Za-z0-9._-]+/)*[A-Za-z0-9._-]+\.zip",
             "s3://<bucket>/<sha256>.zip", head_only=True, required_on=("head",)),
+    # Which node the compute scripts set up: login nodes run them too (login_node.sh adds CK_NODE_ROLE=login) and skip
+    # what only a node that runs jobs needs (slurmd's PATH, the container self-test, the driver fingerprint).
+    Setting("CK_NODE_ROLE", "compute", r"(compute|login)", "compute or login (login_node.sh passes login)"),
     Setting("CK_UNLOCKED_IMAGES", "refuse", r"(refuse|import)",
             "refuse or import (what a job's --container-image that is not in the image lock gets)",
             spec_field="containers.pyxis.unlocked_images"),

@@ -29,6 +29,11 @@ LAUNCHER = "head_node_launcher.sh"  # HeadNode OnNodeUpdated (may change); also 
 # HeadNode OnNodeConfigured (UNSUPPORTED: never changes after creation): its bytes, and so its key, are frozen.
 STAGE0 = "head_node_stage0.sh"
 STAGE0_SHA256 = "0421a15b22841a16611e785eff3c41107af3dc376fc88dcf0322885b9ae1fe09"
+# LoginNodes Pools[].CustomActions OnNodeStart/OnNodeConfigured (UNSUPPORTED in PC 3.16.1 too): frozen the same way;
+# it runs the shared bundle's LOGIN (which runs the compute scripts with CK_NODE_ROLE=login).
+LOGIN_STAGE0 = "login_node_stage0.sh"
+LOGIN_STAGE0_SHA256 = "58885918a175234994e7a9d295ae775acf2502b4b4a5c6d28c0e1717b31f1e94"
+LOGIN = "login_node.sh"
 COMPUTE_START = "compute_node_start.sh"
 COMPUTE_CONFIGURED = "compute_node_configured.sh"
 # The node package as one zipapp (stdlib zipapp layout: a zip with __main__.py at its root, behind a shebang).
@@ -53,7 +58,7 @@ from clusterkit_node.__main__ import main  # noqa: E402
 
 sys.exit(main())
 """)
-BUNDLE_FILES = ("enroot.sh", LAUNCHER, "head_node.sh", COMPUTE_START, COMPUTE_CONFIGURED)
+BUNDLE_FILES = ("enroot.sh", LAUNCHER, "head_node.sh", COMPUTE_START, COMPUTE_CONFIGURED, LOGIN)
 # The previous bundles' entry points, as shims to the zipapp: while a cluster update rolls out, compute nodes
 # launched from the previous launch template run their compute_node_configured.sh, which runs image_sync.py
 # from the (new) shared bundle, and plugstack lines written before this head node run name pyxis_importer.py.
@@ -98,9 +103,11 @@ class NodeArtifacts:
     compute_start: Artifact
     compute_configured: Artifact
     bundle: Artifact
+    login_stage0: Artifact | None = None  # only for a spec with login_nodes (no new asset for the others)
 
     def all(self) -> list[Artifact]:
-        return [self.stage0, self.launcher, self.compute_start, self.compute_configured, self.bundle]
+        login = [self.login_stage0] if self.login_stage0 is not None else []
+        return [self.stage0, self.launcher, self.compute_start, self.compute_configured, self.bundle, *login]
 
 
 def _file(name: str) -> Artifact:
@@ -147,4 +154,5 @@ def node_artifacts(loaded: Loaded) -> NodeArtifacts:
         compute_start=_file(COMPUTE_START),
         compute_configured=_file(COMPUTE_CONFIGURED),
         bundle=Artifact(f"{loaded.spec.name}-bundle.zip", build_zip(files)),
+        login_stage0=_file(LOGIN_STAGE0) if loaded.spec.login_nodes else None,
     )

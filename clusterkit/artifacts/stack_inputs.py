@@ -41,9 +41,11 @@ class StagedArtifacts:
     compute_start: StagedArtifact
     compute_configured: StagedArtifact
     bundle: StagedArtifact
+    login_stage0: StagedArtifact | None = None
 
     def all(self) -> list[StagedArtifact]:
-        return [self.stage0, self.launcher, self.compute_start, self.compute_configured, self.bundle]
+        login = [self.login_stage0] if self.login_stage0 is not None else []
+        return [self.stage0, self.launcher, self.compute_start, self.compute_configured, self.bundle, *login]
 
 
 def stage(artifacts: NodeArtifacts, outdir: str | Path) -> StagedArtifacts:
@@ -56,7 +58,8 @@ def stage(artifacts: NodeArtifacts, outdir: str | Path) -> StagedArtifacts:
 
     return StagedArtifacts(stage0=one(artifacts.stage0), launcher=one(artifacts.launcher),
                            compute_start=one(artifacts.compute_start),
-                           compute_configured=one(artifacts.compute_configured), bundle=one(artifacts.bundle))
+                           compute_configured=one(artifacts.compute_configured), bundle=one(artifacts.bundle),
+                           login_stage0=one(artifacts.login_stage0) if artifacts.login_stage0 else None)
 
 
 def version_guard_code() -> str:

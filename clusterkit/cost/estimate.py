@@ -27,6 +27,7 @@ from clusterkit.cost.price_list import ec2_query, fetch, on_demand_hourly, produ
 from clusterkit.effective.expand import EffectiveComputeResource, EffectiveQueue, EffectiveSpec
 from clusterkit.paths import PRICES
 from clusterkit.rules import advice
+from clusterkit.spec.model import LoginPool
 from clusterkit_node.lock import ImageLock
 
 PRICES_PATH = PRICES  # the name tests and callers use
@@ -126,6 +127,7 @@ def instance_types(spec: EffectiveSpec) -> list[str]:
     types = {spec.head_node.instance_type}
     types |= {cr.instance_type for q in spec.queues for cr in q.compute_resources
               if q.capacity_type != "capacity_block"}
+    types |= {pool.instance_type for pool in spec.login_nodes}
     return sorted(types)
 
 
@@ -135,6 +137,7 @@ def estimate(spec: EffectiveSpec, lock: ImageLock | None = None, prices: PriceBo
     region = spec.region
     lines: list[Line | None] = [_head(spec, book)]
     lines += [_compute(q, cr, region, book) for q in spec.queues for cr in q.compute_resources]
+    lines += [_login(pool, region, book) for pool in spec.login_nodes]
     if spec.platform is None:  # a platform's file system, NAT gateway and bucket are the platform's, not its clusters'
         lines += [_fsx(spec, book), _nat(spec, book), _s3(spec, lock, book)]
     refreshed = tuple(sorted(t for (r, t) in book.refreshed if r == region))
@@ -164,6 +167,16 @@ def _compute(queue: EffectiveQueue, cr: EffectiveComputeResource, region: str, b
         return Line(item, detail, None, None, missing=_no_price(cr.instance_type, region, "run --refresh"))
     note = "spot: on-demand price shown as the upper bound" if capacity_type == "spot" else ""
     return Line(item, detail, cr.min * price, cr.max * price, note=note)
+
+
+def _login(pool: LoginPool, region: str, book: PriceBook) -> Line:
+    """A login pool runs ``count`` on-demand nodes all the time (an Auto Scaling group of fixed size), idle or busy;
+    its load balancer is not priced."""
+    item, detail = f"login pool {pool.name}", f"{pool.instance_type} x {pool.count}"
+    price = book.ec2(region, pool.instance_type)
+    if price is None:
+        return Line(item, detail, None, None, missing=_no_price(pool.instance_type, region, "run --refresh"))
+    return Line(item, detail, pool.count * price, pool.count * price, note="load balancer not included")
 
 
 def fsx_price_key(deployment_type: str, throughput: int | None) -> str:
@@ -285,7 +298,8 @@ def instance_types_of(est: Estimate) -> list[str]:
     for line in est.lines:
         if line.item == "head node":
             found.append(line.detail)
-        elif line.item.startswith("queue ") and "capacity_block" not in line.detail:
+        elif (line.item.startswith("queue ") and "capacity_block" not in line.detail) or line.item.startswith(
+                "login pool "):
             found.append(line.detail.split(" ", 1)[0])
     return sorted(set(found))
 

@@ -37,6 +37,7 @@ from clusterkit.spec.model import (
     FsxDeploymentType,
     FsxLustre,
     Image,
+    LoginPool,
     Monitoring,
     Network,
     NewFsx,
@@ -218,6 +219,8 @@ class EffectiveSpec:
     names: Names
     node: NodeSettings
     platform: PlatformRef | None  # None: the cluster's own network and storage stacks
+    # LoginNodes pools as written (no derived value: subnet, security group and role are the compute nodes')
+    login_nodes: tuple[LoginPool, ...] = ()
 
     def tag_dict(self) -> dict[str, str]:
         return {t.key: t.value for t in self.tags}
@@ -413,6 +416,7 @@ def expand_spec(spec: ClusterSpec, *, deploy_time: datetime | None = None) -> Ef
                                     "storage.fsx_lustre.image_store": store,
                                     "containers.images": containers.ecr_registries}, containers),
         platform=platform,
+        login_nodes=tuple(spec.login_nodes),
     )
 
 

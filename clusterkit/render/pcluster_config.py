@@ -49,6 +49,9 @@ class NodeArtifactKeys(Protocol):
     @property
     def bundle(self) -> _Keyed: ...
 
+    @property
+    def login_stage0(self) -> _Keyed | None: ...
+
 
 @dataclass(frozen=True)
 class Refs:
@@ -113,6 +116,7 @@ def render_config(spec: EffectiveSpec, refs: Refs, artifacts: NodeArtifactKeys) 
         "Image": {"Os": spec.os},
         "Imds": {"ImdsSupport": "v2.0"},
         "HeadNode": _head_node(spec, refs, artifacts),
+        **_login_nodes(spec, refs, artifacts),
         "Scheduling": {
             "Scheduler": "slurm",
             "SlurmSettings": {
@@ -226,6 +230,33 @@ def _queue(spec: EffectiveSpec, queue: EffectiveQueue, refs: Refs,
     }
     out["ComputeResources"] = [_compute_resource(cr) for cr in queue.compute_resources]
     return out
+
+
+def _login_nodes(spec: EffectiveSpec, refs: Refs, artifacts: NodeArtifactKeys) -> dict[str, Any]:
+    """``LoginNodes`` (absent without pools): each pool in the compute subnet and the cluster security group, so
+    the NLB ParallelCluster puts in front of it is internal and reachable only from cluster nodes (the head node
+    forwards to it: docs/operations.md "Login nodes"), with the compute nodes' role (every user on a login node is
+    treated as holding it, as on compute nodes: no Session Manager, an explicit Deny of SSM parameter reads).
+
+    Both CustomActions name the frozen login stage 0 with constant Args (the event): PC 3.16.1 never updates a
+    pool's OnNodeStart/OnNodeConfigured (UNSUPPORTED), so everything that changes comes from the shared bundle."""
+    if not spec.login_nodes:
+        return {}
+    stage0 = artifacts.login_stage0
+    if stage0 is None:
+        raise ValueError(f"{spec.name} has login_nodes but its node artifacts lack the login stage 0")
+    script = _s3(refs, stage0.key)
+    pools = [{
+        "Name": pool.name,
+        "InstanceType": pool.instance_type,
+        "Count": pool.count,
+        "GracetimePeriod": pool.gracetime_minutes,
+        "Networking": {"SubnetIds": [refs.compute_subnet_id], "SecurityGroups": [refs.security_group_id]},
+        "Iam": _iam(refs, refs.compute_node_policy_arn, session_manager=False),
+        "CustomActions": {"OnNodeStart": {"Script": script, "Args": ["start"]},
+                          "OnNodeConfigured": {"Script": script, "Args": ["configured"]}},
+    } for pool in spec.login_nodes]
+    return {"LoginNodes": {"Pools": pools}}
 
 
 def _compute_resource(cr: EffectiveComputeResource) -> dict[str, Any]:

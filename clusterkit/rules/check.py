@@ -16,6 +16,7 @@ from clusterkit.rules import aws_limits
 from clusterkit.rules.cluster import acknowledge, identity, settings
 from clusterkit.rules.containers import compat, containers
 from clusterkit.rules.limits import AWS_INTEGER_MAX
+from clusterkit.rules.login_nodes import login_nodes
 from clusterkit.rules.network import network
 from clusterkit.rules.queues import head_node, queues
 from clusterkit.rules.storage import storage
@@ -28,8 +29,8 @@ from clusterkit_node import settings as node
 def check(spec: ClusterSpec, marks: Marks) -> list[Problem]:
     """Every rule, in spec order; errors and warnings together."""
     problems: list[Problem] = []
-    for rule in (identity, network, head_node, storage, queues, containers, compat, settings, aws_limits.check,
-                 acknowledge):
+    for rule in (identity, network, head_node, storage, queues, login_nodes, containers, compat, settings,
+                 aws_limits.check, acknowledge):
         problems.extend(rule(spec, marks))
     # Catch-alls, after the specific rules (whose messages say more): each field once.
     reported = {p.path for p in problems if p.level == "error"}

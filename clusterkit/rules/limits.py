@@ -30,6 +30,12 @@ AWS_INTEGER_MAX = 2 ** 31 - 1
 # EC2 CreateCapacityReservation InstanceCount: "Valid range: 1 - 1000" when created; ModifyCapacityReservation grows
 # it (by at most 1000 per request), so only the minimum bounds a reservation's size.
 MIN_RESERVATION_INSTANCES = 1
+# LoginNodes pools, ParallelCluster 3.16.1: at most MAX_NUMBER_OF_LOGIN_NODE_POOLS = 10 (pcluster/constants.py,
+# checked by MaxCountValidator in config/cluster_config.py _register_login_node_validators); Count >= 0 and
+# GracetimePeriod 3 to 120 (schemas/cluster_schema.py LoginNodesPoolSchema); pool names as queue names (NameValidator).
+MAX_LOGIN_POOLS = 10
+MIN_LOGIN_COUNT = 0
+LOGIN_GRACETIME_MINUTES = (3, 120)
 MIN_HEAD_ROOT_GIB = 40  # the official AMIs' root snapshots are 35 GiB and up
 MAX_EBS_GIB = 16384  # ParallelCluster 3.16.1's root-volume limit (validators/ebs_validators.py; EBS allows more)
 # lifecycle.ttl_hours: the teardown is created first and counts from the deploy, and creating the cluster
@@ -46,6 +52,7 @@ PC_VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
 EXPECT_VERSION = re.compile(r"[0-9]+(\.[0-9]+){0,3}")
 CLUSTER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,59}")
 QUEUE_NAME = re.compile(r"[a-z][a-z0-9-]{0,24}")
+LOGIN_POOL_NAME = QUEUE_NAME  # LoginNodesPool._register_validators runs the same NameValidator
 RESOURCE_NAME = QUEUE_NAME  # ParallelCluster's NameValidator applies the same rule to both
 RESERVED_NAMES = {"default"}
 IMAGE_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")

@@ -32,7 +32,10 @@ def interfaces_per_node(resource: ComputeResource) -> int:
 
 def compute_ips_needed(spec: ClusterSpec) -> int:
     head = 0 if spec.network.head_node_public else 1
-    return head + sum(cr.max * interfaces_per_node(cr) for q in spec.queues for cr in q.compute_resources)
+    # Login pools are rendered into the compute subnet: one address per login node and one for each pool's internal
+    # load balancer (one subnet, so one load balancer node).
+    login = sum(pool.count + 1 for pool in spec.login_nodes)
+    return head + login + sum(cr.max * interfaces_per_node(cr) for q in spec.queues for cr in q.compute_resources)
 
 
 def _subnet_room(spec: ClusterSpec, m: Marks, path: str, cidr: str) -> Iterator[Problem]:

@@ -137,6 +137,21 @@ class Queue:
 
 
 @dataclass(frozen=True)
+class LoginPool:
+    """A ParallelCluster LoginNodes pool (PC 3.16.1 pcluster/schemas/cluster_schema.py LoginNodesPoolSchema).
+
+    No root volume field: PC 3.16.1's pool schema has no LocalStorage (ClusterConfig gives every pool an implied,
+    encrypted one of the AMI's size, pcluster/config/cluster_config.py SlurmClusterConfig.__init__)."""
+
+    name: str = doc("pool name (lowercase letters, digits, hyphens; at most 25; not 'default')")
+    instance_type: str = doc(
+        "EC2 instance type of the login nodes (the head node's CPU architecture: they boot its AMI)")
+    count: int = doc("login nodes kept running; 0 stops the pool (what PC needs before most pool changes)", 1)
+    gracetime_minutes: int = doc(
+        "minutes logged-in users get after the termination notice when a node goes (3 to 120)", 10)
+
+
+@dataclass(frozen=True)
 class Scheduling:
     scaledown_idletime_minutes: int = doc("idle minutes before a dynamic node is stopped", 10)
     queue_update_strategy: Literal["DRAIN", "TERMINATE"] = doc("how running nodes take a queue update", "DRAIN")
@@ -245,6 +260,8 @@ class ClusterSpec:
     head_node: HeadNode = doc("the head node", HeadNode())
     storage: Storage = doc("shared storage", Storage())
     scheduling: Scheduling = doc("Slurm settings", Scheduling())
+    login_nodes: tuple[LoginPool, ...] = doc(
+        "ParallelCluster login node pools: users log in and submit there instead of on the head node", ())
     containers: Containers = doc("Enroot, Pyxis and the image list", Containers())
     monitoring: Monitoring = doc("logs and metrics", Monitoring())
     lifecycle: Lifecycle = doc("automatic teardown", Lifecycle())

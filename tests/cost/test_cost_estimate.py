@@ -53,13 +53,16 @@ def test_p4d_existing_by_hand():
 def test_p5_capacity_block_by_hand():
     est = _estimate("p5-capacity-block")
     # us-east-2: head c6i.4xlarge $0.68, NAT $0.045; capacity block excluded; spot c6i.2xlarge 0..4 at on-demand $0.34;
-    # FSx 4800 GiB PERSISTENT_2 at 500 MB/s/TiB x $0.34; S3: 1 image x 1.2 x 20 GiB (assumed) = 24 GiB x $0.023
-    idle = 0.68 + 0.045 + 4800 * 0.34 / HOURS_PER_MONTH + 24 * 0.023 / HOURS_PER_MONTH
+    # FSx 4800 GiB PERSISTENT_2 at 500 MB/s/TiB x $0.34; S3: 1 image x 1.2 x 20 GiB (assumed) = 24 GiB x $0.023;
+    # login pool: 2 x c6i.xlarge $0.17, running idle or busy
+    idle = 0.68 + 0.045 + 4800 * 0.34 / HOURS_PER_MONTH + 24 * 0.023 / HOURS_PER_MONTH + 2 * 0.17
     assert est.idle_hourly == pytest.approx(idle, rel=1e-12)
     assert est.busy_hourly == pytest.approx(idle + 4 * 0.34, rel=1e-12)
     block = next(line for line in est.lines if line.item == "queue block/p5")
     assert (block.idle, block.busy, block.note) == (
         None, None, "capacity block: billed at reservation purchase, not included")
+    login = next(line for line in est.lines if line.item == "login pool login")
+    assert (login.detail, login.idle, login.busy) == ("c6i.xlarge x 2", 2 * 0.17, 2 * 0.17)
     spot = next(line for line in est.lines if line.item == "queue debug/c6i")
     assert spot.note == "spot: on-demand price shown as the upper bound"
     assert est.missing == []  # the capacity block is excluded by design, not missing

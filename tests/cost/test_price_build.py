@@ -92,8 +92,9 @@ def test_what_the_shipped_specs_need():
     assert price_build.needs_of(price_build.shipped_specs()) == {
         # demo: new VPC, new PERSISTENT_2 file system at its 250 MB/s/TiB, image store bucket
         "us-east-1": price_build.Needs(("c6i.2xlarge", "p5.48xlarge"), ("PERSISTENT_2/250",), nat=True, s3=True),
-        # p5-capacity-block: the capacity block's p5.48xlarge is paid at purchase, so it is not asked
-        "us-east-2": price_build.Needs(("c6i.2xlarge", "c6i.4xlarge"), ("PERSISTENT_2/500",), nat=True, s3=True),
+        # p5-capacity-block: the capacity block's p5.48xlarge is paid at purchase, not asked (its login pool is)
+        "us-east-2": price_build.Needs(("c6i.2xlarge", "c6i.4xlarge", "c6i.xlarge"), ("PERSISTENT_2/500",), nat=True,
+                                       s3=True),
         # p4d-existing: existing VPC and file system belong to their owner
         "us-west-2": price_build.Needs(("m6i.2xlarge", "p4d.24xlarge")),
     }

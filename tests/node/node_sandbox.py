@@ -190,7 +190,7 @@ def bundle_zip(dest: Path, *, drop: tuple[str, ...] = (), zipapp: str | bytes = 
     """The bundle zip as the contract describes it (files at its root), with the stand-in zipapp (or the
     real one: clusterkit.artifacts.bundle.build_zipapp())."""
     files = {name: (SCRIPTS / name).read_bytes()
-             for name in ("enroot.sh", "compute_node_start.sh", "compute_node_configured.sh")}
+             for name in ("enroot.sh", "compute_node_start.sh", "compute_node_configured.sh", "login_node.sh")}
     for data in ("compat_rules.json", "node_profiles.json"):
         files[data] = (SCRIPTS.parent / "clusterkit/data" / data).read_bytes()
     files[ZIPAPP] = zipapp.encode() if isinstance(zipapp, str) else zipapp

@@ -67,7 +67,7 @@ def test_fresh_run_writes_exactly_the_expected_files(sandbox: Sandbox) -> None:
         "var/lib/clusterkit/image-sync.inputs",
         *(f"opt/parallelcluster/shared/{bundle_dir}/{f}" for f in
           ("enroot.sh", "clusterkit_node.pyz", "compat_rules.json", "node_profiles.json", "compute_node_start.sh",
-           "compute_node_configured.sh", "images.lock")),
+           "compute_node_configured.sh", "login_node.sh", "images.lock")),
     }
     modes = {p: after[p].mode for p in new_files if not p.startswith("opt/parallelcluster")}
     assert modes == {p: (0o755 if "hooks.d" in p or p == PROLOG else 0o644) for p in modes}

@@ -30,6 +30,12 @@ from clusterkit.spec.model import LoadedSpec, parse_spec
 pytestmark = pytest.mark.skipif(not pcluster_python().exists(), reason="run `make pcluster-venv`")
 DEMO = (CONFIG_DIR / "demo.yaml").read_text()
 
+
+def _login(*pools: str) -> str:
+    """A login_nodes block of these pools (each a name line and any more fields), put before containers:."""
+    return "login_nodes:\n" + "".join(f"  - {pool}\n    instance_type: c6i.large\n" for pool in pools) + "containers:\n"
+
+
 MUTATIONS = [
     # (id, old, new, our message fragment, PC validator type)
     ("min above max", "        min: 0\n        max: 4\n", "        min: 5\n        max: 4\n",
@@ -55,6 +61,21 @@ MUTATIONS = [
      "has a '..' part", "ConfigSchemaValidator"),
     ("mount_dir with a trailing slash", "    mount_dir: /fsx\n", "    mount_dir: /fsx/\n",
      "ends with '/'", "ConfigSchemaValidator"),
+    # LoginNodes pools (clusterkit/rules/login_nodes.py; PC 3.16.1 LoginNodesPoolSchema and its validators)
+    ("login pool name", "containers:\n", _login("name: Login_1"), "is not a valid login node pool name",
+     "NameValidator"),
+    ("reserved login pool name", "containers:\n", _login("name: default"), "is not a valid login node pool name",
+     "NameValidator"),
+    ("login gracetime below 3", "containers:\n", _login("name: login\n    gracetime_minutes: 2"),
+     "is outside 3 to 120 minutes", "ConfigSchemaValidator"),
+    ("login gracetime above 120", "containers:\n", _login("name: login\n    gracetime_minutes: 121"),
+     "is outside 3 to 120 minutes", "ConfigSchemaValidator"),
+    ("negative login count", "containers:\n", _login("name: login\n    count: -1"), "must be >= 0 (got -1)",
+     "ConfigSchemaValidator"),
+    ("duplicate login pool", "containers:\n", _login("name: login", "name: login"),
+     "duplicate login node pool name 'login'", "DuplicateNameValidator"),
+    ("eleven login pools", "containers:\n", _login(*(f"name: login{i}" for i in range(11))),
+     "11 login node pools; ParallelCluster allows 10", "MaxCountValidator"),
 ]
 
 

@@ -149,8 +149,8 @@ def test_bundle_contents():
         args = zf.read("node.args").decode().splitlines()
         lock = zf.read("images.lock")
     assert names == ["clusterkit_node.pyz", "compat_rules.json", "compute_node_configured.sh", "compute_node_start.sh",
-                     "enroot.sh", "head_node.sh", "head_node_launcher.sh", "image_sync.py", "images.lock", "node.args",
-                     "node_profiles.json", "pyxis_importer.py"]
+                     "enroot.sh", "head_node.sh", "head_node_launcher.sh", "image_sync.py", "images.lock",
+                     "login_node.sh", "node.args", "node_profiles.json", "pyxis_importer.py"]
     assert ("CK_CLUSTER=demo" in args
             and "ENROOT_SQUASH_OPTIONS=-comp zstd -Xcompression-level 3 -b 128K -no-fragments" in args)
     assert lock == loaded.lock_path.read_bytes()

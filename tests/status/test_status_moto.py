@@ -306,3 +306,18 @@ def test_no_credentials_is_one_line(monkeypatch, capsys):
                                           (-5, "expired 5m ago")])
 def test_time_left(minutes, text):
     assert time_left(NOW + timedelta(minutes=minutes), NOW) == text
+
+
+def test_a_cluster_on_a_platform_reports_the_platform_s_stacks_and_its_own(aws):
+    """Was: Train-A-Network and Train-A-Storage, which no app makes, reported as not deployed; now the platform's
+    two stacks, then the cluster's alerts and cluster stacks (clusterkit.spec.naming.cluster_stacks)."""
+    cfn, cloudwatch = aws
+    for name in ("Research-East-Network", "Research-East-Storage", "Train-A-Alerts"):
+        _create(cfn, name, {})
+    _create(cfn, "Train-A-Cluster", CLUSTER_OUTPUTS)
+    lines = status_lines(load("train-a").spec, cfn, now=NOW, cloudwatch=cloudwatch)
+    assert lines[:5] == ["train-a (us-east-1)",
+                         "  Research-East-Network              CREATE_COMPLETE",
+                         "  Research-East-Storage              CREATE_COMPLETE",
+                         "  Train-A-Alerts                     CREATE_COMPLETE",
+                         "  Train-A-Cluster                    CREATE_COMPLETE"]

@@ -29,7 +29,7 @@ readonly BUNDLE_LINK="${SHARED_BASE}/clusterkit"
 # read next to it, and what compute nodes source or run from the shared directory.
 readonly BUNDLE_FILES=(
     enroot.sh clusterkit_node.pyz compat_rules.json node_profiles.json images.lock compute_node_start.sh
-    compute_node_configured.sh login_node.sh
+    compute_node_configured.sh login_node.sh compute.args
 )
 readonly SYNC_UNIT="clusterkit-image-sync.service"
 readonly SYNC_TIMER="clusterkit-image-sync.timer"

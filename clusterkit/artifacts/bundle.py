@@ -147,7 +147,10 @@ def node_artifacts(loaded: Loaded) -> NodeArtifacts:
     files.update({name: path.read_bytes() for name, path in BUNDLE_DATA.items()})
     lock = loaded.lock_path
     files["images.lock"] = lock.read_bytes() if lock.exists() else lock_text(empty_lock(loaded.spec.name)).encode()
-    files["node.args"] = ("\n".join(expand(loaded).node.head) + "\n").encode()
+    settings = expand(loaded).node
+    files["node.args"] = ("\n".join(settings.head) + "\n").encode()
+    # login nodes run the compute scripts, which refuse the head-only settings (the image gc's)
+    files["compute.args"] = ("\n".join(settings.compute) + "\n").encode()
     return NodeArtifacts(
         stage0=_file(STAGE0),
         launcher=_file(LAUNCHER),

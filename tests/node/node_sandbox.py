@@ -185,6 +185,13 @@ def standin_zipapp(tag: str) -> str:
 from clusterkit.artifacts.bundle import ZIPAPP  # noqa: E402
 
 
+def _demo_compute_args() -> bytes:
+    from clusterkit.effective.expand import expand
+    from clusterkit.pipeline.loader import load
+
+    return ("\n".join(expand(load("demo", check_lock=False)).node.compute) + "\n").encode()
+
+
 def bundle_zip(dest: Path, *, drop: tuple[str, ...] = (), zipapp: str | bytes = ZIPAPP_STANDIN,
                lock: dict | None = None) -> Path:
     """The bundle zip as the contract describes it (files at its root), with the stand-in zipapp (or the
@@ -195,6 +202,7 @@ def bundle_zip(dest: Path, *, drop: tuple[str, ...] = (), zipapp: str | bytes = 
         files[data] = (SCRIPTS.parent / "clusterkit/data" / data).read_bytes()
     files[ZIPAPP] = zipapp.encode() if isinstance(zipapp, str) else zipapp
     files["images.lock"] = (json.dumps(lock or IMAGES_LOCK, indent=2, sort_keys=True) + "\n").encode()
+    files["compute.args"] = _demo_compute_args()  # what login_node.sh reads
     with zipfile.ZipFile(dest, "w") as zf:
         for name in sorted(files):
             if name not in drop:

@@ -151,7 +151,7 @@ def test_configured_checks_pass_and_verify_store(compute: Sandbox) -> None:
     assert r.calls("clusterkit_node.pyz") == [
         ["selftest", "--path", "extract", "--want-squashfuse", "1", "--squash-options",
          "-comp zstd -Xcompression-level 3 -b 128K -no-fragments"],
-        ["verify", *store_args], ["fingerprint", *store_args]]
+        ["verify", *store_args], ["fingerprint", *store_args, "--cluster", "demo"]]
     assert "srun" not in r.command_names
     assert "selftest: extract start works" in r.stdout
     assert "image_sync verify: store reachable; present: pytorch" in r.stdout

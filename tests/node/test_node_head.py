@@ -67,7 +67,7 @@ def test_fresh_run_writes_exactly_the_expected_files(sandbox: Sandbox) -> None:
         "var/lib/clusterkit/image-sync.inputs",
         *(f"opt/parallelcluster/shared/{bundle_dir}/{f}" for f in
           ("enroot.sh", "clusterkit_node.pyz", "compat_rules.json", "node_profiles.json", "compute_node_start.sh",
-           "compute_node_configured.sh", "login_node.sh", "images.lock")),
+           "compute_node_configured.sh", "login_node.sh", "images.lock", "compute.args")),
     }
     modes = {p: after[p].mode for p in new_files if not p.startswith("opt/parallelcluster")}
     assert modes == {p: (0o755 if "hooks.d" in p or p == PROLOG else 0o644) for p in modes}
@@ -327,7 +327,7 @@ def test_head_checks_for_every_file_the_bundle_ships() -> None:
     m = re.search(r"^readonly BUNDLE_FILES=\(([^)]*)\)", (SCRIPTS / "head_node.sh").read_text(), re.M)
     assert m, "readonly BUNDLE_FILES=(...) not found in head_node.sh"
     assert sorted(m.group(1).split()) == sorted(
-        {*BUNDLE_FILES, ZIPAPP, *BUNDLE_DATA, "images.lock"} - {"head_node.sh", LAUNCHER})
+        {*BUNDLE_FILES, ZIPAPP, *BUNDLE_DATA, "images.lock", "compute.args"} - {"head_node.sh", LAUNCHER})
 
 
 def test_download_failure_names_the_bundle(sandbox: Sandbox) -> None:

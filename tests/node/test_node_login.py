@@ -1,7 +1,7 @@
 """Login nodes: the pools' frozen CustomActions script (login_node_stage0.sh), the bundle's login_node.sh, and the
 compute scripts run with CK_NODE_ROLE=login, in the sandbox root of test_node_compute.py.
 
-Real: the three scripts under bash, the bundle's enroot.sh, the demo's real node.args (what the head node's bundle
+Real: the three scripts under bash, the bundle's enroot.sh, the demo's real compute.args (what the bundle
 holds), the files written. Stand-ins: as in test_node_compute.py (node_sandbox.py), plus real bash, date and tee on
 PATH for stage 0.
 """
@@ -24,10 +24,10 @@ SHARED = "opt/parallelcluster/shared/clusterkit"
 @pytest.fixture
 def login(sandbox: Sandbox) -> Sandbox:
     """A login node after ParallelCluster's init and config phases: the head node's bundle in the NFS-shared dir
-    (with login_node.sh and the demo's real node.args), /opt/slurm mounted with the head node's plugstack line."""
+    (with login_node.sh and the demo's real compute.args), /opt/slurm mounted with the head node's plugstack line."""
     shared = sandbox.install_bundle_as_shared()
     with zipfile.ZipFile(io.BytesIO(node_artifacts(load("demo")).bundle.data)) as zf:
-        (shared / "node.args").write_bytes(zf.read("node.args"))
+        (shared / "compute.args").write_bytes(zf.read("compute.args"))
         (shared / LOGIN).write_bytes(zf.read(LOGIN))
     sandbox.write("opt/slurm/etc/plugstack.conf", "include /opt/slurm/etc/plugstack.conf.d/*\n")
     sandbox.write("opt/slurm/etc/plugstack.conf.d/pyxis.conf",

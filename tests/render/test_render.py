@@ -147,8 +147,12 @@ def test_bundle_contents():
     with zipfile.ZipFile(io.BytesIO(node_artifacts(loaded).bundle.data)) as zf:
         names = sorted(zf.namelist())
         args = zf.read("node.args").decode().splitlines()
+        compute = zf.read("compute.args").decode().splitlines()
         lock = zf.read("images.lock")
-    assert names == ["clusterkit_node.pyz", "compat_rules.json", "compute_node_configured.sh", "compute_node_start.sh",
+    # login nodes run the compute scripts with compute.args: the head-only settings (image gc) are not in it
+    assert [a for a in args if a.startswith("CK_STORE_GC_")] and not [a for a in compute if a.startswith("CK_STORE_GC")]
+    assert names == ["clusterkit_node.pyz", "compat_rules.json", "compute.args", "compute_node_configured.sh",
+                     "compute_node_start.sh",
                      "enroot.sh", "head_node.sh", "head_node_launcher.sh", "image_sync.py", "images.lock",
                      "login_node.sh", "node.args", "node_profiles.json", "pyxis_importer.py"]
     assert ("CK_CLUSTER=demo" in args

@@ -41,12 +41,12 @@ def _manifest(cdk_out: Path, make: str) -> dict[str, Any]:
 
 
 def summarize_platform(cdk_out: Path, name: str) -> list[str]:
-    from clusterkit.pipeline.platform import load_checked, members
+    from clusterkit.pipeline.platform import load_checked
 
     loaded, _ = load_checked(name)
     manifest = _manifest(cdk_out, f"make synth PLATFORM={name}")
     p = loaded.spec
-    users = [m.spec.name for m in members(loaded.path.parent.parent, p.name)]
+    users = [m.spec.name for m in loaded.members]
     lines = [f"platform {p.name} ({p.region}/{p.availability_zone}); clusters naming it: {', '.join(users) or 'none'}"]
     lines += _stacks(cdk_out, manifest)
     lines.append(f"  templates: {cdk_out}/")

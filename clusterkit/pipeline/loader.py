@@ -139,7 +139,7 @@ def load(name_or_path: str, *, check_lock: bool = True) -> Loaded:
                                       f"rename the file to {spec.name}{path.suffix} or set name: {path.stem}"))
     if check_lock:
         problems += _lock_problems(spec, source)
-        problems += name_conflicts(spec, marks, path, lock_or_none(path))
+        problems += name_conflicts(spec, marks, path, lock_or_none(path), on)
     errors = [p for p in problems if p.level == "error"]
     if errors:  # acknowledged warnings stay quiet; whether an entry is unused is judged once advice has run
         acknowledged = {ack.id for ack in spec.acknowledge}

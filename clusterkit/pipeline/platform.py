@@ -42,6 +42,7 @@ class LoadedPlatform:
     spec: PlatformSpec
     path: Path
     marks: Marks
+    members: tuple[Member, ...] = ()  # the specs naming it, read once per load (empty while it has errors)
 
     @property
     def display_path(self) -> str:
@@ -136,6 +137,7 @@ def load_platform(path: Path) -> tuple[LoadedPlatform, list[Problem]]:
     loaded = LoadedPlatform(platform, path, marks)
     if not [p for p in problems if p.level == "error"]:
         group = members(path.parent.parent, platform.name)
+        loaded = LoadedPlatform(platform, path, marks, tuple(group))
         problems += list(_sum_of_members(loaded, group))
         problems += list(_stack_names_taken(loaded, path.parent.parent))
     return loaded, problems
@@ -182,13 +184,15 @@ def platform_of(spec: ClusterSpec, marks: Marks, spec_path: Path) -> tuple[Loade
     return loaded, problems
 
 
-def name_conflicts(spec: ClusterSpec, marks: Marks, spec_path: Path, lock: ImageLock | None) -> list[Problem]:
-    """One image name, one digest on a platform: this cluster's locked digests against every other member's."""
-    if spec.platform is None or lock is None:
+def name_conflicts(spec: ClusterSpec, marks: Marks, spec_path: Path, lock: ImageLock | None,
+                   on: LoadedPlatform | None) -> list[Problem]:
+    """One image name, one digest on a platform: this cluster's locked digests against every other member's
+    (``on.members``, read when the platform was loaded)."""
+    if on is None or lock is None:
         return []
     mine = {e.name: e for e in lock.images}
     problems = []
-    for other in members(spec_path.parent, spec.platform):
+    for other in on.members:
         if other.path.resolve() == spec_path.resolve() or other.lock is None:
             continue
         theirs = {e.name: e for e in other.lock.images}

@@ -229,18 +229,17 @@ class NetworkStack(cdk.Stack):
             "VpcId": (self.vpc_id, "VPC of the cluster"),
             "HeadNodeSubnetId": (self.head_node_subnet_id, "subnet of the head node"),
             "ComputeSubnetId": (self.compute_subnet_id, "subnet of every compute queue (one AZ, EFA)"),
-            "FsxSecurityGroupId": (self.fsx_security_group.security_group_id,
-                                   "security group of the FSx for Lustre file system"),
         }
         if not self.groups_are_ours:
             values["ClusterSecurityGroupId"] = (",".join(given.compute), "the compute nodes' existing security "
                                                 f"groups (head node: {','.join(given.head_node)})")
             values["FsxSecurityGroupId"] = (",".join(given.fsx), "the FSx file system's existing security groups")
-        elif self.cluster_security_group is not None:
-            values["ClusterSecurityGroupId"] = (self.cluster_security_group.security_group_id,
-                                                "the only security group of head and compute nodes")
-        values = {k: values[k] for k in ("VpcId", "HeadNodeSubnetId", "ComputeSubnetId", "ClusterSecurityGroupId",
-                                         "FsxSecurityGroupId") if k in values}
+        else:
+            if self.cluster_security_group is not None:  # a platform has none: its clusters make their own
+                values["ClusterSecurityGroupId"] = (self.cluster_security_group.security_group_id,
+                                                    "the only security group of head and compute nodes")
+            values["FsxSecurityGroupId"] = (self.fsx_security_group.security_group_id,
+                                            "security group of the FSx for Lustre file system")
         for key, (value, description) in values.items():
             cdk.CfnOutput(self, key, value=value, description=description,
                           export_name=export_name(self.stack_name, key))

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from clusterkit import clock
 from clusterkit.spec.errors import ClusterKitError
 from clusterkit.spec.model import ClusterSpec
 from clusterkit.spec.naming import TTL_RETRY_MINUTES, cluster_stacks, teardown_alarm_names
@@ -176,7 +177,7 @@ def status_report(spec: ClusterSpec, cfn: Any, now: datetime | None = None, *,
                   cloudwatch: Any = None) -> StatusReport:
     """Read ``spec``'s stacks, teardown and alarms; ``now`` is injectable so tests need no clock.
     ``cloudwatch`` defaults to a client for the spec's region, created only when the cluster stack exists."""
-    now = now or datetime.now(UTC)
+    now = now or clock.utc_now()
     states = {kind: describe(cfn, stack) for kind, stack in cluster_stacks(spec.name, spec.platform).items()}
     cluster = states["cluster"]
     base = StatusReport(spec.name, spec.region, tuple(states.values()), deployed=False)
@@ -233,7 +234,7 @@ def _alarms(spec: ClusterSpec, cloudwatch: Any, *, ttl: bool) -> tuple[tuple[tup
 
 def status_lines(spec: ClusterSpec, cfn: Any, now: datetime | None = None, *, cloudwatch: Any = None) -> list[str]:
     """The text report (``clusterkit status``)."""
-    now = now or datetime.now(UTC)
+    now = now or clock.utc_now()
     return report_lines(status_report(spec, cfn, now, cloudwatch=cloudwatch), now)
 
 

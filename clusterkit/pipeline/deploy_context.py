@@ -14,6 +14,7 @@ import dataclasses
 import math
 from datetime import UTC, datetime
 
+from clusterkit import clock
 from clusterkit.effective.expand import EffectiveSpec, expand
 from clusterkit.pipeline.loader import Loaded
 from clusterkit.rules import check as rules
@@ -28,7 +29,7 @@ class TtlError(ClusterKitError):
 
 
 def now_to_the_minute() -> datetime:
-    return datetime.now(UTC).replace(second=0, microsecond=0)
+    return clock.utc_now().replace(second=0, microsecond=0)
 
 
 def parse_deploy_time(value: object) -> datetime:

@@ -66,7 +66,8 @@ def _closure(start: str) -> set[str]:
 
 PACKAGE_DIRS = sorted(p.parent for p in (REPO / "clusterkit").glob("*/__init__.py"))
 PACKAGES = [p.name for p in PACKAGE_DIRS]
-ROOT_UTILITIES = {"clusterkit", "clusterkit.paths", "clusterkit.atomic", "clusterkit.jsondoc", "clusterkit.__main__"}
+ROOT_UTILITIES = {"clusterkit", "clusterkit.paths", "clusterkit.atomic", "clusterkit.jsondoc", "clusterkit.clock",
+                  "clusterkit.__main__"}
 
 
 def declared_imports(package: str) -> set[str]:
@@ -241,3 +242,20 @@ def test_the_architecture_table_lists_every_package_its_modules_and_its_imports(
         assert owns == modules, f"docs/architecture.md, row {package}: names {sorted(owns)}, tree {sorted(modules)}"
         expected = {"every", "package"} if package == "cli" else declared_imports(package)
         assert may == expected, f"docs/architecture.md, row {package}: {sorted(may)}, __init__: {sorted(expected)}"
+
+
+# --- one clock ------------------------------------------------------------------------------------------------
+
+def test_the_cli_side_reads_the_time_only_through_clusterkit_clock():
+    """A report that depends on today's date is testable on any date only if the time comes from one place that
+    tests replace (clusterkit/clock.py): ``datetime.now``/``utcnow``/``today`` and ``time.time`` elsewhere would
+    tie a test to the calendar again (the TTL test went red on 2026-12-04)."""
+    reads = []
+    for name, path in _clusterkit_modules().items():
+        if name in {"clusterkit.clock", "clusterkit.catalog.build"}:  # build: --as-of defaults to today, by design
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in {"now", "utcnow", "today"} and \
+                    isinstance(node.value, ast.Name) and node.value.id in {"datetime", "date"}:
+                reads.append(f"{name}:{node.lineno} {node.value.id}.{node.attr}")
+    assert reads == [], "read the time through clusterkit.clock.utc_now()"

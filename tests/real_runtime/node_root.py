@@ -75,6 +75,7 @@ SLURM_CLIENTS = ("srun", "sbatch", "salloc", "scontrol", "squeue", "sinfo", "sca
 USERS = {"ckuser1": (27001, 27000), "ckuser2": (27002, 27000)}
 GROUP = ("ckteam", 27000)
 NODE = "cknode1"
+REPO = Path(__file__).resolve().parents[2]  # the checkout: its scripts run inside every node, wherever it lives
 # aws and systemctl stand-ins (see their docstrings), overlaid on /usr/local/bin ahead of everything.
 STANDINS = Path(__file__).resolve().parent / "standins"
 PATH = "/opt/slurm/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -115,6 +116,20 @@ def ami_layer(directory: Path, profile: str) -> Path:
 _SETUP = r"""
 set -euo pipefail
 S="$1"; STAGE="$2"; STANDINS="$3"; FSX_AT_START="$4"; AMI="$5"; FUSE_MODE="$6"; NODE_NAME="$7"; FSX="$8"
+shift 8  # the rest: host directories the node must see at their own paths (the scratch, the checkout)
+# A host directory under /tmp or /var/tmp that the node's own /tmp or /var/tmp would hide: its top directory
+# there is bound back at the same path (the checkout may live in /tmp/tmp.XXXX or /var/tmp/ci/...).
+keep_visible() {
+    local path="$1" base rest top
+    for base in /var/tmp /tmp; do
+        case "$path" in
+            "$base"/*)
+                rest="${path#"$base"/}"; top="$base/${rest%%/*}"
+                if [ "$base" = /tmp ] && [ -z "$NODE_NAME" ]; then return 0; fi  # single node: the host's /tmp
+                mkdir -p "$R$top"; mount --rbind "$top" "$R$top"; return 0 ;;
+        esac
+    done
+}
 # A node of a multi-node cluster has its own UTS namespace: its own hostname, as slurmd and MPI see it.
 if [ -n "$NODE_NAME" ]; then hostname "$NODE_NAME"; fi
 R="$S/root"
@@ -140,12 +155,8 @@ mount --bind "$S/vartmp" "$R/var/tmp"
 if [ "$FSX_AT_START" = yes ]; then mount --bind "$FSX" "$R/fsx"; fi
 # A node of a multi-node cluster has its own /tmp, as a machine does (Slurm's PMIx plugin makes
 # /tmp/spmix_appdir_<uid>_<step> on every node of a step); the test's own temporary tree stays visible.
-if [ -n "$NODE_NAME" ]; then
-    mount -t tmpfs -o mode=1777 nodetmp "$R/tmp"
-    case "$S" in
-        /tmp/*/*) keep="/tmp/$(echo "${S#/tmp/}" | cut -d/ -f1)"; mkdir -p "$R$keep"; mount --rbind "$keep" "$R$keep" ;;
-    esac
-fi
+if [ -n "$NODE_NAME" ]; then mount -t tmpfs -o mode=1777 nodetmp "$R/tmp"; fi
+for keep in "$S" "$@"; do keep_visible "$keep"; done
 mount -t proc proc "$R/proc"
 mount --rbind /dev "$R/dev"
 # /dev/fuse with the profile's mode (0666 on ParallelCluster AMIs: systemd's udev rule); this host's is
@@ -194,7 +205,7 @@ class NodeRoot:
         self.holder = subprocess.Popen(
             ["unshare", *namespaces, "bash", "-c", _SETUP, "setup",
              str(self.scratch), str(self.stage), str(STANDINS), "yes" if self.fsx_at_start else "no", str(ami),
-             fuse_mode, self.node_name or "", str(self.fsx)],
+             fuse_mode, self.node_name or "", str(self.fsx), *sorted({str(REPO), str(self.fsx.resolve())})],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, text=True)
         assert self.holder.stdout is not None
         # the setup prints "ready" once it has pivoted into the node root (or dies saying why)

@@ -252,14 +252,17 @@ def test_unreadable_events_are_one_line_not_a_traceback(aws):
                         "not authorized to perform DescribeStackEvents)")
 
 
-def test_cli(aws, capsys):
+def test_cli(aws, capsys, monkeypatch):
+    """The CLI reads the time through clusterkit.clock: set to NOW, the expiry is 3 days ahead on any date."""
+    monkeypatch.setattr("clusterkit.clock.utc_now", lambda: NOW)
     cfn, cloudwatch = aws
     _deploy(cfn, CLUSTER_OUTPUTS)
     _alarms(cloudwatch, refused="OK", overdue="OK")
     assert main(["status", "demo"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "demo (us-east-1)" and out[3].split() == ["Demo-Cluster", "CREATE_COMPLETE"]
-    assert out[4].startswith("  expires                            2026-12-04T08:00:00Z, ")
+    assert out[4] == ("  expires                            2026-12-04T08:00:00Z, in 3d; extend: make deploy CLUSTER=demo "
+                      "TTL=<hours from now>")
     assert out[5].split()[:3] == ["alarm", "teardown-refused", "OK"]  # the CLI's own CloudWatch client
 
 

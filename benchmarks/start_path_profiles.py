@@ -44,7 +44,7 @@ from images_fakes import serve  # noqa: E402
 from node_root import NodeRoot  # noqa: E402
 from squash_options import build_tree  # noqa: E402
 
-from clusterkit_node.settings import DEFAULT_SQUASH_OPTIONS  # noqa: E402
+from clusterkit_node.contract.settings import DEFAULT_SQUASH_OPTIONS  # noqa: E402
 
 PROFILES = ("alinux2023", "ubuntu2204")
 USER = "ckuser1"

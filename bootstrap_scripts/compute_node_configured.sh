@@ -51,7 +51,7 @@ check_pyxis() {
 
 # check_pyxis_options: the plugstack line is the head node's (written for ITS pyxis, NFS-shared); a compute
 # AMI whose pyxis is older would refuse an option and slurmd would not start, so say it here, plainly
-# (clusterkit_node/pyxis_conf.py line_check). Sets LINE_START_PATH from the line (use_squashfuse=1 or not).
+# (clusterkit_node/node/pyxis_conf.py line_check). Sets LINE_START_PATH from the line (use_squashfuse=1 or not).
 LINE_START_PATH=extract
 check_pyxis_options() {
     local out rc=0

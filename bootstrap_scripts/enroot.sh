@@ -103,7 +103,7 @@ ck_node_tool() {
     python3 "${CK_ZIPAPP}" "$@"
 }
 
-# ck_parse_args ROLE ARG...: the Args checked against the one settings table (clusterkit_node/settings.py, by
+# ck_parse_args ROLE ARG...: the Args checked against the one settings table (clusterkit_node/contract/settings.py, by
 # the node tools' node-args: keys, values, did-you-mean) into one shell variable per key, defaults first, so
 # nothing leaks in from the caller's environment. Exit 2 on a bad Arg, with its one line.
 ck_parse_args() {
@@ -257,7 +257,7 @@ ck_make_enroot_dirs() {
         ck_ensure_dir "${CK_ROOT}${d}" 0755
     done
     # The per-user parents are root's and 0755: root makes each user's user-<uid> (0700, theirs) before their job
-    # runs (the Slurm prolog, clusterkit_node/user_dirs.py), so no user can make, or swap, another's. The temp dir is
+    # runs (the Slurm prolog, clusterkit_node/node/user_dirs.py), so no user can make, or swap, another's. The temp dir is
     # shared like /tmp (sticky, mktemp names).
     for d in "${CK_ENROOT_RUNTIME_DIR}" "${CK_ENROOT_DATA_DIR}" "${CK_ENROOT_CACHE_DIR}"; do
         ck_ensure_dir "${CK_ROOT}${d}" 0755
@@ -277,7 +277,7 @@ ck_make_enroot_dirs() {
     fi
 }
 
-# ck_write_enroot_conf: /etc/enroot/enroot.conf for the current settings and layout (clusterkit_node/enroot_conf.py).
+# ck_write_enroot_conf: /etc/enroot/enroot.conf for the current settings and layout (clusterkit_node/node/enroot_conf.py).
 ck_write_enroot_conf() {
     local content
     ck_ensure_dir "${CK_ROOT}/etc/enroot" 0755
@@ -315,7 +315,7 @@ ck_install_hooks() {
     done
 }
 
-# ck_write_ecr_credentials: /etc/enroot/credentials for CK_ECR_REGISTRIES, 0644 root (clusterkit_node/enroot_conf.py
+# ck_write_ecr_credentials: /etc/enroot/credentials for CK_ECR_REGISTRIES, 0644 root (clusterkit_node/node/enroot_conf.py
 # says why it is world-readable and holds no secret: each user's enroot runs its password command as that user, so
 # users pull with their own identity); removed when the cluster names no ECR registry. The head node's image sync
 # gets its own copy, root's only (ck_write_sync_credentials).
@@ -401,7 +401,7 @@ ck_setup_local_enroot() {
 }
 
 # ck_install_prolog: the Slurm prolog that makes the job user's enroot dirs as root before any step runs
-# (clusterkit_node/user_dirs.py). ParallelCluster's slurm.conf runs every file in CK_PROLOG_DIR (cookbook slurm.conf.erb:
+# (clusterkit_node/node/user_dirs.py). ParallelCluster's slurm.conf runs every file in CK_PROLOG_DIR (cookbook slurm.conf.erb:
 # Prolog=/opt/slurm/etc/scripts/prolog.d/*; config_health_check.rb makes the dir); /opt/slurm is NFS-shared, so the
 # head node writes it once for every node. It never fails: a failing prolog drains the node.
 ck_install_prolog() {

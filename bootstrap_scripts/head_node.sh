@@ -4,7 +4,7 @@
 # when its unit or image lock changed).
 #
 # Args (one KEY=VALUE each): CK_CLUSTER, CK_OS, CK_BUNDLE, CK_REGION (required); CK_STORE,
-# CK_ECR_REGISTRIES, ENROOT_*, PYXIS_* (optional; values and defaults: clusterkit_node/settings.py).
+# CK_ECR_REGISTRIES, ENROOT_*, PYXIS_* (optional; values and defaults: clusterkit_node/contract/settings.py).
 #
 # Order, and why:
 #  1. download + unpack the bundle (the shared functions live in it, so this script carries only a
@@ -177,7 +177,7 @@ activate_bundle() {
 # ensure_store: the image store must be on the FSx mount (mounted before OnNodeConfigured), never on
 # the root volume where large imports would fill the disk. Its staging sibling (/fsx/containers ->
 # /fsx/.containers.clusterkit: lock, import temp files, node fingerprints; outside what FSx exports to
-# S3) is created by the image sync, which owns that layout (clusterkit_node/layout.py, store.py).
+# S3) is created by the image sync, which owns that layout (clusterkit_node/contract/layout.py, store.py).
 ensure_store() {
     local p="${CK_STORE}"
     while [[ -n "${p}" ]]; do

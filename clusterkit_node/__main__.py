@@ -18,9 +18,9 @@ IMPORTER_COMMANDS = ("get", "release")  # pyxis' importer protocol (pyxis 0.24.0
 def main(argv: Optional[Iterable[str]] = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if args[:1] and args[0] in IMPORTER_COMMANDS:
-        from . import pyxis_importer
+        from clusterkit_node.node import pyxis_importer
         return pyxis_importer.main(args)
-    from . import commands
+    from clusterkit_node import commands
     return commands.main(args)
 
 

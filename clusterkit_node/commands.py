@@ -82,18 +82,20 @@ import argparse
 import sys
 from typing import Iterable, Optional
 
-from . import args as node_args
-from . import cluster_records, enroot_conf, gc, image_inspect, pyxis_conf, selftest, start_path, user_dirs
-from .bundle_files import RULES_NAME, ZIPAPP_NAME
-from .cluster_records import DEFAULT_STALE_DAYS
-from .console import EXIT_FAILED, EXIT_USAGE, PROG, UsageError, error, os_error_line
-from .drift import cmd_drift
-from .fingerprint import cmd_fingerprint
-from .nccl_transport import EXPECTATIONS, cmd_nccl_check
-from .status import cmd_status
-from .sync import cmd_sync
-from .sync_config import DEFAULT_HEARTBEAT
-from .verify import cmd_verify
+from clusterkit_node.contract.bundle_files import RULES_NAME, ZIPAPP_NAME
+from clusterkit_node.contract.console import EXIT_FAILED, EXIT_USAGE, PROG, UsageError, error, os_error_line
+from clusterkit_node.fleet.drift import cmd_drift
+from clusterkit_node.fleet.fingerprint import cmd_fingerprint
+from clusterkit_node.fleet.nccl_transport import EXPECTATIONS, cmd_nccl_check
+from clusterkit_node.image import image_inspect
+from clusterkit_node.node import args as node_args
+from clusterkit_node.node import enroot_conf, pyxis_conf, selftest, start_path, user_dirs
+from clusterkit_node.store import cluster_records, gc
+from clusterkit_node.store.cluster_records import DEFAULT_STALE_DAYS
+from clusterkit_node.store.status import cmd_status
+from clusterkit_node.store.sync import cmd_sync
+from clusterkit_node.store.sync_config import DEFAULT_HEARTBEAT
+from clusterkit_node.store.verify import cmd_verify
 
 # ------------------------------------------------------------------------------------------------- CLI
 

@@ -129,9 +129,9 @@ def build_zip(files: dict[str, bytes], prefix: bytes = b"") -> bytes:
 
 
 def node_package_files() -> dict[str, bytes]:
-    """Every module of clusterkit_node, under the package's name (what the zipapp imports)."""
-    return {f"{NODE_PACKAGE_DIR.name}/{path.name}": path.read_bytes()
-            for path in sorted(NODE_PACKAGE_DIR.glob("*.py"))}
+    """Every module of clusterkit_node and its subpackages, under the package's name (what the zipapp imports)."""
+    return {f"{NODE_PACKAGE_DIR.name}/{path.relative_to(NODE_PACKAGE_DIR).as_posix()}": path.read_bytes()
+            for path in sorted(NODE_PACKAGE_DIR.rglob("*.py"))}
 
 
 def build_zipapp() -> bytes:

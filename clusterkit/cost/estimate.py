@@ -28,7 +28,7 @@ from clusterkit.effective.expand import EffectiveComputeResource, EffectiveQueue
 from clusterkit.paths import PRICES
 from clusterkit.rules import advice
 from clusterkit.spec.model import LoginPool
-from clusterkit_node.lock import ImageLock
+from clusterkit_node.contract.lock import ImageLock
 
 PRICES_PATH = PRICES  # the name tests and callers use
 HOURS_30_DAYS = 720

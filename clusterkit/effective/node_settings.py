@@ -4,7 +4,7 @@ table.
 Scripts never hold cluster values of their own: the head node reads these from ``node.args`` inside the
 bootstrap bundle, compute nodes get them as CustomActions Args (see bootstrap_scripts/). Which settings
 exist, the spec field each comes from and the order they are written in are the rows of
-``clusterkit_node/settings.py`` (its ``spec_field``), so a new node setting is a row there and a spec field,
+``clusterkit_node/contract/settings.py`` (its ``spec_field``), so a new node setting is a row there and a spec field,
 not an edit here: ``resolve`` reads each field's resolved value, and ``setting_field`` names the field in
 errors.
 """
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from clusterkit.spec.model import ClusterSpec
-from clusterkit_node.settings import SETTINGS
+from clusterkit_node.contract.settings import SETTINGS
 
 SETTING_FIELDS = {s.key: s.spec_field for s in SETTINGS if s.spec_field}
 """The spec field each node setting comes from (clusterkit/rules/check.py checks every setting against the

@@ -1,6 +1,6 @@
 """The committed image lock file: read it with a position for every problem, write it deterministically.
 
-The model and the rules its values obey live in ``clusterkit_node.lock``, which is what the nodes read
+The model and the rules its values obey live in ``clusterkit_node.contract.lock``, which is what the nodes read
 the same file with. The file is JSON because the nodes parse it with ``json``; JSON is YAML, so the
 spec's positioned reader builds the same dataclasses here and every problem gets file:line:col. The text
 must first pass the nodes' own JSON decoder, so nothing only YAML allows (a comment, a bare string) or
@@ -16,7 +16,7 @@ from clusterkit.atomic import write_text
 from clusterkit.spec.errors import Problem, SpecError
 from clusterkit.spec.files import LOCK_SUFFIX, lock_command, spec_of_lock
 from clusterkit.spec.yaml_reader import Reader
-from clusterkit_node.lock import LOCK_VERSION, ImageLock, LockedImage, LockSyntaxError, decode, lock_problems
+from clusterkit_node.contract.lock import LOCK_VERSION, ImageLock, LockedImage, LockSyntaxError, decode, lock_problems
 
 __all__ = ["LOCK_SUFFIX", "LOCK_VERSION", "ImageLock", "LockError", "LockedImage", "empty_lock", "lock_text",
            "parse_lock_text", "read_lock", "write_lock"]

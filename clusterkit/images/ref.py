@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from clusterkit_node.lock import DIGEST_RE
+from clusterkit_node.contract.lock import DIGEST_RE
 
 DOCKER_HUB = "registry-1.docker.io"
 _DOCKER_HUB_ALIASES = frozenset({"docker.io", "index.docker.io", DOCKER_HUB})
@@ -156,7 +156,7 @@ def parse_image_ref(text: str) -> ImageRef:
 
 
 def is_sha256_digest(value: object) -> bool:
-    """The digest form the lock and the nodes accept (clusterkit_node.lock.DIGEST_RE)."""
+    """The digest form the lock and the nodes accept (clusterkit_node.contract.lock.DIGEST_RE)."""
     return isinstance(value, str) and DIGEST_RE.fullmatch(value) is not None
 
 

@@ -3,7 +3,7 @@
 `resolve_lock` asks registries (ECR private through boto3, everything else through registry.py) and
 returns the lock; `offline_lock` locks only what the spec already pins; `staleness` says, without any
 network, whether a committed lock still matches the spec so render/validate can refuse a stale one and
-name the command that fixes it. The lock's model and rules: clusterkit_node.lock; its file: lock_file.py.
+name the command that fixes it. The lock's model and rules: clusterkit_node.contract.lock; its file: lock_file.py.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from clusterkit.images.registry import (
     resolve_image,
 )
 from clusterkit.spec.errors import ClusterKitError
-from clusterkit_node.declared_versions import NOTHING_DECLARED, declared_versions
-from clusterkit_node.lock import LOCK_VERSION, ImageLock, LockedImage
+from clusterkit_node.contract.lock import LOCK_VERSION, ImageLock, LockedImage
+from clusterkit_node.image.declared_versions import NOTHING_DECLARED, declared_versions
 
 
 @dataclass(frozen=True)

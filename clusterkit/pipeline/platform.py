@@ -4,7 +4,7 @@ A platform file ``platforms/<name>.yaml`` lives next to the cluster specs that s
 checked by the same network and storage rules a cluster's own network and storage get, plus the rules only
 the sum of its clusters can break: the compute subnet must hold every cluster's nodes, the file system every
 cluster's images, and an image name must mean one digest across the platform (the store's stable name
-``<store>/<name>.sqsh`` and its manifest are keyed by name; clusterkit_node/store.py). "Its clusters" are the
+``<store>/<name>.sqsh`` and its manifest are keyed by name; clusterkit_node/store/manifest.py). "Its clusters" are the
 specs in the same directory that name it: what ``validate`` can know offline; the head nodes' own records
 on the store cover clusters made from specs elsewhere (docs/operations.md).
 

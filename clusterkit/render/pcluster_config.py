@@ -102,10 +102,11 @@ def bundle_arg(eff: EffectiveSpec) -> str:
 
 # slurm.conf lines every ClusterKit cluster needs (ParallelCluster writes CustomSlurmSettings into slurm.conf;
 # PrologFlags is not on its deny list, pcluster/validators/slurm_settings_validator.py). Alloc: the prolog that makes
-# each job user's enroot dirs as root (clusterkit_node/user_dirs.py, installed in PC's prolog.d) runs on EVERY node of
-# an allocation when it is granted, not only where a step starts. pyxis' job epilog runs `enroot list` as the job's
-# user on every allocated node, and enroot makes those dirs at every start (enroot.in: mkdir -p of the data, cache and
-# runtime paths); under root's parents that fails where the prolog did not run, and a failed epilog drains the node.
+# each job user's enroot dirs as root (clusterkit_node/node/user_dirs.py, installed in PC's prolog.d) runs on EVERY
+# node of an allocation when it is granted, not only where a step starts. pyxis' job epilog runs `enroot list` as the
+# job's user on every allocated node, and enroot makes those dirs at every start (enroot.in: mkdir -p of the data,
+# cache and runtime paths); under root's parents that fails where the prolog did not run, and a failed epilog drains
+# the node.
 CUSTOM_SLURM_SETTINGS: tuple[dict[str, str], ...] = ({"PrologFlags": "Alloc"},)
 
 

@@ -5,7 +5,7 @@ reports it stale), and every shipped spec names it on its first line for yaml-la
 dataclasses the way ``clusterkit.render.spec_reference`` does and reads them the way
 ``clusterkit.spec.yaml_reader`` does: the types, the required keys (no default), no unknown keys, the choices
 of each ``Literal``, the defaults and the ``doc`` strings. Value limits come only from rules that are data:
-the constants of ``clusterkit.rules.limits``, the nodes' settings contract (``clusterkit_node.settings``,
+the constants of ``clusterkit.rules.limits``, the nodes' settings contract (``clusterkit_node.contract.settings``,
 via the spec fields of ``clusterkit.effective.node_settings.SETTING_FIELDS``), and the warning ids a spec may
 acknowledge (``clusterkit.spec.warning_ids``). Limits written only as code stay with ``clusterkit validate``,
 as do cross-field rules and the catalog (instance types, regions, zones): the schema may accept a spec that
@@ -24,7 +24,7 @@ from clusterkit.effective.node_settings import SETTING_FIELDS
 from clusterkit.rules import limits
 from clusterkit.spec import warning_ids
 from clusterkit.spec.model import ClusterSpec, PlatformSpec
-from clusterkit_node import settings as node
+from clusterkit_node.contract import settings as node
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_ID = "urn:clusterkit:cluster-spec"  # clusterkit/__init__.py defines no ClusterKit version to add

@@ -11,12 +11,12 @@ a warning (with its id from ``clusterkit.spec.warning_ids``), so ``validate`` st
   job touches: the message adds that figure, from the measured share (SQUASHFUSE_READ_SHARE).
 - Head node root volume: image imports on a head node without local NVMe unpack into the root volume
   (bootstrap_scripts/enroot.sh ``ck_enroot_layout``); the head node's disk preflight factors
-  (clusterkit_node/sizing.py) say how much.
+  (clusterkit_node/contract/sizing.py) say how much.
 - Compute root volume: on a queue whose instances have no local NVMe, pyxis unpacks each job's image
   into ENROOT_DATA_PATH on the root volume (enroot.sh ``ck_enroot_layout``), about TEMP_FACTOR x the
   image's compressed size, and ParallelCluster sizes that volume like the AMI unless told otherwise.
 - Capacity blocks whose min/max differ from the block's instance count, when the spec states it.
-- The start path nodes of the spec's OS will take: ``clusterkit_node.start_path.choose`` (what every node runs
+- The start path nodes of the spec's OS will take: ``clusterkit_node.node.start_path.choose`` (what every node runs
   on facts it measures) run on the OS's profile (clusterkit/data/node_profiles.json). Where ParallelCluster's
   AMI lacks squashfuse (alinux2023), pyxis extracts every image onto node-local disk even with
   ``use_squashfuse`` on: a warning with the fix, and the fan-out figures use the extraction numbers.
@@ -39,17 +39,17 @@ from clusterkit.paths import NODE_PROFILES
 from clusterkit.rules import limits
 from clusterkit.spec.errors import Problem
 from clusterkit.spec.yaml_reader import Marks
-from clusterkit_node import profiles as node_profiles
-from clusterkit_node.lock import ImageLock
-from clusterkit_node.settings import block_bytes
-from clusterkit_node.sizing import (
+from clusterkit_node.contract import profiles as node_profiles
+from clusterkit_node.contract.lock import ImageLock
+from clusterkit_node.contract.settings import block_bytes
+from clusterkit_node.contract.sizing import (
     CACHE_FACTOR,
     STORE_FACTOR_COMPRESSED,
     STORE_FACTOR_UNCOMPRESSED_DATA,
     TEMP_FACTOR,
     data_uncompressed,
 )
-from clusterkit_node.start_path import SQUASHFUSE, StartFacts, StartPath, choose
+from clusterkit_node.node.start_path import SQUASHFUSE, StartFacts, StartPath, choose
 
 GIB = 1024 ** 3
 GB = 1000 ** 3
@@ -96,7 +96,7 @@ def store_factor(squash_options: str) -> float:
 
 
 def block_size(squash_options: str) -> int:
-    """mksquashfs -b in bytes (the nodes' own reading, clusterkit_node.settings); 128 KiB when not given."""
+    """mksquashfs -b in bytes (the nodes' own reading, clusterkit_node.contract.settings); 128 KiB when not given."""
     words = shlex.split(squash_options)
     for flag, value in zip(words, words[1:]):
         if flag == "-b":

@@ -23,7 +23,7 @@ from clusterkit.rules.storage import storage
 from clusterkit.spec.errors import Problem
 from clusterkit.spec.model import ClusterSpec
 from clusterkit.spec.yaml_reader import Marks
-from clusterkit_node import settings as node
+from clusterkit_node.contract import settings as node
 
 
 def check(spec: ClusterSpec, marks: Marks) -> list[Problem]:
@@ -43,7 +43,7 @@ def check(spec: ClusterSpec, marks: Marks) -> list[Problem]:
 
 
 def _node_settings(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
-    """Every KEY=VALUE the spec gives the nodes, against the nodes' own contract (clusterkit_node/settings.py):
+    """Every KEY=VALUE the spec gives the nodes, against the nodes' own contract (clusterkit_node/contract/settings.py):
     a value validate accepts is one no node refuses at boot."""
     for line in expand_spec(spec).node.head:  # malformed image references are the images' own rule
         key, _, value = line.partition("=")

@@ -35,7 +35,7 @@ from clusterkit import paths
 from clusterkit.atomic import write_text
 from clusterkit.rules.ofi_release_notes import NotesError, Release, parse
 from clusterkit.spec.errors import ClusterKitError
-from clusterkit_node import compat
+from clusterkit_node.contract import compat
 
 REBUILD = "make compat-rules"
 PREFIX = "ofi-notes-"  # ids of the generated rules: everything else in the file is hand-written

@@ -1,6 +1,6 @@
 """Compatibility rules (clusterkit/data/compat_rules.json) applied to the versions a spec expects.
 
-The evaluator is clusterkit_node.compat, imported here: the same code runs on compute nodes (stdlib
+The evaluator is clusterkit_node.contract.compat, imported here: the same code runs on compute nodes (stdlib
 Python 3.9, shipped in the node zipapp), so a rule cannot mean one thing at validate time and another
 at boot. Validate only knows each image's ``expect`` versions (the lock holds digests, not versions); the
 versions actually recorded from the .sqsh files are checked on every compute node at boot, together with
@@ -16,7 +16,7 @@ from clusterkit.rules.limits import EXPECT_VERSION
 from clusterkit.spec.errors import Problem
 from clusterkit.spec.model import ClusterSpec
 from clusterkit.spec.yaml_reader import Marks
-from clusterkit_node import compat as node_compat
+from clusterkit_node.contract import compat as node_compat
 
 # Module attributes, read at call time (a test points them at a broken rules file).
 REPO = paths.ROOT

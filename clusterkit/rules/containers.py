@@ -12,8 +12,8 @@ from clusterkit.rules.limits import EXPECT_VERSION, IMAGE_NAME, OLDEST_PC_PYXIS,
 from clusterkit.spec.errors import Problem
 from clusterkit.spec.model import ClusterSpec
 from clusterkit.spec.yaml_reader import Marks
-from clusterkit_node import settings as node
-from clusterkit_node.layout import image_name_problem
+from clusterkit_node.contract import settings as node
+from clusterkit_node.contract.layout import image_name_problem
 
 
 def containers(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
@@ -55,7 +55,7 @@ def containers(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
         elif not IMAGE_NAME.fullmatch(img.name):
             yield m.problem(f"{ip}.name", f"{node.show(img.name)} is not a valid image name",
                             "lowercase letters, digits, '.', '_', '-'; it becomes <store>/<name>.sqsh")
-        elif image_name_problem(img.name) is not None:  # the nodes' own rule (clusterkit_node/layout.py)
+        elif image_name_problem(img.name) is not None:  # the nodes' own rule (clusterkit_node/contract/layout.py)
             yield m.problem(f"{ip}.name", f"'{img.name}' collides with the image store's own files",
                             "the nodes' lock reader reserves manifest.json and names starting with manifest.json.")
         try:

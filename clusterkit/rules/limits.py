@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 
 from clusterkit import DEFAULT_PC_VERSION
-from clusterkit_node.pyxis_conf import OPTION_SINCE
-from clusterkit_node.versions import version_key
+from clusterkit_node.image.versions import version_key
+from clusterkit_node.node.pyxis_conf import OPTION_SINCE
 
 MIN_PC_VERSION = (3, 11, 1)  # first version whose official AMIs ship Enroot + Pyxis (disabled)
 # newest version whose schema ClusterKit renders and tests against
@@ -83,7 +83,7 @@ MAX_SECURITY_GROUPS_PER_INTERFACE = 5
 # (default['cluster']['pyxis']['version']: tags v3.11.0 and v3.11.1 pin 0.20.0; later attribute files pin
 # 0.24.0, but no release could be tied to them). Any other supported release is assumed to ship the
 # oldest, so an option is accepted only where every AMI of the release knows it. The release that added
-# each option is the nodes' own table (clusterkit_node/pyxis_conf.py OPTION_SINCE, which filters the
+# each option is the nodes' own table (clusterkit_node/node/pyxis_conf.py OPTION_SINCE, which filters the
 # plugstack line): validate reads the same one.
 PC_PYXIS: dict[tuple[int, ...], tuple[int, ...]] = {(3, 11, 0): (0, 20, 0), (3, 11, 1): (0, 20, 0)}
 OLDEST_PC_PYXIS = (0, 20, 0)

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, replace
 
 from clusterkit.spec.errors import ClusterKitError
-from clusterkit_node.compat import compare_versions
+from clusterkit_node.contract.compat import compare_versions
 
 # Releases from which every section must state its NCCL minimum (older ones were not as regular).
 STRICT_FROM = "1.8"

@@ -17,7 +17,7 @@ from clusterkit.rules.limits import (
 from clusterkit.spec.errors import Problem
 from clusterkit.spec.model import ClusterSpec
 from clusterkit.spec.yaml_reader import Marks
-from clusterkit_node.settings import STORE_PATTERN, show
+from clusterkit_node.contract.settings import STORE_PATTERN, show
 
 
 def storage(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:

@@ -15,7 +15,7 @@ from typing import Literal
 from clusterkit import DEFAULT_PC_VERSION
 from clusterkit.spec.errors import Problem
 from clusterkit.spec.yaml_reader import Marks, Reader, doc
-from clusterkit_node import settings as node
+from clusterkit_node.contract import settings as node
 
 OsName = Literal["alinux2023", "ubuntu2204", "ubuntu2404", "rhel9"]
 # Operating systems ParallelCluster 3.16.1 accepts (pcluster/constants.py SUPPORTED_OSES) that ClusterKit's nodes
@@ -27,7 +27,7 @@ REFUSED_OS = {
 CapacityType = Literal["ondemand", "spot", "capacity_block"]
 FsxDeploymentType = Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"]
 
-DEFAULT_SQUASH_OPTIONS = node.DEFAULT_SQUASH_OPTIONS  # the nodes' own default (clusterkit_node/settings.py)
+DEFAULT_SQUASH_OPTIONS = node.DEFAULT_SQUASH_OPTIONS  # the nodes' own default (clusterkit_node/contract/settings.py)
 # Defaults that depend on other fields are resolved once, by clusterkit/effective/expand.py.
 
 

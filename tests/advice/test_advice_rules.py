@@ -15,7 +15,7 @@ import pytest
 from clusterkit.pipeline.loader import load
 from clusterkit.rules import advice
 from clusterkit.spec.errors import SpecError
-from clusterkit_node import sizing
+from clusterkit_node.contract import sizing
 
 GIB = 1024 ** 3
 DIGEST = "sha256:" + "ab" * 32
@@ -274,9 +274,9 @@ FACTORS = ("TEMP_FACTOR", "CACHE_FACTOR", "STORE_FACTOR_COMPRESSED", "STORE_FACT
 
 def test_disk_factors_are_the_nodes():
     """advice.py sizes with the factors the head node's disk preflight refuses imports with
-    (clusterkit_node/sizing.py, which both import): one set of numbers."""
+    (clusterkit_node/contract/sizing.py, which both import): one set of numbers."""
     assert {name: getattr(advice, name) for name in FACTORS} == {name: getattr(sizing, name) for name in FACTORS}
-    from clusterkit_node import disk_preflight
+    from clusterkit_node.store import disk_preflight
     assert ({name: getattr(disk_preflight, name) for name in FACTORS}
             == {name: getattr(sizing, name) for name in FACTORS})
 

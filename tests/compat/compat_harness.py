@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 COMPAT_FAKES = HERE / "fakes"
 RULES = REPO / "clusterkit" / "data" / "compat_rules.json"
-COMPAT_PY = REPO / "clusterkit_node" / "compat.py"
+COMPAT_PY = REPO / "clusterkit_node" / "contract" / "compat.py"
 
 
 def load_by_path(name: str, path: Path):

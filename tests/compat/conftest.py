@@ -18,9 +18,9 @@ for _k, _v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing
 
 @pytest.fixture(scope="session")
 def compat():
-    """clusterkit_node.compat: the evaluator clusterkit.rules.compat_rules imports and the node zipapp ships."""
-    import clusterkit_node.compat
-    return clusterkit_node.compat
+    """clusterkit_node.contract.compat: the evaluator clusterkit.rules.compat_rules imports and the zipapp ships."""
+    import clusterkit_node.contract.compat
+    return clusterkit_node.contract.compat
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,7 @@
 Real: the vendored, unmodified upstream tarball ../shared/vendor/aws-ofi-nccl-1.21.1.tar.gz (CI always has
 ../shared beside the clone, so a missing tarball FAILS here, it is never skipped), the parser
 (clusterkit/rules/ofi_release_notes.py), the builder (clusterkit/rules/compat_build.py), the committed rules
-file and the evaluator the nodes run (clusterkit_node/compat.py). Stand-ins: small hand-written notes for
+file and the evaluator the nodes run (clusterkit_node/contract/compat.py). Stand-ins: small hand-written notes for
 the malformed-notes cases, packed into a tarball in tmp_path.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from clusterkit.rules import compat_build, ofi_release_notes
-from clusterkit_node import compat
+from clusterkit_node.contract import compat
 
 RULES = Path(compat_build.paths.COMPAT_RULES)
 STALE = ("clusterkit/data/compat_rules.json is not the build of the vendored aws-ofi-nccl notes: "

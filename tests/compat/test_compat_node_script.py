@@ -39,7 +39,7 @@ def demo_bundle() -> dict[str, bytes]:
 
 def test_bundle_ships_the_evaluator_and_the_rules(demo_bundle):
     with zipfile.ZipFile(io.BytesIO(demo_bundle[ZIPAPP])) as zipapp:
-        assert zipapp.read("clusterkit_node/compat.py") == COMPAT_PY.read_bytes()
+        assert zipapp.read("clusterkit_node/contract/compat.py") == COMPAT_PY.read_bytes()
     assert demo_bundle["compat_rules.json"] == RULES.read_bytes()
 
 

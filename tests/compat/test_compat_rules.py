@@ -1,4 +1,4 @@
-"""The rules data file and its evaluator (clusterkit_node/compat.py).
+"""The rules data file and its evaluator (clusterkit_node/contract/compat.py).
 
 Real: the committed clusterkit/data/compat_rules.json and the evaluator both clusterkit and the nodes
 run. Every hand-written rule in the file has a passing and a failing case below (a new rule without cases
@@ -218,7 +218,7 @@ def test_unreadable_rules_file(compat, tmp_path):
 def test_coverage_marks_untested_rather_than_incompatible():
     """``coverage: true`` keeps the finding's level and marks it as the makers' notes not covering the pairing
     (validate reports it as image-combination-untested); anything but a boolean is refused."""
-    from clusterkit_node import compat as node_compat
+    from clusterkit_node.contract import compat as node_compat
     rule = {"id": "r", "kind": "requires", "level": "warning", "if": {"aws_ofi_nccl": "==1.21.1"},
             "then": {"nccl": "<2.32"}, "coverage": True, "why": "w", "source": "s"}
     ruleset = node_compat.parse_rules({"source": "s", "as_of": "2026-12-02", "rules": [rule]})

@@ -74,7 +74,7 @@ def test_nodes_on_an_enroot_pyxis_pair_that_drops_an_option_are_named(node):
 
 def test_the_pairing_applies_only_to_the_pair_it_names():
     from clusterkit.paths import NODE_PROFILES
-    from clusterkit_node import profiles
+    from clusterkit_node.contract import profiles
     shipped = profiles.load(str(NODE_PROFILES))
     hits = {(p, e): [x.id for x, _ in shipped.pairing_problems(p, e)]
             for p, e in [("0.24.0", "4.1.2"), ("0.24.0", "4.2.1"), ("0.20.0", "3.4.1"), ("0.24.0", None)]}

@@ -88,5 +88,6 @@ def test_no_module_name_means_two_jobs():
     ran different jobs under one name (compat, status, versions, cli) until they were renamed."""
     cli_side = {p.stem for p in (REPO / "clusterkit").rglob("*.py")} | {
         p.name for p in (REPO / "clusterkit").iterdir() if (p / "__init__.py").exists()}
-    node_side = {p.stem for p in (REPO / "clusterkit_node").glob("*.py")}
+    node_side = {p.stem for p in (REPO / "clusterkit_node").rglob("*.py")} | {
+        p.name for p in (REPO / "clusterkit_node").iterdir() if (p / "__init__.py").exists()}
     assert sorted((cli_side & node_side) - {"__init__", "__main__"}) == []

@@ -63,56 +63,72 @@ def _closure(start: str) -> set[str]:
 
 
 # --- packages: each imports only what its docstring allows ------------------------------------------------
+# Both sides are packages along their seams: ``clusterkit`` (the CLI side, data flow) and ``clusterkit_node`` (the
+# node side: contract, image, store, node, fleet); the same contract holds for each.
 
-PACKAGE_DIRS = sorted(p.parent for p in (REPO / "clusterkit").glob("*/__init__.py"))
-PACKAGES = [p.name for p in PACKAGE_DIRS]
-ROOT_UTILITIES = {"clusterkit", "clusterkit.paths", "clusterkit.atomic", "clusterkit.jsondoc", "clusterkit.clock",
-                  "clusterkit.__main__"}
+ROOTS = ("clusterkit", "clusterkit_node")
+PACKAGE_DIRS = {root: sorted(p.parent for p in (REPO / root).glob("*/__init__.py")) for root in ROOTS}
+PACKAGES = [p.name for p in PACKAGE_DIRS["clusterkit"]]
+NODE_PACKAGES = [p.name for p in PACKAGE_DIRS["clusterkit_node"]]
+ROOT_UTILITIES = {
+    "clusterkit": {"clusterkit", "clusterkit.paths", "clusterkit.atomic", "clusterkit.jsondoc", "clusterkit.clock",
+                   "clusterkit.__main__"},
+    # the node side's root holds only its entry point and the one command table that wires every package
+    "clusterkit_node": {"clusterkit_node", "clusterkit_node.__main__", "clusterkit_node.commands"},
+}
+ROOT_PACKAGES = {"clusterkit": PACKAGES, "clusterkit_node": NODE_PACKAGES}
 
 
-def declared_imports(package: str) -> set[str]:
-    """The packages named on the ``May import:`` line of ``clusterkit/<package>/__init__.py``."""
-    doc = ast.get_docstring(ast.parse((REPO / "clusterkit" / package / "__init__.py").read_text())) or ""
+def _root_modules(root: str) -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted((REPO / root).rglob("*.py"))}
+
+
+def declared_imports(package: str, root: str = "clusterkit") -> set[str]:
+    """The packages named on the ``May import:`` line of ``<root>/<package>/__init__.py``."""
+    doc = ast.get_docstring(ast.parse((REPO / root / package / "__init__.py").read_text())) or ""
     lines = [line for line in doc.splitlines() if line.startswith("May import:")]
-    assert len(lines) == 1, f"clusterkit/{package}/__init__.py: the docstring needs one 'May import:' line"
-    named = set(lines[0].removeprefix("May import:").replace(",", " ").split()) - {"(nothing", "else", "in",
-                                                                                    "clusterkit)"}
-    assert named <= set(PACKAGES), f"clusterkit/{package}: unknown packages {sorted(named - set(PACKAGES))}"
+    assert len(lines) == 1, f"{root}/{package}/__init__.py: the docstring needs one 'May import:' line"
+    named = set(lines[0].removeprefix("May import:").replace(",", " ").split()) - {
+        "(nothing", "else", "in", f"{root})"}
+    known = set(ROOT_PACKAGES[root])
+    assert named <= known, f"{root}/{package}: unknown packages {sorted(named - known)}"
     return named
 
 
-def test_every_module_lives_in_a_package_or_is_a_root_utility():
-    loose = {name for name in _clusterkit_modules() if name.count(".") == 1 and name not in ROOT_UTILITIES
-             and name.split(".")[1] not in PACKAGES}
+@pytest.mark.parametrize("root", ROOTS)
+def test_every_module_lives_in_a_package_or_is_a_root_utility(root):
+    loose = {name for name in _root_modules(root) if name.count(".") <= 1 and name not in ROOT_UTILITIES[root]
+             and name.split(".")[-1] not in ROOT_PACKAGES[root]}
     assert sorted(loose) == [], "put the module in the package whose job it does (docs/architecture.md)"
 
 
-def test_package_inits_import_nothing():
+@pytest.mark.parametrize("root", ROOTS)
+def test_package_inits_import_nothing(root):
     """An __init__ that imported its modules would make every importer of one module depend on all."""
-    for directory in PACKAGE_DIRS:
+    for directory in PACKAGE_DIRS[root]:
         tree = ast.parse((directory / "__init__.py").read_text())
         assert [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))] == [], directory.name
 
 
-def forbidden_imports(package: str, modules: dict[str, Path], allowed: set[str]) -> list[str]:
-    """``module imports name`` for each import of a clusterkit package outside ``allowed`` (and itself)."""
+def forbidden_imports(package: str, modules: dict[str, Path], allowed: set[str], root: str = "clusterkit") -> list[str]:
+    """``module imports name`` for each import of a package of ``root`` outside ``allowed`` (and itself)."""
     found = []
     for name, path in modules.items():
-        if name.split(".")[1:2] != [package]:
+        if name.split(".")[:2] != [root, package]:
             continue
         for imported in sorted(_imports(path, name=name)):
             parts = imported.split(".")
-            if (parts[0] == "clusterkit" and len(parts) > 1 and parts[1] in PACKAGES
+            if (parts[0] == root and len(parts) > 1 and parts[1] in ROOT_PACKAGES[root]
                     and parts[1] not in allowed | {package}):
                 found.append(f"{name} imports {imported}")
     return found
 
 
-@pytest.mark.parametrize("package", PACKAGES)
-def test_package_imports_only_what_its_docstring_allows(package):
-    allowed = declared_imports(package)
-    assert forbidden_imports(package, _clusterkit_modules(), allowed) == [], \
-        f"clusterkit/{package}/__init__.py allows only {sorted(allowed)}"
+@pytest.mark.parametrize("root,package", [(r, p) for r in ROOTS for p in ROOT_PACKAGES[r]])
+def test_package_imports_only_what_its_docstring_allows(root, package):
+    allowed = declared_imports(package, root)
+    assert forbidden_imports(package, _root_modules(root), allowed, root) == [], \
+        f"{root}/{package}/__init__.py allows only {sorted(allowed)}"
 
 
 def test_the_package_contract_catches_a_forbidden_import(tmp_path):
@@ -128,14 +144,25 @@ def test_the_package_contract_catches_a_forbidden_import(tmp_path):
     assert forbidden_imports("spec", modules, {"rules"}) == []
 
 
-def test_declared_package_layers_have_no_cycle():
+def test_the_node_contract_catches_a_store_module_reaching_up(tmp_path):
+    """The same checker on the node side: the store configuring a node (store -> node) is reported."""
+    module = tmp_path / "bad.py"
+    module.write_text("from clusterkit_node.node import start_path\nfrom clusterkit_node.contract import lock\n")
+    modules = {"clusterkit_node.store.bad": module}
+    assert forbidden_imports("store", modules, declared_imports("store", "clusterkit_node"), "clusterkit_node") == [
+        "clusterkit_node.store.bad imports clusterkit_node.node",
+        "clusterkit_node.store.bad imports clusterkit_node.node.start_path"]
+
+
+@pytest.mark.parametrize("root", ROOTS)
+def test_declared_package_layers_have_no_cycle(root):
     """The declarations form layers: no package may (even indirectly) import itself."""
-    graph = {p: declared_imports(p) for p in PACKAGES}
-    for start in PACKAGES:
+    graph = {p: declared_imports(p, root) for p in ROOT_PACKAGES[root]}
+    for start in graph:
         seen, todo = set(), list(graph[start])
         while todo:
             nxt = todo.pop()
-            assert nxt != start, f"clusterkit/{start} reaches itself through its 'May import:' packages"
+            assert nxt != start, f"{root}/{start} reaches itself through its 'May import:' packages"
             if nxt not in seen:
                 seen.add(nxt)
                 todo.extend(graph[nxt])
@@ -217,30 +244,31 @@ def test_stacks_import_only_resolved_values_from_clusterkit(path):
     assert sorted(type_only - STACKS_MAY_IMPORT_FOR_TYPES) == []
 
 
-# --- docs/architecture.md's package table is the tree ------------------------------------------------------
+# --- docs/architecture.md's package tables are the tree -----------------------------------------------------
 
-def _architecture_rows() -> dict[str, tuple[set[str], set[str]]]:
-    """package -> (modules named in its 'owns' cell, packages in its 'may import' cell)."""
+def _architecture_rows(root: str = "clusterkit") -> dict[str, tuple[set[str], set[str]]]:
+    """package -> (modules named in its 'owns' cell, packages in its 'may import' cell), for ``root``'s table."""
     rows = {}
     for line in (REPO / "docs" / "architecture.md").read_text(encoding="utf-8").splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 3 and cells[0].startswith("`clusterkit/") and cells[0].endswith("/`"):
-            package = cells[0].strip("`").removeprefix("clusterkit/").rstrip("/")
+        if len(cells) == 3 and cells[0].startswith(f"`{root}/") and cells[0].endswith("/`"):
+            package = cells[0].strip("`").removeprefix(f"{root}/").rstrip("/")
             owns = set(re.findall(r"`([a-z_]+)`", cells[1]))
             if "`*_command`" in cells[1]:
-                owns |= {p.stem for p in (REPO / "clusterkit" / package).glob("*_command.py")}
+                owns |= {p.stem for p in (REPO / root / package).glob("*_command.py")}
             may = set() if cells[2] == "nothing else" else set(cells[2].replace(",", " ").split())
             rows[package] = (owns, may)
     return rows
 
 
-def test_the_architecture_table_lists_every_package_its_modules_and_its_imports():
-    rows = _architecture_rows()
-    assert sorted(rows) == PACKAGES, "docs/architecture.md: one row per clusterkit package"
+@pytest.mark.parametrize("root", ROOTS)
+def test_the_architecture_table_lists_every_package_its_modules_and_its_imports(root):
+    rows = _architecture_rows(root)
+    assert sorted(rows) == ROOT_PACKAGES[root], f"docs/architecture.md: one row per {root} package"
     for package, (owns, may) in rows.items():
-        modules = {p.stem for p in (REPO / "clusterkit" / package).glob("*.py") if p.stem != "__init__"}
+        modules = {p.stem for p in (REPO / root / package).glob("*.py") if p.stem != "__init__"}
         assert owns == modules, f"docs/architecture.md, row {package}: names {sorted(owns)}, tree {sorted(modules)}"
-        expected = {"every", "package"} if package == "cli" else declared_imports(package)
+        expected = {"every", "package"} if package == "cli" else declared_imports(package, root)
         assert may == expected, f"docs/architecture.md, row {package}: {sorted(may)}, __init__: {sorted(expected)}"
 
 

@@ -1,7 +1,7 @@
 """The CLI never accepts an image lock a node refuses, and never refuses one a node would use.
 
-Two readers build the one model (clusterkit_node.lock): the CLI's positioned YAML reader
-(clusterkit/images/lock_file.py) and the node's ``json`` reader (clusterkit_node/lock.py, what every node runs
+Two readers build the one model (clusterkit_node.contract.lock): the CLI's positioned YAML reader
+(clusterkit/images/lock_file.py) and the node's ``json`` reader (clusterkit_node/contract/lock.py, what every node runs
 at boot). This feeds both the same text: every committed lock, then several hundred broken ones made
 from it (each value replaced by values of every JSON type and by the ones the rules single out, each key
 dropped, a key added, text-level edits only YAML or only JSON allows) and asserts they agree on every
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from clusterkit.images.lock_file import lock_text, parse_lock_text
-from clusterkit_node.lock import parse_lock
+from clusterkit_node.contract.lock import parse_lock
 
 CONFIGS = Path(__file__).resolve().parents[2] / "cluster_configs"
 LOCKS = sorted(CONFIGS.glob("*.images.lock"))

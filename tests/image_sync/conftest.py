@@ -66,38 +66,38 @@ def image_sync():
 
 
 def sibling(name: str):
-    """A module of the node package (clusterkit_node.<name>), imported from the checkout."""
+    """A module of the node package (clusterkit_node.<package>.<module>), imported from the checkout."""
     return importlib.import_module(f"clusterkit_node.{name}")
 
 
 @pytest.fixture(scope="session")
 def image_store():
-    return sibling("store")
+    return sibling("store.manifest")
 
 
 @pytest.fixture(scope="session")
 def image_lock():
-    return sibling("lock")
+    return sibling("contract.lock")
 
 
 @pytest.fixture(scope="session")
 def image_versions():
-    return sibling("versions")
+    return sibling("image.versions")
 
 
 @pytest.fixture(scope="session")
 def squashfs_check():
-    return sibling("squashfs")
+    return sibling("image.squashfs")
 
 
 @pytest.fixture(scope="session")
 def sync_config():
-    return sibling("sync_config")
+    return sibling("store.sync_config")
 
 
 @pytest.fixture(scope="session")
 def disk_preflight():
-    return sibling("disk_preflight")
+    return sibling("store.disk_preflight")
 
 
 def write_lock(path: Path, images: list[dict]) -> Path:

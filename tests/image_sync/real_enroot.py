@@ -144,7 +144,7 @@ def _binary(rng: random.Random, size: int, embed: bytes = b"") -> bytes:
 def rootfs(seed: str, spec: dict) -> dict:
     """Files of a test image. spec: {"versions": {cuda, nccl, aws_ofi_nccl, efa_installer, libfabric,
     pytorch}, "layout": "efa-installer" (default) | "source-build", "big_mb": N}. The marker files are
-    where real NGC / AWS images keep them (see clusterkit_node/versions.py)."""
+    where real NGC / AWS images keep them (see clusterkit_node/image/versions.py)."""
     rng = random.Random(seed)
     files: dict = {}
     _write(files, "/etc/os-release", 'NAME="Ubuntu"\nVERSION_ID="22.04"\nID=ubuntu\n')

@@ -111,7 +111,7 @@ def test_manifest_readers_only_ever_see_complete_json_during_a_sync(sandbox):
 WRITER = textwrap.dedent("""
     import sys
     sys.path.insert(0, sys.argv[1])  # the node zipapp: its package, as the nodes import it
-    from clusterkit_node import store as image_store
+    from clusterkit_node.store import manifest as image_store
     store, n = sys.argv[2], 0
     pad = "x" * 200000          # big enough that a write takes several syscalls
     while True:

@@ -1,4 +1,4 @@
-"""clusterkit_node/enroot_uri.py: which URI form each enroot version gets (the real enroot's view of
+"""clusterkit_node/contract/enroot_uri.py: which URI form each enroot version gets (the real enroot's view of
 these forms is pinned in tests/real_runtime/test_enroot_uri_grammar.py)."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ DIGEST = f"sha256:{HEX}"
 @pytest.fixture(scope="module")
 def enroot_uri():
     import importlib
-    return importlib.import_module("clusterkit_node.enroot_uri")
+    return importlib.import_module("clusterkit_node.contract.enroot_uri")
 
 
 @pytest.mark.parametrize("locked, version, expected", [

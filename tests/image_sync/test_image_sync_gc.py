@@ -20,7 +20,7 @@ from pathlib import Path
 
 from conftest import SCRIPT, staging_of, write_lock
 
-from clusterkit_node import published
+from clusterkit_node.store import published
 
 DAY = 86400
 

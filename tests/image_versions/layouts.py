@@ -18,7 +18,7 @@ from pathlib import Path
 
 import artifacts
 
-from clusterkit_node.settings import DEFAULT_SQUASH_OPTIONS
+from clusterkit_node.contract.settings import DEFAULT_SQUASH_OPTIONS
 
 TORCH_VERSION_PY = """from typing import Optional
 

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from clusterkit_node import versions
+from clusterkit_node.image import versions
 
 REPO_NODE = [sys.executable, "-m", "clusterkit_node"]
 

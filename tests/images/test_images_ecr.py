@@ -26,7 +26,7 @@ from moto import mock_aws
 
 from clusterkit.images.registry import ACCEPTED_MEDIA_TYPES, RegistryClient
 from clusterkit.images.resolve import ImageSpec, LockResolveError, resolve_lock
-from clusterkit_node.declared_versions import NOTHING_DECLARED
+from clusterkit_node.image.declared_versions import NOTHING_DECLARED
 
 ACCOUNT = "123456789012"  # moto's default account
 HOST = f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com"

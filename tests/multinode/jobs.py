@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from clusterkit_node.versions import version_key
+from clusterkit_node.image.versions import version_key
 
 # One DDP training step of a tiny model (23 parameters: each rank's line stays well under Slurm's 4 KiB output
 # chunks). Every rank takes its shard of one fixed batch; DDP averages the gradients (gloo allreduce), so every

@@ -20,7 +20,7 @@ from fleet_flow import IMAGE, STORE
 from lifecycle import Lifecycle
 from tier import stage_for
 
-from clusterkit_node.versions import version_key
+from clusterkit_node.image.versions import version_key
 from jobs import DDP_STEP, images_started, run_3x2
 
 

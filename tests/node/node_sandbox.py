@@ -100,7 +100,7 @@ if [ "${1:-}" = ssm ] && [ "${2:-}" = get-parameter ] && [ -n "${CK_TEST_S3_DIR:
 fi
 echo "aws stand-in: unsupported call" >&2; exit 1
 """,
-    # `start` prints what the node self-test's image prints (clusterkit_node/selftest_image.py MESSAGE): the
+    # `start` prints what the node self-test's image prints (clusterkit_node/node/selftest_image.py MESSAGE): the
     # self-test's real container start is the real-runtime tier's to prove (tests/real_runtime)
     "enroot": r"""
 [ "${1:-}" = version ] && echo 3.5.0
@@ -157,7 +157,7 @@ with open(os.environ["CK_TEST_CMDLOG"], "a") as f:
     f.write("\t".join(["clusterkit_node.pyz:real" if real else "clusterkit_node.pyz", *sys.argv[1:]]) + "\n")
 if real:
     sys.path.insert(0, REPO)
-    from clusterkit_node import start_path
+    from clusterkit_node.node import start_path
     start_path.report = standin_report
     from clusterkit_node.__main__ import main
     sys.exit(main(sys.argv[1:]))

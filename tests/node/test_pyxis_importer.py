@@ -1,4 +1,4 @@
-"""ClusterKit's pyxis importer (the node zipapp clusterkit_node.pyz, clusterkit_node/pyxis_importer.py) run as
+"""ClusterKit's pyxis importer (the node zipapp clusterkit_node.pyz, clusterkit_node/node/pyxis_importer.py) run as
 pyxis runs it: `get URI` /
 `release`, with the job's environment plus what pyxis sets (pyxis 0.24.0 pyxis_slurmstepd.c,
 enroot_set_env: SLURM_JOB_UID/GID, PYXIS_RUNTIME_PATH; PATH removed), from a bundle directory holding the
@@ -16,7 +16,7 @@ import pytest
 
 from clusterkit.artifacts.bundle import PYXIS_IMPORTER, ZIPAPP_SHEBANG, build_zipapp
 from clusterkit.images.lock_file import ImageLock, LockedImage, lock_text
-from clusterkit_node import published
+from clusterkit_node.store import published
 
 HEX_A = "a" * 64
 HEX_B = "b" * 64

@@ -4,7 +4,7 @@ version>), NGC framework images (PYTORCH_VERSION) and AWS's images (EFA_INSTALLE
 set them."""
 from __future__ import annotations
 
-from clusterkit_node.declared_versions import declared_versions, disagreements
+from clusterkit_node.image.declared_versions import declared_versions, disagreements
 
 
 def test_the_makers_env_names_and_their_value_forms():

@@ -10,9 +10,9 @@ import subprocess
 
 import pytest
 
-from clusterkit_node.elf_dynamic import Dynamic, read_dynamic
-from clusterkit_node.image_files import Entry
-from clusterkit_node.library_search import LoaderSetup, conf_dirs, find_library, parse_environment
+from clusterkit_node.image.elf_dynamic import Dynamic, read_dynamic
+from clusterkit_node.image.image_files import Entry
+from clusterkit_node.image.library_search import LoaderSetup, conf_dirs, find_library, parse_environment
 
 
 def reader(data: bytes):

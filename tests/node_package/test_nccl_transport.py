@@ -1,4 +1,4 @@
-"""``nccl-check`` (clusterkit_node/nccl_transport.py): did NCCL use EFA through aws-ofi-nccl, or TCP sockets?
+"""``nccl-check`` (clusterkit_node/fleet/nccl_transport.py): did NCCL use EFA through aws-ofi-nccl, or TCP sockets?
 
 Real: the zipapp clusterkit.artifacts.bundle builds, run by CPython (this interpreter; one case under the real 3.9),
 on NCCL_DEBUG=INFO excerpts recorded from public issues (tests/node_package/nccl_logs/*.log, each with a

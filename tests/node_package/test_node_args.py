@@ -1,4 +1,4 @@
-"""The node tools' Args parser (clusterkit_node/args.py) and the node setup commands the node scripts call
+"""The node tools' Args parser (clusterkit_node/node/args.py) and the node setup commands the node scripts call
 (node-args, enroot-conf, pyxis-conf, plugstack-conf, pyxis-line-check), run as processes the way the scripts
 run them: one line and exit 2 for a bad Arg, never a traceback for anything a user or a node can cause.
 
@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit_node import args, pyxis_conf, settings
-from clusterkit_node.enroot_conf import Layout, render
+from clusterkit_node.contract import settings
+from clusterkit_node.node import args, pyxis_conf
+from clusterkit_node.node.enroot_conf import Layout, render
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = ["CK_CLUSTER=demo", "CK_OS=rhel9"]

@@ -30,7 +30,9 @@ from clusterkit.artifacts.bundle import (
 from clusterkit.paths import NODE_PACKAGE_DIR
 from clusterkit.pipeline.loader import load
 from clusterkit.spec.errors import SpecError
-from clusterkit_node.layout import image_name_problem
+from clusterkit_node.contract.layout import image_name_problem
+from tests.contracts.import_reader import imports_of as read_imports
+from tests.contracts.import_reader import module_name
 from tests.spec_text import BASE_SPEC
 
 PACKAGE = NODE_PACKAGE_DIR.name
@@ -42,8 +44,9 @@ def zipapp_entries() -> dict[str, zipfile.ZipInfo]:
 
 
 def package_sources() -> dict[str, str]:
-    """module name -> source, for every module of the package."""
-    return {path.stem: path.read_text(encoding="utf-8") for path in sorted(NODE_PACKAGE_DIR.glob("*.py"))}
+    """module path in the package (``store/manifest``) -> source, for every module of every subpackage."""
+    return {path.relative_to(NODE_PACKAGE_DIR).with_suffix("").as_posix(): path.read_text(encoding="utf-8")
+            for path in sorted(NODE_PACKAGE_DIR.rglob("*.py"))}
 
 
 def imports_of(source: str) -> list[tuple[int, str]]:
@@ -130,14 +133,12 @@ def test_no_module_touches_sys_path() -> None:
 
 def test_the_module_graph_has_no_cycle() -> None:
     """e.g. lock -> layout <- store -> lock: the store's names are the leaf both sides of the store
-    import, so the lock reader never imports the store."""
-    modules = set(package_sources())
-    graph = {name: {module.split(".")[0] for level, module in imports_of(source)
-                    if level == 1 and module.split(".")[0] in modules}
-             | {module.split(".")[1] for level, module in imports_of(source)
-                if level == 0 and module.startswith(f"{PACKAGE}.") and module.split(".")[1] in modules}
-             for name, source in package_sources().items()}
-    assert "store" not in graph["lock"] and "layout" in graph["lock"] and "lock" in graph["store"]
+    import, so the lock reader never imports the store (test_import_graph.py checks every cycle; this pins why)."""
+    root = NODE_PACKAGE_DIR.parent
+    paths = {module_name(path, root): path for path in sorted(NODE_PACKAGE_DIR.rglob("*.py"))}
+    graph = {name: {i for i in read_imports(path, name) if i in paths and i != name} for name, path in paths.items()}
+    lock, layout, manifest = (f"{PACKAGE}.contract.lock", f"{PACKAGE}.contract.layout", f"{PACKAGE}.store.manifest")
+    assert manifest not in graph[lock] and layout in graph[lock] and lock in graph[manifest]
     done: set[str] = set()
 
     def visit(name: str, path: tuple[str, ...]) -> None:
@@ -184,7 +185,7 @@ containers:
 @pytest.mark.parametrize("name", ["pytorch", "nccl-tests.v2", "manifest", "manifest.json", "manifest.json.v2",
                                   "app.sqsh", ".hidden", "-dash", "a" * 129, "with space", "UPPER"])
 def test_the_cli_refuses_every_image_name_the_nodes_lock_reader_refuses(tmp_path: Path, name: str) -> None:
-    """The lock reader on the nodes (clusterkit_node/lock.py, via layout.image_name_problem) refuses some
+    """The lock reader on the nodes (clusterkit_node/contract/lock.py, via layout.image_name_problem) refuses some
     names; `validate` must refuse each of them first (clusterkit/rules/check.py imports the same rule)."""
     spec = tmp_path / "t.yaml"
     spec.write_text(SPEC.format(name=json.dumps(name)))

@@ -1,4 +1,4 @@
-"""The node settings table (clusterkit_node/settings.py) on its own: patterns, number limits, and the
+"""The node settings table (clusterkit_node/contract/settings.py) on its own: patterns, number limits, and the
 mksquashfs options grammar, judged by the real mksquashfs (squashfs-tools, as enroot calls it).
 
 (How the nodes parse Args against the table: test_node_args.py.)
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit_node import settings
+from clusterkit_node.contract import settings
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -118,5 +118,5 @@ def test_options_clusterkit_refuses_on_purpose(options: str) -> None:
 
 def test_node_package_is_python_3_9() -> None:
     """clusterkit_node ships to nodes whose oldest python3 is 3.9 (alinux2023, rhel9): a static check."""
-    for path in sorted((REPO / "clusterkit_node").glob("*.py")):
+    for path in sorted((REPO / "clusterkit_node").rglob("*.py")):
         ast.parse(path.read_text(), filename=str(path), feature_version=(3, 9))

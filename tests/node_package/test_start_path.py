@@ -22,10 +22,10 @@ import pytest
 
 from clusterkit.paths import NODE_PROFILES
 from clusterkit.spec.model import OsName
-from clusterkit_node import profiles
-from clusterkit_node.selftest_image import MESSAGE, rootfs_files, static_program
-from clusterkit_node.settings import BY_KEY
-from clusterkit_node.start_path import EXTRACT, SQUASHFUSE, StartFacts, choose, fuse_for_users
+from clusterkit_node.contract import profiles
+from clusterkit_node.contract.settings import BY_KEY
+from clusterkit_node.node.selftest_image import MESSAGE, rootfs_files, static_program
+from clusterkit_node.node.start_path import EXTRACT, SQUASHFUSE, StartFacts, choose, fuse_for_users
 
 FULL = StartFacts(pyxis="0.24.0", enroot="4.1.2", squashfuse=True, fuse_overlayfs=True, fuse_for_users=True)
 

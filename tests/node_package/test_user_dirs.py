@@ -1,4 +1,4 @@
-"""``user-dirs`` (clusterkit_node/user_dirs.py) as the Slurm prolog runs it: as root, in a throwaway node root
+"""``user-dirs`` (clusterkit_node/node/user_dirs.py) as the Slurm prolog runs it: as root, in a throwaway node root
 (CK_ROOT), reading the enroot.conf the node tools render. The prolog never exits non-zero (a failing prolog drains
 the node), whatever it finds; the real enroot + pyxis + Slurm run of it is tests/real_runtime/test_multi_tenant.py.
 """
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit_node import args
-from clusterkit_node.enroot_conf import Layout, render
-from clusterkit_node.user_dirs import parents
+from clusterkit_node.node import args
+from clusterkit_node.node.enroot_conf import Layout, render
+from clusterkit_node.node.user_dirs import parents
 
 REPO = Path(__file__).resolve().parents[2]
 LAYOUT = Layout("test", "/run/enroot", "/var/tmp/enroot/data", "/var/tmp/enroot/cache", "/var/tmp/enroot/tmp")

@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "slurm"))
 from slurm_cluster import _free_ports  # noqa: E402  (ports the kernel hands out now, held together)
 
 from clusterkit.render.pcluster_config import CUSTOM_SLURM_SETTINGS  # noqa: E402
-from clusterkit_node import profiles  # noqa: E402
+from clusterkit_node.contract import profiles  # noqa: E402
 
 # slurm.conf lines every node root's Slurm shares (single node here, tests/multinode's fleet too): munge auth, root
 # daemons, the node's own spool and log paths, no cgroups or accounting (none run in a node root).

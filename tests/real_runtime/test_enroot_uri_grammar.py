@@ -1,4 +1,4 @@
-"""clusterkit_node/enroot_uri.py against the REAL enroot of both generations: the URI the node passes
+"""clusterkit_node/contract/enroot_uri.py against the REAL enroot of both generations: the URI the node passes
 to `enroot import` makes enroot request the locked manifest by digest, for a registry host and for Docker
 Hub, and the lock's canonical @digest form is what 3.x cannot use (the defect this module fixes).
 
@@ -19,7 +19,7 @@ sys.path.insert(0, str(REPO / "tests" / "image_sync"))
 
 import real_enroot  # noqa: E402
 
-from clusterkit_node import enroot_uri  # noqa: E402
+from clusterkit_node.contract import enroot_uri  # noqa: E402
 
 
 @pytest.fixture

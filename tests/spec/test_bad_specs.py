@@ -173,7 +173,7 @@ CASES = [
     ("notify_email too long", _extra("lifecycle:\n  notify_email: " + "a" * 65 + "@example.com\n"),
      ["11:17: lifecycle.notify_email: '" + "a" * 65 + "@example.com' is longer than an email address may be "
       "(64 before the @, 254 in all) (" + EMAIL_HINT + ")"]),
-    # Values reach files, shells and AWS APIs: the nodes' own contract (clusterkit_node/settings.py) decides.
+    # Values reach files, shells and AWS APIs: the nodes' own contract (clusterkit_node/contract/settings.py) decides.
     ('image_store with ..',
      _extra("storage:\n  fsx_lustre:\n    image_store: /fsx/../etc/containers\n"),
      ["12:18: storage.fsx_lustre.image_store: '/fsx/../etc/containers' has a '..' part, which climbs out of the "

@@ -261,8 +261,8 @@ def test_cli(aws, capsys, monkeypatch):
     assert main(["status", "demo"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "demo (us-east-1)" and out[3].split() == ["Demo-Cluster", "CREATE_COMPLETE"]
-    assert out[4] == ("  expires                            2026-12-04T08:00:00Z, in 3d; extend: make deploy CLUSTER=demo "
-                      "TTL=<hours from now>")
+    assert out[4] == ("  expires                            2026-12-04T08:00:00Z, in 3d; "
+                      "extend: make deploy CLUSTER=demo TTL=<hours from now>")
     assert out[5].split()[:3] == ["alarm", "teardown-refused", "OK"]  # the CLI's own CloudWatch client
 
 

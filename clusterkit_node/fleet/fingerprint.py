@@ -19,11 +19,14 @@ import re
 import socket
 from typing import Any, Dict, Tuple
 
-from . import compat
-from . import profiles as node_profiles
-from .bundle_files import load_rules
-from .console import EXIT_FAILED, EXIT_OK, UsageError, error, log, now_utc, warn
-from .facts import (
+from clusterkit_node.contract import compat
+from clusterkit_node.contract import profiles as node_profiles
+from clusterkit_node.contract.bundle_files import load_rules
+from clusterkit_node.contract.console import EXIT_FAILED, EXIT_OK, UsageError, error, log, now_utc, warn
+from clusterkit_node.contract.layout import FINGERPRINT_TMP_RE, NODES_DIR, TMP_DIR, nodes_dir, tmp_dir
+from clusterkit_node.contract.lock import LockedImage, load_lock
+from clusterkit_node.image.versions import parse_efa_packages
+from clusterkit_node.node.facts import (
     EFA_PACKAGES,
     find_tool,
     imds_facts,
@@ -34,10 +37,14 @@ from .facts import (
     read_host_text,
     tool_version,
 )
-from .layout import FINGERPRINT_TMP_RE, NODES_DIR, TMP_DIR, nodes_dir, tmp_dir
-from .lock import LockedImage, load_lock
-from .store import empty_manifest, ensure_dir, ensure_staging, pid_alive, read_manifest_bytes, write_json_atomic
-from .versions import parse_efa_packages
+from clusterkit_node.store.manifest import (
+    empty_manifest,
+    ensure_dir,
+    ensure_staging,
+    pid_alive,
+    read_manifest_bytes,
+    write_json_atomic,
+)
 
 FINGERPRINT_VERSION = 1
 HOSTNAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")

@@ -20,12 +20,12 @@ import subprocess
 import tempfile
 from typing import Dict, List, Optional, Tuple
 
-from .console import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error, log
-from .facts import find_tool, host_path
-from .selftest_image import MESSAGE, write_rootfs
-from .settings import DEFAULT_SQUASH_OPTIONS
-from .start_path import EXTRACT, NODE_PATH, SQUASHFUSE, UNPRIVILEGED_USER, choose, measure
-from .user_dirs import Log, make_all
+from clusterkit_node.contract.console import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error, log
+from clusterkit_node.contract.settings import DEFAULT_SQUASH_OPTIONS
+from clusterkit_node.node.facts import find_tool, host_path
+from clusterkit_node.node.selftest_image import MESSAGE, write_rootfs
+from clusterkit_node.node.start_path import EXTRACT, NODE_PATH, SQUASHFUSE, UNPRIVILEGED_USER, choose, measure
+from clusterkit_node.node.user_dirs import Log, make_all
 
 WORK_DIR = "/var/lib/clusterkit/selftest"
 TIMEOUT = 120.0

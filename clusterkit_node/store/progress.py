@@ -44,10 +44,10 @@ import time
 from collections import deque
 from typing import Any, Deque, Dict, Iterable, List, Optional, Set, Tuple
 
-from .console import format_bytes, format_duration, log
-from .layout import PROGRESS_FILE
-from .store import write_json_atomic
-from .sync_config import enroot_setting
+from clusterkit_node.contract.console import format_bytes, format_duration, log
+from clusterkit_node.contract.layout import PROGRESS_FILE
+from clusterkit_node.store.manifest import write_json_atomic
+from clusterkit_node.store.sync_config import enroot_setting
 
 TAIL_LINES = 5  # enroot lines kept for a failed attempt's one-line summary
 PARTS = ("downloaded", "unpacked", "squashfs")

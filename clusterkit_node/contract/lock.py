@@ -15,9 +15,9 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
-from .console import UsageError
-from .enroot_uri import ImageRequest, import_uri, locked_location
-from .layout import IMAGE_NAME_RE, image_file, image_name_problem
+from clusterkit_node.contract.console import UsageError
+from clusterkit_node.contract.enroot_uri import ImageRequest, import_uri, locked_location
+from clusterkit_node.contract.layout import IMAGE_NAME_RE, image_file, image_name_problem
 
 LOCK_VERSION = 1
 PLATFORMS = ("linux/amd64", "linux/arm64")

@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
-from .bundle_files import PROFILES_NAME, data_path
-from .compat import parse_constraint, satisfies
-from .console import UsageError
+from clusterkit_node.contract.bundle_files import PROFILES_NAME, data_path
+from clusterkit_node.contract.compat import parse_constraint, satisfies
+from clusterkit_node.contract.console import UsageError
 
 
 @dataclass(frozen=True)

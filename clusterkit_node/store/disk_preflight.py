@@ -11,16 +11,16 @@ import os
 import shutil
 from typing import Dict, List, Tuple
 
-from .console import mb, warn
-from .lock import LockedImage
-from .sizing import (
+from clusterkit_node.contract.console import mb, warn
+from clusterkit_node.contract.lock import LockedImage
+from clusterkit_node.contract.sizing import (
     CACHE_FACTOR,
     STORE_FACTOR_COMPRESSED,
     STORE_FACTOR_UNCOMPRESSED_DATA,
     TEMP_FACTOR,
     data_uncompressed,
 )
-from .sync_config import SyncConfig, enroot_setting
+from clusterkit_node.store.sync_config import SyncConfig, enroot_setting
 
 
 def preflight(cfg: SyncConfig, todo: List[LockedImage]) -> List[str]:

@@ -28,8 +28,8 @@ import stat
 import sys
 from typing import List, Optional, Tuple
 
-from .console import now_utc
-from .sync_config import parse_enroot_conf
+from clusterkit_node.contract.console import now_utc
+from clusterkit_node.store.sync_config import parse_enroot_conf
 
 ENROOT_CONF = "/etc/enroot/enroot.conf"
 LOG_FILE = "/var/log/clusterkit/user-dirs.log"

@@ -12,10 +12,10 @@ import argparse
 import os
 from typing import Any, Dict, Optional
 
-from .console import EXIT_FAILED, EXIT_OK, error, format_versions, mb, print_table
-from .lock import load_lock
-from .progress import describe_partial
-from .store import file_size, partials, pid_alive, read_manifest
+from clusterkit_node.contract.console import EXIT_FAILED, EXIT_OK, error, format_versions, mb, print_table
+from clusterkit_node.contract.lock import load_lock
+from clusterkit_node.store.manifest import file_size, partials, pid_alive, read_manifest
+from clusterkit_node.store.progress import describe_partial
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -20,7 +20,7 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from .facts import enroot_version, host_path, pyxis_version
+from clusterkit_node.node.facts import enroot_version, host_path, pyxis_version
 
 SQUASHFUSE, EXTRACT = "squashfuse", "extract"
 PYXIS_SQUASHFUSE_SINCE = (0, 24, 0)  # the pyxis whose importer answers start in place (pyxis_slurmstepd.c)
@@ -150,7 +150,7 @@ def measure(env: Dict[str, str]) -> StartFacts:
 
 def profile_differences(facts: StartFacts, os_name: str) -> List[str]:
     """Where this node differs from ParallelCluster's AMI of ``os_name`` (a custom AMI, a changed AMI)."""
-    from . import profiles  # noqa: PLC0415 (only the CLI command needs the data file)
+    from clusterkit_node.contract import profiles  # noqa: PLC0415 (only the CLI command needs the data file)
     profile = profiles.load().get(os_name)
     if profile is None:
         return [f"no node profile for os {os_name}"]

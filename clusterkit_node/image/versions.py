@@ -17,10 +17,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from .console import log
-from .elf_dynamic import Dynamic, read_dynamic
-from .image_files import Entry, cat_file, is_file, list_image, read_ranges, resolve, search
-from .library_search import Found, LoaderSetup, find_library
+from clusterkit_node.contract.console import log
+from clusterkit_node.image.elf_dynamic import Dynamic, read_dynamic
+from clusterkit_node.image.image_files import Entry, cat_file, is_file, list_image, read_ranges, resolve, search
+from clusterkit_node.image.library_search import Found, LoaderSetup, find_library
 
 __all__ = ["Entry", "Inspection", "KNOWN_VERSION_KEYS", "Reading", "expect_problems", "inspect_image",
            "list_image", "parse_efa_packages", "read_versions", "resolve", "version_key", "version_matches"]

@@ -19,10 +19,10 @@ import os
 import re
 from typing import Dict, List, Optional, Tuple
 
-from . import args as node_args
-from . import start_path
-from .facts import pyxis_plugin_version
-from .versions import version_key
+from clusterkit_node.image.versions import version_key
+from clusterkit_node.node import args as node_args
+from clusterkit_node.node import start_path
+from clusterkit_node.node.facts import pyxis_plugin_version
 
 OPTION_SINCE: Dict[str, str] = {"use_enroot_load": "0.21.0", "use_squashfuse": "0.24.0", "importer": "0.24.0"}
 # ClusterKit's pyxis importer: the node zipapp of the live bundle, which pyxis runs as `importer get URI` /

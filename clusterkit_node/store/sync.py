@@ -24,7 +24,11 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any, Dict, List, Optional, Tuple
 
-from .cluster_records import (
+from clusterkit_node.contract.console import EXIT_FAILED, EXIT_OK, UsageError, error, log, mb, print_table, warn
+from clusterkit_node.contract.lock import LockedImage, load_image_lock
+from clusterkit_node.image.squashfs import check_squashfs, content_sha256
+from clusterkit_node.image.versions import expect_problems
+from clusterkit_node.store.cluster_records import (
     ClusterRecord,
     NameCheck,
     check_cluster,
@@ -35,13 +39,9 @@ from .cluster_records import (
     try_sync_lock,
     write_cluster_record,
 )
-from .console import EXIT_FAILED, EXIT_OK, UsageError, error, log, mb, print_table, warn
-from .disk_preflight import preflight
-from .image_import import Result, import_image
-from .lock import LockedImage, load_image_lock
-from .published import changes
-from .squashfs import check_squashfs, content_sha256
-from .store import (
+from clusterkit_node.store.disk_preflight import preflight
+from clusterkit_node.store.image_import import Result, import_image
+from clusterkit_node.store.manifest import (
     MANIFEST_VERSION,
     RECORD_KEY,
     clean_debris,
@@ -62,8 +62,8 @@ from .store import (
     unpublish,
     write_manifest,
 )
-from .sync_config import SyncConfig, enroot_setting, enroot_version
-from .versions import expect_problems
+from clusterkit_node.store.published import changes
+from clusterkit_node.store.sync_config import SyncConfig, enroot_setting, enroot_version
 
 
 @dataclass

@@ -15,12 +15,12 @@ import re
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import compat
-from .bundle_files import load_rules
-from .console import EXIT_FAILED, EXIT_OK, UsageError, print_table, warn
-from .fingerprint import FINGERPRINT_VERSION
-from .layout import legacy_nodes_dir, nodes_dir
-from .store import read_manifest_bytes
+from clusterkit_node.contract import compat
+from clusterkit_node.contract.bundle_files import load_rules
+from clusterkit_node.contract.console import EXIT_FAILED, EXIT_OK, UsageError, print_table, warn
+from clusterkit_node.contract.layout import legacy_nodes_dir, nodes_dir
+from clusterkit_node.fleet.fingerprint import FINGERPRINT_VERSION
+from clusterkit_node.store.manifest import read_manifest_bytes
 
 # Software that must be identical on all nodes of a queue (same AMI, same bootstrap). Instance type and
 # compute resource may differ inside one queue by design, so they describe a node without counting.

@@ -30,7 +30,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from .console import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, error, log
+from clusterkit_node.contract.console import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, error, log
 
 EXPECTATIONS = ("ofi", "socket", "any")
 TRANSPORTS = ("ofi", "socket", "ib", "unknown")

@@ -11,10 +11,10 @@ import json
 import os
 from typing import Any, Dict
 
-from . import compat
-from .bundle_files import RULES_NAME, load_rules
-from .console import EXIT_FAILED, UsageError
-from .versions import inspect_image
+from clusterkit_node.contract import compat
+from clusterkit_node.contract.bundle_files import RULES_NAME, load_rules
+from clusterkit_node.contract.console import EXIT_FAILED, UsageError
+from clusterkit_node.image.versions import inspect_image
 
 
 def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

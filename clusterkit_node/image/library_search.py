@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
-from .elf_dynamic import Dynamic
-from .image_files import Entry, is_file
+from clusterkit_node.image.elf_dynamic import Dynamic
+from clusterkit_node.image.image_files import Entry, is_file
 
 # glibc's trusted directories: Debian/Ubuntu multiarch first, then the RHEL/Amazon Linux ones
 DEFAULT_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",

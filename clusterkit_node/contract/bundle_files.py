@@ -11,14 +11,14 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from . import compat
-from .console import UsageError
+from clusterkit_node.contract import compat
+from clusterkit_node.contract.console import UsageError
 
 ZIPAPP_NAME = "clusterkit_node.pyz"
 LOCK_NAME = "images.lock"
 RULES_NAME = "compat_rules.json"
 PROFILES_NAME = "node_profiles.json"
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # clusterkit_node/, above contract/
 
 
 def bundle_dir() -> str:

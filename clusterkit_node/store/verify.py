@@ -11,12 +11,12 @@ import os
 import shutil
 from typing import Any, Dict, List, Tuple
 
-from .console import EXIT_FAILED, EXIT_OK, error, format_versions, log, mb, warn
-from .layout import manifest_path, record_path
-from .lock import LockedImage, load_lock
-from .published import RecordError, read_record
-from .squashfs import content_sha256, read_superblock, unsquashfs_can_read
-from .store import empty_manifest, file_size, read_manifest
+from clusterkit_node.contract.console import EXIT_FAILED, EXIT_OK, error, format_versions, log, mb, warn
+from clusterkit_node.contract.layout import manifest_path, record_path
+from clusterkit_node.contract.lock import LockedImage, load_lock
+from clusterkit_node.image.squashfs import content_sha256, read_superblock, unsquashfs_can_read
+from clusterkit_node.store.manifest import empty_manifest, file_size, read_manifest
+from clusterkit_node.store.published import RecordError, read_record
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

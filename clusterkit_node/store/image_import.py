@@ -18,14 +18,14 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, Tuple
 
-from .console import error, format_versions, log, mb, now_utc, warn
-from .declared_versions import disagreements
-from .enroot_uri import import_uri
-from .layout import IMPORT_FILE
-from .lock import LockedImage
-from .progress import ImportProgress, drop_record, enroot_dirs
-from .squashfs import check_squashfs, content_sha256
-from .store import (
+from clusterkit_node.contract.console import error, format_versions, log, mb, now_utc, warn
+from clusterkit_node.contract.enroot_uri import import_uri
+from clusterkit_node.contract.layout import IMPORT_FILE
+from clusterkit_node.contract.lock import LockedImage
+from clusterkit_node.image.declared_versions import disagreements
+from clusterkit_node.image.squashfs import check_squashfs, content_sha256
+from clusterkit_node.image.versions import expect_problems, read_versions
+from clusterkit_node.store.manifest import (
     RECORD_KEY,
     drop_stable_name,
     ensure_dir,
@@ -40,8 +40,8 @@ from .store import (
     take_out_of_service,
     write_manifest,
 )
-from .sync_config import SyncConfig
-from .versions import expect_problems, read_versions
+from clusterkit_node.store.progress import ImportProgress, drop_record, enroot_dirs
+from clusterkit_node.store.sync_config import SyncConfig
 
 
 @dataclass

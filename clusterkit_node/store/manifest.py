@@ -63,8 +63,8 @@ import stat
 import time
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from .console import UsageError, error, log, warn
-from .layout import (
+from clusterkit_node.contract.console import UsageError, error, log, warn
+from clusterkit_node.contract.layout import (
     LEGACY_FINGERPRINT_TMP_RE,
     LEGACY_LOCK_NAME,
     LEGACY_PARTIAL_RE,
@@ -88,8 +88,8 @@ from .layout import (
     staging_dir,
     tmp_dir,
 )
-from .lock import LockedImage
-from .published import RecordError, new_entry, read_record, record_doc
+from clusterkit_node.contract.lock import LockedImage
+from clusterkit_node.store.published import RecordError, new_entry, read_record, record_doc
 
 MANIFEST_VERSION = 1
 # A fingerprint write takes milliseconds: an older temp file of the previous layout is debris (its

@@ -11,7 +11,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Dict, Iterator, Optional, Pattern, Sequence, Tuple
 
-from .squashfs import run
+from clusterkit_node.image.squashfs import run
 
 CHUNK = 1 << 20
 

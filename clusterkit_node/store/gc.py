@@ -27,10 +27,10 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from .cluster_records import DAY, DEFAULT_STALE_DAYS, ClusterRecord, age, read_records
-from .console import EXIT_OK, UsageError, format_bytes, log, mb, print_table, warn
-from .layout import gc_state_path, inuse_dir, record_path, staging_dir, tmp_dir
-from .published import RecordError, read_record
+from clusterkit_node.contract.console import EXIT_OK, UsageError, format_bytes, log, mb, print_table, warn
+from clusterkit_node.contract.layout import gc_state_path, inuse_dir, record_path, staging_dir, tmp_dir
+from clusterkit_node.store.cluster_records import DAY, DEFAULT_STALE_DAYS, ClusterRecord, age, read_records
+from clusterkit_node.store.published import RecordError, read_record
 
 DEFAULT_GRACE_HOURS = 72.0
 DEFAULT_LEASE_DAYS = 14.0  # longer than most jobs; a leased file outliving it is the residual risk (docs)
@@ -156,7 +156,7 @@ def load_state(store: str) -> Dict[str, float]:
 
 
 def save_state(store: str, seen: Dict[str, float]) -> bool:
-    from .store import ensure_staging, write_json_atomic
+    from clusterkit_node.store.manifest import ensure_staging, write_json_atomic
     try:
         ensure_staging(store, "tmp")
         write_json_atomic(gc_state_path(store), os.path.join(tmp_dir(store), f"gc.json.tmp-{os.getpid()}"),
@@ -241,7 +241,7 @@ def plan_gc(store: str, args: argparse.Namespace, now: float, quiet: bool = Fals
 def remove_files(store: str, plan: Plan, quiet: bool = False) -> int:
     """Under the sync lock: per file, its manifest entries and stable name, then its record entry, then the file
     (nothing points at it any more when it goes). Returns the bytes freed."""
-    from .store import fsync_dir, read_manifest, write_manifest, write_record
+    from clusterkit_node.store.manifest import fsync_dir, read_manifest, write_manifest, write_record
     gone = [c for c in plan.candidates if c.remove]
     if not gone:
         return 0
@@ -290,7 +290,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
     now = time.time()
     quiet = args.format == "json"  # stdout is the document
     if args.apply:
-        from .store import sync_lock
+        from clusterkit_node.store.manifest import sync_lock
         with sync_lock(store):
             plan = plan_gc(store, args, now, quiet)
             freed = remove_files(store, plan, quiet)

@@ -15,7 +15,7 @@ import sys
 import unicodedata
 from typing import Dict, List, Optional, Sequence
 
-from .settings import BY_KEY, SETTINGS
+from clusterkit_node.contract.settings import BY_KEY, SETTINGS
 
 ROLES = ("head", "compute")
 EXIT_BAD_ARGS = 2

@@ -44,13 +44,13 @@ import sys
 import time
 from typing import Dict, List, Optional
 
-from . import settings as settings_contract
-from .bundle_files import LOCK_NAME, ZIPAPP_NAME, bundle_dir
-from .console import UsageError, os_error_line
-from .enroot_uri import import_uri, parse_request
-from .layout import inuse_dir, record_path
-from .lock import LockedImage, find_locked, load_lock
-from .published import RecordError, read_record, serve_problem
+from clusterkit_node.contract import settings as settings_contract
+from clusterkit_node.contract.bundle_files import LOCK_NAME, ZIPAPP_NAME, bundle_dir
+from clusterkit_node.contract.console import UsageError, os_error_line
+from clusterkit_node.contract.enroot_uri import import_uri, parse_request
+from clusterkit_node.contract.layout import inuse_dir, record_path
+from clusterkit_node.contract.lock import LockedImage, find_locked, load_lock
+from clusterkit_node.store.published import RecordError, read_record, serve_problem
 
 PROG = "clusterkit importer"
 CK_ROOT = os.environ.get("CK_ROOT", "")  # a throwaway root in tests; the job user gains nothing by it

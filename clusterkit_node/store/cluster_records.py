@@ -29,9 +29,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from .console import EXIT_OK, UsageError, log
-from .layout import CLUSTERS_DIR, TMP_DIR, clusters_dir, lock_path, tmp_dir
-from .lock import LockedImage
+from clusterkit_node.contract.console import EXIT_OK, UsageError, log
+from clusterkit_node.contract.layout import CLUSTERS_DIR, TMP_DIR, clusters_dir, lock_path, tmp_dir
+from clusterkit_node.contract.lock import LockedImage
 
 RECORD_VERSION = 1
 DEFAULT_STALE_DAYS = 7.0  # a week without a heartbeat (hourly) is a cluster that is gone, not one rebooting
@@ -143,7 +143,11 @@ def record_images(images: List[LockedImage]) -> List[Dict[str, str]]:
 def write_cluster_record(store: str, *, cluster: str, images: List[Dict[str, str]], synced_at: float,
                          seen_at: float) -> str:
     """Replace ``<staging>/clusters/<cluster>.json`` atomically (caller holds the sync lock)."""
-    from .store import ensure_dir, ensure_staging, write_json_atomic  # store imports this module's readers
+    from clusterkit_node.store.manifest import (  # store imports this module's readers
+        ensure_dir,
+        ensure_staging,
+        write_json_atomic,
+    )
     ensure_staging(store, TMP_DIR)
     ensure_dir(clusters_dir(store))
     doc = {"record_version": RECORD_VERSION, "cluster": cluster, "host": socket.gethostname(),
@@ -222,7 +226,7 @@ def cmd_heartbeat(args: argparse.Namespace) -> int:
     if not os.path.lexists(path):
         log(f"heartbeat: {path} does not exist yet (the image sync writes it on its first run); nothing to refresh")
         return EXIT_OK
-    from .store import ensure_staging
+    from clusterkit_node.store.manifest import ensure_staging
     ensure_staging(store, CLUSTERS_DIR)
     with try_sync_lock(store) as held:
         if not held:

@@ -12,7 +12,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Dict, List
 
-from . import args as node_args
+from clusterkit_node.node import args as node_args
 
 CREDENTIALS = "/etc/enroot/credentials"  # system-wide ECR credentials (credentials() below)
 PLAIN_CONFIG_PATH = '${HOME:-$(echo ~)}/.config/enroot'

@@ -1,0 +1,5 @@
+"""Configuring one node: its Args, enroot.conf and pyxis.conf, the per-user enroot dirs, what the node has (facts),
+the start path (in place or extracted), the boot self-test and its image, and pyxis' importer.
+
+May import: contract, image, store
+"""

@@ -25,7 +25,7 @@ Node setup (the node scripts' bash calls these, writes what they print and logs 
   pyxis-conf      --so PLUGIN --role R -- KEY=VALUE...   (log lines, '--', pyxis.conf)
   plugstack-conf  --etc SLURM_ETC                         (plugstack.conf with ClusterKit's include line)
   pyxis-line-check --so PLUGIN --etc SLURM_ETC            (compute: path=squashfuse|extract; exit 1 + one line)
-  plugstack-loads --so PLUGIN --etc SLURM_ETC             (compute/login: the plugin is here and plugstack.conf loads it)
+  plugstack-loads --so PLUGIN --etc SLURM_ETC             (compute/login: plugin here, plugstack.conf loads it)
   start-path-check --line-path P [--want-squashfuse 0|1] [--os OS]   (compute: can this node start that way?)
   require-enroot  [--with-pyxis]                          (exit 1 + one line naming every missing piece)
   enroot-files    [--scratch-mounted] [--slurm-service S] --role R -- KEY=VALUE...   (enroot dirs, enroot.conf,
@@ -71,8 +71,9 @@ The work is done by the package's modules, one job each:
   settings.py         the node settings table (keys, defaults, patterns, hints, required roles)
   args.py             ``node-args``: the Args checked against that table (did-you-mean), node.env
   enroot_conf.py      ``enroot-conf``, ``enroot-credentials``: /etc/enroot/enroot.conf and the ECR credentials
-  pyxis_conf.py       ``pyxis-conf``, ``plugstack-conf``, ``pyxis-line-check``, ``plugstack-loads``, ``start-path-check``: pyxis' options
-                      for the installed pyxis, pyxis.conf, the plugstack include line, the compute nodes' checks
+  pyxis_conf.py       ``pyxis-conf``, ``plugstack-conf``, ``pyxis-line-check``, ``plugstack-loads``,
+                      ``start-path-check``: pyxis' options for the installed pyxis, pyxis.conf, the plugstack
+                      include line, the compute nodes' checks
   file_set.py         ``node-file``: atomic, write-only-if-changed files and dirs, and the lines that report them
   preflight.py        ``require-enroot``: what the AMI must ship (enroot, pyxis, PC's examples)
   enroot_files.py     ``enroot-files``: a node's enroot dirs, enroot.conf, hooks, credentials, sysctl, PATH drop-in
@@ -103,8 +104,18 @@ from clusterkit_node.fleet.fingerprint import cmd_fingerprint
 from clusterkit_node.fleet.nccl_transport import EXPECTATIONS, cmd_nccl_check
 from clusterkit_node.image import image_inspect
 from clusterkit_node.node import args as node_args
-from clusterkit_node.node import (enroot_conf, enroot_files, file_set, preflight, pyxis_conf, pyxis_files, selftest,
-                                  slurm_prolog, start_path, user_dirs)
+from clusterkit_node.node import (
+    enroot_conf,
+    enroot_files,
+    file_set,
+    preflight,
+    pyxis_conf,
+    pyxis_files,
+    selftest,
+    slurm_prolog,
+    start_path,
+    user_dirs,
+)
 from clusterkit_node.store import cluster_records, gc
 from clusterkit_node.store.cluster_records import DEFAULT_STALE_DAYS
 from clusterkit_node.store.status import cmd_status

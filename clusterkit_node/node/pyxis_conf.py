@@ -10,7 +10,7 @@ does and what the tests ran. ``validate`` reads this table too
 (``clusterkit.rules.limits.PYXIS_OPTION_SINCE``), so both sides name the same release for each option.
 
 The node scripts run the commands and log the ``LEVEL message`` lines they print (their ck_log adds the
-time); the files are written by the scripts (atomic, idempotent: enroot.sh ck_write_file).
+time); the files are written by pyxis_files.py (atomic, idempotent: file_set.py).
 """
 from __future__ import annotations
 

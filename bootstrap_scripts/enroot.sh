@@ -54,6 +54,7 @@ ck_die() {
     ck_log ERROR "$*"
     exit "${code}"
 }
+
 # ck_cleanup: the scripts' EXIT trap (the node tools remove their own temp files).
 ck_cleanup() {
     :
@@ -113,7 +114,7 @@ ck_node_apply() {
         esac
     done <<<"${out}"
     if ((rc != 0)); then
-        [[ "${told}" == yes ]] || ck_log ERROR "the node tools failed: ${1} (${CK_ZIPAPP} exit ${rc})"
+        [[ "${told}" == yes ]] || ck_die 1 "the node tools failed: ${1} (${CK_ZIPAPP} exit ${rc})"
         exit "${rc}"
     fi
 }
@@ -198,7 +199,7 @@ ck_slurm_cmd() {
     fi
 }
 
-# ck_plugstack_loads SLURM_ETC PLUGIN_SO: the plugin is on this node and plugstack.conf loads it (exit 1 if not).
+# ck_plugstack_loads SLURM_ETC PLUGIN_SO: the plugin is on this node and plugstack.conf loads it, or exit 1 saying so.
 ck_plugstack_loads() {
     ck_node_apply plugstack-loads --etc "$1" --so "$2"
 }

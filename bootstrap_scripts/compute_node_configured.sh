@@ -38,14 +38,10 @@ fi
 # shellcheck source=enroot.sh
 source "${CK_SHARED_DIR}/enroot.sh"
 
+# check_pyxis: the plugin is on this node and the shared plugstack.conf loads it (clusterkit_node/node/pyxis_conf.py),
+# then check_pyxis_options.
 check_pyxis() {
-    if [[ ! -f "${CK_ROOT}${CK_PYXIS_SO}" ]]; then
-        ck_die 1 "Pyxis SPANK plugin ${CK_PYXIS_SO} missing on this node (official ParallelCluster AMIs >= ${CK_MIN_PC_VERSION} ship it)"
-    fi
-    if ! ck_plugstack_loads "${CK_SLURM_ETC}" "${CK_PYXIS_SO}"; then
-        ck_die 1 "${CK_SLURM_ETC}/plugstack.conf does not load ${CK_PYXIS_SO} (the head node's OnNodeConfigured installs it; check /var/log/clusterkit/bootstrap.log there)"
-    fi
-    ck_log INFO "plugstack.conf loads ${CK_PYXIS_SO}"
+    ck_plugstack_loads "${CK_SLURM_ETC}" "${CK_PYXIS_SO}"
     check_pyxis_options
 }
 
@@ -62,19 +58,11 @@ check_pyxis_options() {
     LINE_START_PATH="${out#path=}"
 }
 
-# check_start_path: the plugstack line (the head node's, for the whole cluster) says use_squashfuse=1 only when
-# the head node could start a .sqsh in place. A queue whose AMI differs (a custom AMI without squashfuse, a
-# /dev/fuse users cannot open) cannot: say so here, where one line reaches the node's log, instead of every job.
+# check_start_path: a line that starts images in place (use_squashfuse=1) needs this node to be able to
+# (pyxis_conf.py check_line_start: a queue on another AMI may lack squashfuse or a /dev/fuse users can open).
 check_start_path() {
-    if [[ "${LINE_START_PATH}" != squashfuse ]]; then
-        ck_log INFO "the plugstack line extracts images (no use_squashfuse=1): pyxis runs enroot create per job"
-        return 0
-    fi
-    ck_start_path
-    if [[ "${CK_START_PATH}" != squashfuse ]]; then
-        ck_die 1 "the cluster's pyxis.conf starts images in place (use_squashfuse=1, chosen on the head node) but this node cannot: ${CK_START_PATH_WHY} (does this queue use a different AMI than the head node? give it squashfuse, or set containers.pyxis.use_squashfuse: false)"
-    fi
-    ck_log INFO "this node can start images in place (squashfuse, /dev/fuse for users), as the plugstack line asks"
+    ck_node_apply start-path-check --line-path "${LINE_START_PATH}" --want-squashfuse "${PYXIS_USE_SQUASHFUSE}" \
+        --os "${CK_OS}"
 }
 
 # run_selftest: start a tiny container as an unprivileged user, by the path pyxis will take (clusterkit_node

@@ -25,6 +25,15 @@ Node setup (the node scripts' bash calls these, writes what they print and logs 
   pyxis-conf      --so PLUGIN --role R -- KEY=VALUE...   (log lines, '--', pyxis.conf)
   plugstack-conf  --etc SLURM_ETC                         (plugstack.conf with ClusterKit's include line)
   pyxis-line-check --so PLUGIN --etc SLURM_ETC            (compute: path=squashfuse|extract; exit 1 + one line)
+  plugstack-loads --so PLUGIN --etc SLURM_ETC             (compute/login: plugin here, plugstack.conf loads it)
+  start-path-check --line-path P [--want-squashfuse 0|1] [--os OS]   (compute: can this node start that way?)
+  require-enroot  [--with-pyxis]                          (exit 1 + one line naming every missing piece)
+  enroot-files    [--scratch-mounted] [--slurm-service S] --role R -- KEY=VALUE...   (enroot dirs, enroot.conf,
+                  hooks, credentials, sysctl, the Slurm PATH drop-in)
+  slurm-prolog                                            (head: the prolog that makes each user's enroot dirs)
+  pyxis-files     --etc SLURM_ETC --so PLUGIN --role R -- KEY=VALUE...   (head: plugstack.conf + pyxis.conf)
+  node-file       write|dir|remove PATH [MODE] [--tmpdir D]   (one file, content on stdin; what head_node.sh writes)
+  (these print "LEVEL message" and "@marker" lines in the order they acted: file_set.py)
 
 The work is done by the package's modules, one job each:
 
@@ -62,8 +71,14 @@ The work is done by the package's modules, one job each:
   settings.py         the node settings table (keys, defaults, patterns, hints, required roles)
   args.py             ``node-args``: the Args checked against that table (did-you-mean), node.env
   enroot_conf.py      ``enroot-conf``, ``enroot-credentials``: /etc/enroot/enroot.conf and the ECR credentials
-  pyxis_conf.py       ``pyxis-conf``, ``plugstack-conf``, ``pyxis-line-check``: pyxis' options for the installed
-                      pyxis, pyxis.conf, the plugstack include line, the compute nodes' check of that line
+  pyxis_conf.py       ``pyxis-conf``, ``plugstack-conf``, ``pyxis-line-check``, ``plugstack-loads``,
+                      ``start-path-check``: pyxis' options for the installed pyxis, pyxis.conf, the plugstack
+                      include line, the compute nodes' checks
+  file_set.py         ``node-file``: atomic, write-only-if-changed files and dirs, and the lines that report them
+  preflight.py        ``require-enroot``: what the AMI must ship (enroot, pyxis, PC's examples)
+  enroot_files.py     ``enroot-files``: a node's enroot dirs, enroot.conf, hooks, credentials, sysctl, PATH drop-in
+  slurm_prolog.py     ``slurm-prolog``: the prolog that runs ``user-dirs``
+  pyxis_files.py      ``pyxis-files``: the head node's plugstack.conf and pyxis.conf
 
 Exit codes: 0 everything present, 1 an image failed (or verify found the store unusable, or a node
 cannot run a locked image, or nodes of one queue differ, or the file system refused a write: read-only,
@@ -89,7 +104,18 @@ from clusterkit_node.fleet.fingerprint import cmd_fingerprint
 from clusterkit_node.fleet.nccl_transport import EXPECTATIONS, cmd_nccl_check
 from clusterkit_node.image import image_inspect
 from clusterkit_node.node import args as node_args
-from clusterkit_node.node import enroot_conf, pyxis_conf, selftest, start_path, user_dirs
+from clusterkit_node.node import (
+    enroot_conf,
+    enroot_files,
+    file_set,
+    preflight,
+    pyxis_conf,
+    pyxis_files,
+    selftest,
+    slurm_prolog,
+    start_path,
+    user_dirs,
+)
 from clusterkit_node.store import cluster_records, gc
 from clusterkit_node.store.cluster_records import DEFAULT_STALE_DAYS
 from clusterkit_node.store.status import cmd_status
@@ -99,8 +125,9 @@ from clusterkit_node.store.verify import cmd_verify
 
 # ------------------------------------------------------------------------------------------------- CLI
 
-# What the node scripts run while they set a node up (Args, enroot.conf, pyxis.conf, plugstack.conf): they print
-# what the scripts write and log; the scripts do the writing (atomic, idempotent).
+# What the node scripts run while they set a node up: the renders print what they render; the *-files, node-file,
+# require-enroot and plugstack-loads commands act on the node and print what they did (file_set.py) for the
+# scripts to log, in order.
 NODE_SETUP = {
     "node-args": node_args.cmd_node_args,
     "enroot-conf": enroot_conf.cmd_enroot_conf,
@@ -108,6 +135,13 @@ NODE_SETUP = {
     "pyxis-conf": pyxis_conf.cmd_pyxis_conf,
     "plugstack-conf": pyxis_conf.cmd_plugstack_conf,
     "pyxis-line-check": pyxis_conf.cmd_pyxis_line_check,
+    "plugstack-loads": pyxis_conf.cmd_plugstack_loads,
+    "start-path-check": pyxis_conf.cmd_start_path_check,
+    "node-file": file_set.cmd_node_file,
+    "require-enroot": preflight.cmd_require_enroot,
+    "enroot-files": enroot_files.cmd_enroot_files,
+    "slurm-prolog": slurm_prolog.cmd_slurm_prolog,
+    "pyxis-files": pyxis_files.cmd_pyxis_files,
 }
 
 def build_parser() -> argparse.ArgumentParser:
@@ -174,6 +208,11 @@ def build_parser() -> argparse.ArgumentParser:
     node_args.add_parser(sub)
     enroot_conf.add_parser(sub)
     pyxis_conf.add_parsers(sub)
+    file_set.add_parser(sub)
+    preflight.add_parser(sub)
+    enroot_files.add_parser(sub)
+    slurm_prolog.add_parser(sub)
+    pyxis_files.add_parser(sub)
     return p
 
 

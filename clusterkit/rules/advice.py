@@ -10,10 +10,10 @@ a warning (with its id from ``clusterkit.spec.warning_ids``), so ``validate`` st
   throughput (capacity x per-unit throughput). Squashfuse starts (pyxis >= 0.24) read only the blocks a
   job touches: the message adds that figure, from the measured share (SQUASHFUSE_READ_SHARE).
 - Head node root volume: image imports on a head node without local NVMe unpack into the root volume
-  (bootstrap_scripts/enroot.sh ``ck_enroot_layout``); the head node's disk preflight factors
+  (clusterkit_node/node/enroot_files.py ``layout``); the head node's disk preflight factors
   (clusterkit_node/contract/sizing.py) say how much.
 - Compute root volume: on a queue whose instances have no local NVMe, pyxis unpacks each job's image
-  into ENROOT_DATA_PATH on the root volume (enroot.sh ``ck_enroot_layout``), about TEMP_FACTOR x the
+  into ENROOT_DATA_PATH on the root volume (enroot_files.py ``layout``), about TEMP_FACTOR x the
   image's compressed size, and ParallelCluster sizes that volume like the AMI unless told otherwise.
 - Capacity blocks whose min/max differ from the block's instance count, when the spec states it.
 - The start path nodes of the spec's OS will take: ``clusterkit_node.node.start_path.choose`` (what every node runs

@@ -10,11 +10,12 @@ does and what the tests ran. ``validate`` reads this table too
 (``clusterkit.rules.limits.PYXIS_OPTION_SINCE``), so both sides name the same release for each option.
 
 The node scripts run the commands and log the ``LEVEL message`` lines they print (their ck_log adds the
-time); the files are written by the scripts (atomic, idempotent: enroot.sh ck_write_file).
+time); the files are written by pyxis_files.py (atomic, idempotent: file_set.py).
 """
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import re
 from typing import Dict, List, Optional, Tuple
@@ -23,6 +24,8 @@ from clusterkit_node.image.versions import version_key
 from clusterkit_node.node import args as node_args
 from clusterkit_node.node import start_path
 from clusterkit_node.node.facts import pyxis_plugin_version
+from clusterkit_node.node.file_set import Changes, NodeProblem, report
+from clusterkit_node.node.preflight import MIN_PC_VERSION
 
 OPTION_SINCE: Dict[str, str] = {"use_enroot_load": "0.21.0", "use_squashfuse": "0.24.0", "importer": "0.24.0"}
 # ClusterKit's pyxis importer: the node zipapp of the live bundle, which pyxis runs as `importer get URI` /
@@ -150,6 +153,57 @@ def line_check(conf_text: str, so: str, etc: str) -> Tuple[str, Optional[str]]:
     return path, None
 
 
+def _lines(path: str) -> List[str]:
+    with open(path, encoding="utf-8", errors="surrogateescape") as fh:
+        return fh.read().split("\n")
+
+
+def loads(etc: str, so: str) -> bool:
+    """Does plugstack.conf load ``so``, directly or through an ``include`` glob (files under CK_ROOT)?"""
+    space = r"[ \t\n\v\f\r]"  # the shell's [[:space:]], which the check used to match with
+    plugin = re.compile(f"{space}*(required|optional){space}+{re.escape(so)}({space}|$)")
+    include = re.compile(f"{space}*include{space}+([^ \t\n\v\f\r]+)")
+    path = f"{root()}{etc}/plugstack.conf"
+    if not os.path.isfile(path):
+        return False
+    for line in _lines(path):
+        if plugin.match(line):
+            return True
+        found = include.match(line)
+        for file in sorted(glob.glob(root() + found.group(1))) if found else []:
+            if os.path.isfile(file) and any(plugin.match(inner) for inner in _lines(file)):
+                return True
+    return False
+
+
+def check_loaded(ch: Changes, etc: str, so: str) -> None:
+    """A compute or login node: the plugin is here and the head node's NFS-shared plugstack.conf loads it."""
+    if not os.path.isfile(root() + so):
+        raise NodeProblem(f"Pyxis SPANK plugin {so} missing on this node (official ParallelCluster AMIs >= "
+                          f"{MIN_PC_VERSION} ship it)")
+    if not loads(etc, so):
+        raise NodeProblem(f"{etc}/plugstack.conf does not load {so} (the head node's OnNodeConfigured installs it; "
+                          "check /var/log/clusterkit/bootstrap.log there)")
+    ch.log("INFO", f"plugstack.conf loads {so}")
+
+
+def check_line_start(ch: Changes, line_path: str, want: str, os_name: str) -> None:
+    """A compute node: the head node's line (for the whole cluster) says use_squashfuse=1 only when the head node
+    could start a .sqsh in place. A queue whose AMI differs (a custom AMI without squashfuse, a /dev/fuse users
+    cannot open) cannot: one line in the node's log, instead of in every job."""
+    if line_path != "squashfuse":
+        ch.log("INFO", "the plugstack line extracts images (no use_squashfuse=1): pyxis runs enroot create per job")
+        return
+    path, why, events = start_path_check(want, os_name)
+    for level, message in events:
+        ch.log(level, message)
+    if path != "squashfuse":
+        raise NodeProblem("the cluster's pyxis.conf starts images in place (use_squashfuse=1, chosen on the head "
+                          f"node) but this node cannot: {why} (does this queue use a different AMI than the head "
+                          "node? give it squashfuse, or set containers.pyxis.use_squashfuse: false)")
+    ch.log("INFO", "this node can start images in place (squashfuse, /dev/fuse for users), as the plugstack line asks")
+
+
 def emit(events: List[Event]) -> None:
     node_args.write("".join(f"{level} {message}\n" for level, message in events))
 
@@ -165,6 +219,23 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> N
                                                 "prints path=squashfuse|extract; exit 1 with one line if not")
     c.add_argument("--so", required=True)
     c.add_argument("--etc", required=True)
+    ld = sub.add_parser("plugstack-loads", help="compute/login node: the pyxis plugin is here and plugstack.conf "
+                                               "loads it (exit 1 with one ERROR line if not)")
+    ld.add_argument("--so", required=True)
+    ld.add_argument("--etc", required=True)
+    st = sub.add_parser("start-path-check", help="compute node: can this node start images the way the plugstack "
+                                                 "line says (exit 1 with one ERROR line if not)")
+    st.add_argument("--line-path", choices=("squashfuse", "extract"), required=True)
+    st.add_argument("--want-squashfuse", choices=("0", "1"), default="1")
+    st.add_argument("--os", default="")
+
+
+def cmd_start_path_check(a: argparse.Namespace) -> int:
+    return report(lambda ch: check_line_start(ch, a.line_path, a.want_squashfuse, a.os))
+
+
+def cmd_plugstack_loads(a: argparse.Namespace) -> int:
+    return report(lambda ch: check_loaded(ch, a.etc, a.so))
 
 
 def cmd_pyxis_conf(a: argparse.Namespace) -> int:

@@ -191,7 +191,9 @@ def test_configured_tests_the_in_place_path_when_the_line_asks_for_it(compute: S
     r = compute.run("compute_node_configured.sh", *COMPUTE_ARGS)
     assert r.returncode == 0, r.stderr
     calls = r.calls("clusterkit_node.pyz")
-    assert calls[0][0] == "start-path" and calls[1][:3] == ["selftest", "--path", "squashfuse"]
+    assert calls[0][:3] == ["selftest", "--path", "squashfuse"]
+    assert ["start-path-check", "--line-path", "squashfuse", "--want-squashfuse", "1", "--os", "alinux2023"] in \
+        r.calls("clusterkit_node.pyz:real")
     assert "this node can start images in place" in r.stdout
 
 

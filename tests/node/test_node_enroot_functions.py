@@ -1,4 +1,5 @@
-"""Functions of bootstrap_scripts/enroot.sh called directly from bash.
+"""Functions of bootstrap_scripts/enroot.sh called directly from bash (what they run in the node tools, e.g.
+plugstack.conf's include check, is tested module by module in tests/node_package/test_node_files.py).
 
 Real: enroot.sh under bash with the machine's coreutils, and the node tools it calls (this checkout's
 clusterkit_node, through CK_ZIPAPP: a file that runs it as the zipapp would). Stand-in: `enroot_config_eval` below
@@ -58,26 +59,6 @@ def test_plugstack_generator_writes_and_reports_change(tmp_path: Path) -> None:
         (etc / "plugstack.conf.d/pyxis.conf").read_text()
 
 
-def test_plugstack_loads_detects_direct_include_and_absence(tmp_path: Path) -> None:
-    etc = tmp_path / "etc"
-    (etc / "d").mkdir(parents=True)
-    so = "/usr/local/lib/slurm/spank_pyxis.so"
-    cases = {
-        f"required {so} runtime_path=/run/pyxis\n": True,
-        f"include {etc}/d/*\n": False,  # include dir empty
-        f"optional {so}\n": True,
-        f"required {so}.bak\n": False,
-        f"# required {so}\n": False,
-    }
-    for text, expected in cases.items():
-        (etc / "plugstack.conf").write_text(text)
-        r = bash(f"ck_plugstack_loads {etc} {so}", tmp_path)
-        assert (r.returncode == 0) is expected, text
-    (etc / "d" / "pyxis.conf").write_text(f"required {so}\n")
-    (etc / "plugstack.conf").write_text(f"include {etc}/d/*\n")
-    assert bash(f"ck_plugstack_loads {etc} {so}", tmp_path).returncode == 0
-
-
 def enroot_config_eval(conf: Path, home: Path) -> dict[str, str]:
     """Stand-in for enroot's config::init (see module docstring)."""
     script = r'''
@@ -94,9 +75,13 @@ done < "$1"
 
 
 def test_enroot_conf_evaluates_per_user(tmp_path: Path) -> None:
+    hooks = tmp_path / "root/usr/share/enroot/hooks.d"
+    hooks.mkdir(parents=True)
+    for hook in ("50-slurm-pmi.sh", "50-slurm-pytorch.sh"):
+        (hooks / hook).write_text("# hook\n")
     r = bash("ck_parse_args compute CK_CLUSTER=c CK_OS=rhel9 "
              "'CK_ECR_REGISTRIES=123456789012.dkr.ecr.eu-west-1.amazonaws.com'; "
-             "ck_enroot_layout; ck_write_enroot_conf", tmp_path, CK_ROOT=str(tmp_path / "root"))
+             "ck_setup_local_enroot", tmp_path, CK_ROOT=str(tmp_path / "root"))
     assert r.returncode == 0, r.stderr
     conf = tmp_path / "root/etc/enroot/enroot.conf"
     home = tmp_path / "home"

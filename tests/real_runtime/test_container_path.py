@@ -164,7 +164,7 @@ def test_two_users_of_one_group_pull_from_the_registry(cluster: Cluster) -> None
 
 
 def test_ecr_credentials_setup_against_a_basic_auth_registry(cluster: Cluster, tmp_path: Path) -> None:
-    """ck_write_ecr_credentials + the enroot.conf credentials link, used by the real enroot as an
+    """The ECR credentials (enroot-files) + the enroot.conf credentials link, used by the real enroot as an
     unprivileged user: enroot evaluates the `$(aws ecr get-login-password ...)` password (aws is the
     stand-in here) and answers the registry's Basic challenge with it."""
     node = cluster.node

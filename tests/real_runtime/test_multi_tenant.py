@@ -198,7 +198,7 @@ def test_the_image_syncs_registry_credentials_are_roots_only(cluster: Cluster) -
     node = cluster.node
     password = base64.b64encode(b"sync-token").decode()
     setup = (f"CK_ZIPAPP={SHARED}/clusterkit_node.pyz; source {SHARED}/enroot.sh; "
-             "ck_parse_args head \"$@\"; ck_write_ecr_credentials")
+             "ck_parse_args head \"$@\"; ck_setup_local_enroot")
     with ecr_like_registry(node, password) as (ecr, port):
         node.run(["bash", "-c", setup, "setup", *HEAD_ARGS, f"CK_ECR_REGISTRIES={ECR_HOST}"])
         try:

@@ -34,11 +34,12 @@ readonly BUNDLE_FILES=(
 readonly SYNC_UNIT="clusterkit-image-sync.service"
 readonly SYNC_TIMER="clusterkit-image-sync.timer"
 readonly SYNC_LOG="/var/log/clusterkit/image-sync.log"
-readonly HEARTBEAT_UNIT="clusterkit-store-heartbeat.service"
 readonly HEARTBEAT_TIMER="clusterkit-store-heartbeat.timer"
 readonly GC_UNIT="clusterkit-store-gc.service"
 readonly GC_TIMER="clusterkit-store-gc.timer"
-readonly ZIPAPP="/opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz"
+readonly SYNC_INPUTS_FILE="/var/lib/clusterkit/image-sync.inputs"
+SYNC_RESTART=no
+SYNC_INPUTS=""
 BOOT_TMP=""
 BUNDLE_DIR=""
 SWITCHED_FROM=""  # the bundle the shared link named before this run switched it, until the run succeeds
@@ -191,185 +192,33 @@ ensure_store() {
     ck_die 1 "CK_STORE=${CK_STORE} is not on a mounted file system (FSx for Lustre not mounted? check SharedStorage MountDir)"
 }
 
-render_sync_unit() {
-    local key
-    cat <<EOF
-# Managed by ClusterKit head_node.sh; re-run it (OnNodeUpdated) instead of editing this file.
-[Unit]
-Description=ClusterKit image sync: import the locked container images into ${CK_STORE}
-Wants=network-online.target
-After=network-online.target remote-fs.target
-RequiresMountsFor=${CK_STORE} /opt/parallelcluster/shared
-StartLimitIntervalSec=3600
-StartLimitBurst=5
-
-[Service]
-Type=simple
-Environment=HOME=/root
-# Its own enroot config dir, root's only (enroot.sh ck_write_sync_credentials): registry credentials users cannot read.
-Environment=ENROOT_CONFIG_PATH=${CK_SYNC_ENROOT_CONFIG}
-Environment="PATH=/opt/slurm/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-EOF
-    for key in ENROOT_SQUASH_OPTIONS ENROOT_MAX_PROCESSORS ENROOT_CONNECT_TIMEOUT ENROOT_TRANSFER_TIMEOUT \
-        ENROOT_TRANSFER_RETRIES ENROOT_MOUNT_HOME ENROOT_ROOTFS_WRITABLE; do
-        if [[ -n "${!key}" ]]; then
-            printf 'Environment="%s=%s"\n' "${key}" "${!key}"
-        fi
-    done
-    cat <<EOF
-# Journal (stdout) and a plain log file for people without journalctl habits. systemctl stop sends
-# SIGTERM to every process of the unit: tee ignores it and passes on the sync's last line ("stopped by
-# SIGTERM"), then ends with the pipe.
-ExecStart=/bin/bash -o pipefail -c 'python3 ${ZIPAPP} sync --lock /opt/parallelcluster/shared/clusterkit/images.lock --store ${CK_STORE} --stale-days ${CK_STORE_GC_STALE_DAYS} 2>&1 | (trap "" TERM; exec tee -a ${SYNC_LOG})'
-# Exit 1 = some image failed (registry hiccup): retry later. Exit 2 = usage/preflight: do not loop.
-Restart=on-failure
-RestartSec=120
-RestartPreventExitStatus=2
-Nice=5
-
-[Install]
-WantedBy=multi-user.target
-EOF
-}
-
-# render_sync_timer: the sync again 15 minutes after each run ends (systemd.timer(5) OnUnitInactiveSec, so never
-# while one runs): it re-checks every published file against its record (a file changed behind the sync's back is
-# re-hashed and, if its content changed, replaced; the importer refuses it meanwhile) and retries what failed.
-render_sync_timer() {
-    cat <<EOF
-# Managed by ClusterKit head_node.sh; re-run it (OnNodeUpdated) instead of editing this file.
-[Unit]
-Description=ClusterKit image sync, again 15 minutes after each run: re-check the store, retry what failed
-
-[Timer]
-OnUnitInactiveSec=15min
-RandomizedDelaySec=60
-
-[Install]
-WantedBy=timers.target
-EOF
-}
-
-# render_heartbeat_unit / render_heartbeat_timer: refresh this cluster's record in the store every hour
-# (cluster_records.py), so other clusters' syncs and gc know it is alive; a destroyed cluster's record goes stale.
-render_heartbeat_unit() {
-    cat <<EOF
-# Managed by ClusterKit head_node.sh; re-run it (OnNodeUpdated) instead of editing this file.
-[Unit]
-Description=ClusterKit store heartbeat: refresh cluster ${CK_CLUSTER}'s record in ${CK_STORE}
-RequiresMountsFor=${CK_STORE} /opt/parallelcluster/shared
-
-[Service]
-Type=oneshot
-ExecStart=/usr/bin/python3 ${ZIPAPP} heartbeat --store ${CK_STORE} --cluster ${CK_CLUSTER}
-EOF
-}
-
-render_heartbeat_timer() {
-    cat <<EOF
-# Managed by ClusterKit head_node.sh; re-run it (OnNodeUpdated) instead of editing this file.
-[Unit]
-Description=ClusterKit store heartbeat, hourly
-
-[Timer]
-OnBootSec=5min
-OnUnitActiveSec=1h
-RandomizedDelaySec=300
-
-[Install]
-WantedBy=timers.target
-EOF
-}
-
-# render_gc_unit / render_gc_timer: the daily image gc (containers.store_gc.timer): removes store files no live
-# cluster record names, no process here has open and no lease holds, after the grace period (gc.py).
-render_gc_unit() {
-    cat <<EOF
-# Managed by ClusterKit head_node.sh; re-run it (OnNodeUpdated) instead of editing this file.
-[Unit]
-Description=ClusterKit image gc: remove files no cluster on ${CK_STORE} uses any more
-RequiresMountsFor=${CK_STORE} /opt/parallelcluster/shared
-
-[Service]
-Type=oneshot
-Nice=10
-ExecStart=/bin/bash -o pipefail -c 'python3 ${ZIPAPP} gc --apply --store ${CK_STORE} --grace-hours ${CK_STORE_GC_GRACE_HOURS} --stale-days ${CK_STORE_GC_STALE_DAYS} 2>&1 | tee -a /var/log/clusterkit/store-gc.log'
-EOF
-}
-
-render_gc_timer() {
-    cat <<EOF
-# Managed by ClusterKit head_node.sh; re-run it (OnNodeUpdated) instead of editing this file.
-[Unit]
-Description=ClusterKit image gc, daily
-
-[Timer]
-OnCalendar=daily
-RandomizedDelaySec=1h
-Persistent=true
-
-[Install]
-WantedBy=timers.target
-EOF
-}
-
-# write_store_timers: the heartbeat always; the gc timer only while CK_STORE_GC_TIMER=1 (turned off: stopped,
-# disabled and its files removed). Idempotent: unchanged files are not rewritten; the one daemon-reload of
-# start_image_sync picks up a change. enable_store_timers enables them after that reload.
-write_store_timers() {
-    local dir="${CK_ROOT}/etc/systemd/system"
-    ck_write_file "${dir}/${HEARTBEAT_UNIT}" 0644 "$(render_heartbeat_unit)"
-    if [[ "${CK_LAST_CHANGED}" == yes ]]; then CK_SYSTEMD_DIRTY=yes; fi
-    ck_write_file "${dir}/${HEARTBEAT_TIMER}" 0644 "$(render_heartbeat_timer)"
-    if [[ "${CK_LAST_CHANGED}" == yes ]]; then CK_SYSTEMD_DIRTY=yes; fi
-    if [[ "${CK_STORE_GC_TIMER}" == 1 ]]; then
-        ck_write_file "${dir}/${GC_UNIT}" 0644 "$(render_gc_unit)"
-        if [[ "${CK_LAST_CHANGED}" == yes ]]; then CK_SYSTEMD_DIRTY=yes; fi
-        ck_write_file "${dir}/${GC_TIMER}" 0644 "$(render_gc_timer)"
-        if [[ "${CK_LAST_CHANGED}" == yes ]]; then CK_SYSTEMD_DIRTY=yes; fi
-    elif [[ -e "${dir}/${GC_TIMER}" || -e "${dir}/${GC_UNIT}" ]]; then
+# store_units: the image store's systemd units (clusterkit_node/node/systemd_units.py: the image sync, the store
+# heartbeat, the gc while CK_STORE_GC_TIMER=1), written by the node tools; sets SYNC_RESTART and SYNC_INPUTS. A gc
+# timer turned off is disabled here first: systemctl needs its files to disable it.
+store_units() {
+    local out line rc=0 dir="${CK_ROOT}/etc/systemd/system"
+    if [[ "${CK_STORE_GC_TIMER}" != 1 ]] && [[ -e "${dir}/${GC_TIMER}" || -e "${dir}/${GC_UNIT}" ]]; then
         systemctl disable --quiet --now "${GC_TIMER}" || true
-        ck_remove_file "${dir}/${GC_TIMER}"
-        ck_remove_file "${dir}/${GC_UNIT}"
-        CK_SYSTEMD_DIRTY=yes
-        ck_log INFO "image gc timer off (containers.store_gc.timer: false): removed ${GC_TIMER}"
     fi
+    out="$(ck_node_setup store-units --sync-enroot-config "${CK_SYNC_ENROOT_CONFIG}" --inputs-file "${SYNC_INPUTS_FILE}")" || rc=$?
+    while IFS= read -r line; do
+        case "${line}" in
+        reload) CK_SYSTEMD_DIRTY=yes ;;
+        restart-sync) SYNC_RESTART=yes ;;
+        "inputs "*) SYNC_INPUTS="${line#inputs }" ;;
+        ?*) ck_log "${line%% *}" "${line#* }" ;;
+        esac
+    done <<<"${out}"
+    ((rc == 0)) || ck_die 1 "cannot write the image store's systemd units (${CK_ZIPAPP} store-units exit ${rc})"
 }
 
-enable_store_timers() {
-    systemctl enable --quiet --now "${HEARTBEAT_TIMER}"
-    if [[ "${CK_STORE_GC_TIMER}" == 1 ]]; then
-        systemctl enable --quiet --now "${GC_TIMER}"
-        ck_log INFO "image gc timer on: ${GC_TIMER} runs gc --apply daily (grace ${CK_STORE_GC_GRACE_HOURS} h, stale after ${CK_STORE_GC_STALE_DAYS} days)"
-    fi
-}
-
-# sync_inputs: what a running sync was started with: the unit (command line, enroot settings) and the
-# image lock of the live bundle. Anything else in a new bundle does not concern a running import.
-sync_inputs() {
-    local unit lock
-    read -r unit _ < <(sha256sum "${CK_ROOT}/etc/systemd/system/${SYNC_UNIT}")
-    read -r lock _ < <(sha256sum "${BUNDLE_LINK}/images.lock")
-    printf 'unit=%s lock=%s\n' "${unit}" "${lock}"
-}
-
-# start_image_sync: OnNodeUpdated runs on EVERY cluster update (a MaxCount change included), so the
-# sync is restarted only when its inputs changed: a multi-GB import in progress survives an unrelated
-# update. A sync that is not running (finished, failed, first boot) is started: re-running one whose
-# images are present costs milliseconds.
+# start_image_sync: restarted only when its inputs (unit, image lock) changed, so an import in progress survives an
+# unrelated update; one that is not running (finished, failed, first boot) is started: a no-op when images are present.
 start_image_sync() {
-    local state="${CK_ROOT}/var/lib/clusterkit/image-sync.inputs" inputs recorded=""
-    ck_ensure_dir "${CK_ROOT}/etc/systemd/system" 0755
-    ck_write_file "${CK_ROOT}/etc/systemd/system/${SYNC_UNIT}" 0644 "$(render_sync_unit)"
-    [[ "${CK_LAST_CHANGED}" == yes ]] && CK_SYSTEMD_DIRTY=yes
-    ck_write_file "${CK_ROOT}/etc/systemd/system/${SYNC_TIMER}" 0644 "$(render_sync_timer)"
-    [[ "${CK_LAST_CHANGED}" == yes ]] && CK_SYSTEMD_DIRTY=yes
     ck_systemd_reload_if_dirty
     systemctl enable --quiet "${SYNC_UNIT}"
     systemctl enable --quiet --now "${SYNC_TIMER}"
-    inputs="$(sync_inputs)"
-    [[ -f "${state}" ]] && recorded="$(<"${state}")"
-    if [[ "${inputs}" != "${recorded}" ]]; then
+    if [[ "${SYNC_RESTART}" == yes ]]; then
         systemctl restart --no-block "${SYNC_UNIT}"
         ck_log INFO "(re)started ${SYNC_UNIT}: its unit or image lock changed (journalctl -u ${SYNC_UNIT}; ${SYNC_LOG})"
     elif systemctl is-active --quiet "${SYNC_UNIT}"; then
@@ -378,8 +227,16 @@ start_image_sync() {
         systemctl start --no-block "${SYNC_UNIT}"
         ck_log INFO "started ${SYNC_UNIT} (not running; inputs unchanged)"
     fi
-    ck_ensure_dir "${CK_ROOT}/var/lib/clusterkit" 0755
-    ck_write_file "${state}" 0644 "${inputs}"
+    ck_ensure_dir "${CK_ROOT}${SYNC_INPUTS_FILE%/*}" 0755
+    ck_write_file "${CK_ROOT}${SYNC_INPUTS_FILE}" 0644 "${SYNC_INPUTS}"
+}
+
+enable_store_timers() {
+    systemctl enable --quiet --now "${HEARTBEAT_TIMER}"
+    if [[ "${CK_STORE_GC_TIMER}" == 1 ]]; then
+        systemctl enable --quiet --now "${GC_TIMER}"
+        ck_log INFO "image gc timer on: ${GC_TIMER} runs gc --apply daily (grace ${CK_STORE_GC_GRACE_HOURS} h, stale after ${CK_STORE_GC_STALE_DAYS} days)"
+    fi
 }
 
 main() {
@@ -405,7 +262,7 @@ main() {
     fi
 
     ensure_store
-    write_store_timers
+    store_units
     start_image_sync
     enable_store_timers
     SWITCHED_FROM=""

@@ -25,6 +25,8 @@ Node setup (the node scripts' bash calls these, writes what they print and logs 
   pyxis-conf      --so PLUGIN --role R -- KEY=VALUE...   (log lines, '--', pyxis.conf)
   plugstack-conf  --etc SLURM_ETC                         (plugstack.conf with ClusterKit's include line)
   pyxis-line-check --so PLUGIN --etc SLURM_ETC            (compute: path=squashfuse|extract; exit 1 + one line)
+  store-units     --sync-enroot-config DIR --inputs-file FILE --role head -- KEY=VALUE...
+                  (writes the head node's image store units itself; prints log lines, reload, restart-sync, inputs)
 
 The work is done by the package's modules, one job each:
 
@@ -64,6 +66,8 @@ The work is done by the package's modules, one job each:
   enroot_conf.py      ``enroot-conf``, ``enroot-credentials``: /etc/enroot/enroot.conf and the ECR credentials
   pyxis_conf.py       ``pyxis-conf``, ``plugstack-conf``, ``pyxis-line-check``: pyxis' options for the installed
                       pyxis, pyxis.conf, the plugstack include line, the compute nodes' check of that line
+  systemd_units.py    ``store-units``: the head node's image sync, heartbeat and gc units and timers, and whether
+                      the sync's inputs changed (node_files.py: the node scripts' atomic, idempotent writes)
 
 Exit codes: 0 everything present, 1 an image failed (or verify found the store unusable, or a node
 cannot run a locked image, or nodes of one queue differ, or the file system refused a write: read-only,
@@ -89,7 +93,7 @@ from clusterkit_node.fleet.fingerprint import cmd_fingerprint
 from clusterkit_node.fleet.nccl_transport import EXPECTATIONS, cmd_nccl_check
 from clusterkit_node.image import image_inspect
 from clusterkit_node.node import args as node_args
-from clusterkit_node.node import enroot_conf, pyxis_conf, selftest, start_path, user_dirs
+from clusterkit_node.node import enroot_conf, pyxis_conf, selftest, start_path, systemd_units, user_dirs
 from clusterkit_node.store import cluster_records, gc
 from clusterkit_node.store.cluster_records import DEFAULT_STALE_DAYS
 from clusterkit_node.store.status import cmd_status
@@ -100,7 +104,8 @@ from clusterkit_node.store.verify import cmd_verify
 # ------------------------------------------------------------------------------------------------- CLI
 
 # What the node scripts run while they set a node up (Args, enroot.conf, pyxis.conf, plugstack.conf): they print
-# what the scripts write and log; the scripts do the writing (atomic, idempotent).
+# what the scripts write and log; the scripts do the writing (atomic, idempotent), except store-units, which writes
+# the head node's systemd units itself with the scripts' rules (node_files.py) and prints what the script does next.
 NODE_SETUP = {
     "node-args": node_args.cmd_node_args,
     "enroot-conf": enroot_conf.cmd_enroot_conf,
@@ -108,6 +113,7 @@ NODE_SETUP = {
     "pyxis-conf": pyxis_conf.cmd_pyxis_conf,
     "plugstack-conf": pyxis_conf.cmd_plugstack_conf,
     "pyxis-line-check": pyxis_conf.cmd_pyxis_line_check,
+    "store-units": systemd_units.cmd_store_units,
 }
 
 def build_parser() -> argparse.ArgumentParser:
@@ -174,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     node_args.add_parser(sub)
     enroot_conf.add_parser(sub)
     pyxis_conf.add_parsers(sub)
+    systemd_units.add_parser(sub)
     return p
 
 

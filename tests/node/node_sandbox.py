@@ -135,13 +135,14 @@ ZIPAPP_STANDIN = r'''#!/usr/bin/env python3
 """Stand-in for the node zipapp in node-script tests (`python3 X` runs a script whatever its name).
 
 The node setup commands (node-args, enroot-conf, enroot-credentials, pyxis-conf, plugstack-conf,
-pyxis-line-check: what the node writes) run the real clusterkit_node package of this checkout, with
+pyxis-line-check, store-units: what the node writes) run the real clusterkit_node package of this checkout, with
 start_path.report answering as the `start-path` stand-in does; they are logged as "clusterkit_node.pyz:real".
 The other commands record argv: `start-path` answers CK_TEST_START_PATH (with a reason when extract),
 `selftest` exits CK_TEST_SELFTEST_RC, everything else exits CK_TEST_IMAGE_SYNC_RC."""
 import os, sys
 REPO = "@REPO@"
-REAL = ("node-args", "enroot-conf", "enroot-credentials", "pyxis-conf", "plugstack-conf", "pyxis-line-check")
+REAL = ("node-args", "enroot-conf", "enroot-credentials", "pyxis-conf", "plugstack-conf", "pyxis-line-check",
+        "store-units")
 
 
 def standin_report(want_squashfuse, os_name):

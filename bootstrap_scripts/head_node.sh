@@ -1,22 +1,13 @@
 #!/usr/bin/env bash
-# ClusterKit head node: HeadNode CustomActions OnNodeConfigured AND OnNodeUpdated (same script, same
-# Args; idempotent: a re-run changes no file that is already right, and restarts the image sync only
-# when its unit or image lock changed).
-#
-# Args (one KEY=VALUE each): CK_CLUSTER, CK_OS, CK_BUNDLE, CK_REGION (required); CK_STORE,
-# CK_ECR_REGISTRIES, ENROOT_*, PYXIS_* (optional; values and defaults: clusterkit_node/contract/settings.py).
-#
-# Order, and why:
-#  1. download + unpack the bundle (the shared functions live in it, so this script carries only a
-#     minimal logger until then); the unpacked copy is validated before it goes live;
-#  2. parse/validate Args with the bundle's node tools (enroot.sh ck_parse_args) -> /etc/clusterkit/node.env;
-#  3. preflight: enroot + pyxis must come with the AMI (PC >= 3.11.1);
-#  4. switch /opt/parallelcluster/shared/clusterkit (NFS-shared; compute nodes source it) to the new
-#     bundle with one atomic symlink rename (a run that fails after it switches the link back);
-#  5. local enroot setup, then pyxis plugstack in /opt/slurm/etc + `scontrol reconfigure` if changed;
-#  6. image store dir on FSx and the background image sync (systemd, so slow imports never hit PC's
-#     bootstrap timeout); the hourly heartbeat of this cluster's record in the (shared) store, and the daily
-#     image gc when CK_STORE_GC_TIMER=1.
+# ClusterKit head node: HeadNode CustomActions OnNodeConfigured AND OnNodeUpdated (same script, same Args, idempotent).
+# Args (one KEY=VALUE each; keys, values, defaults: clusterkit_node/contract/settings.py): CK_CLUSTER, CK_OS,
+# CK_BUNDLE, CK_REGION required. Bash keeps the order of the steps and what must be bash (the bundle, which brings the
+# node tools, systemctl, mounts); the node tools (clusterkit_node.pyz, through enroot.sh) parse, check and render:
+#  1. download, unpack and check the bundle (enroot.sh and the node tools are in it: a minimal logger until then);
+#  2. the Args checked into /etc/clusterkit/node.env; enroot + pyxis must come with the AMI (PC >= 3.11.1);
+#  3. switch the NFS-shared /opt/parallelcluster/shared/clusterkit to the bundle (one rename; back if the run fails);
+#  4. local enroot setup, pyxis in /opt/slurm/etc's plugstack (`scontrol reconfigure` when it changed);
+#  5. the image store on FSx, its systemd units (clusterkit_node/node/systemd_units.py says what each does).
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 umask 022
@@ -27,10 +18,8 @@ readonly SHARED_BASE="${CK_ROOT}/opt/parallelcluster/shared"
 readonly BUNDLE_LINK="${SHARED_BASE}/clusterkit"
 # What the bundle must hold besides head_node.sh and the launcher: the node tools (one zipapp), the files they
 # read next to it, and what compute nodes source or run from the shared directory.
-readonly BUNDLE_FILES=(
-    enroot.sh clusterkit_node.pyz compat_rules.json node_profiles.json images.lock compute_node_start.sh
-    compute_node_configured.sh login_node.sh compute.args
-)
+readonly BUNDLE_FILES=(enroot.sh clusterkit_node.pyz compat_rules.json node_profiles.json images.lock compute.args
+    compute_node_start.sh compute_node_configured.sh login_node.sh)
 readonly SYNC_UNIT="clusterkit-image-sync.service"
 readonly SYNC_TIMER="clusterkit-image-sync.timer"
 readonly SYNC_LOG="/var/log/clusterkit/image-sync.log"
@@ -61,15 +50,9 @@ boot_die() {
 
 on_exit() {
     local rc=$?
-    if ((rc != 0)) && [[ -n "${SWITCHED_FROM}" ]]; then
-        restore_link
-    fi
-    if [[ -n "${BOOT_TMP}" && -e "${BOOT_TMP}" ]]; then
-        rm -rf -- "${BOOT_TMP}"
-    fi
-    if declare -F ck_cleanup >/dev/null; then
-        ck_cleanup
-    fi
+    if ((rc != 0)) && [[ -n "${SWITCHED_FROM}" ]]; then restore_link; fi
+    if [[ -n "${BOOT_TMP}" && -e "${BOOT_TMP}" ]]; then rm -rf -- "${BOOT_TMP}"; fi
+    if declare -F ck_cleanup >/dev/null; then ck_cleanup; fi
 }
 trap on_exit EXIT
 
@@ -83,27 +66,20 @@ restore_link() {
         boot_log WARN "failed after switching bundles: ${BUNDLE_LINK#"${CK_ROOT}"} points at ${SWITCHED_FROM} again"
 }
 
-# boot_arg KEY ARG...: value of KEY=... among the Args (full validation happens in ck_parse_args).
-boot_arg() {
-    local key="$1" arg
-    shift
-    for arg in "$@"; do
-        if [[ "${arg}" == "${key}="* ]]; then
-            printf '%s' "${arg#*=}"
-            return 0
-        fi
-    done
-    return 1
-}
-
 # fetch_bundle ARG...: download CK_BUNDLE and unpack it into a content-addressed directory next to
 # the live link (same file system, so the later switch is a rename). Sets BUNDLE_DIR.
 fetch_bundle() {
-    local bundle region digest version_dir f
+    local arg bundle region digest version_dir f
     local -a missing=()
-    bundle="$(boot_arg CK_BUNDLE "$@")" ||
+    for arg in "$@"; do # the first of each (ck_parse_args checks every Arg once the node tools are here)
+        case "${arg}" in
+        CK_BUNDLE=*) [[ -v bundle ]] || bundle="${arg#*=}" ;;
+        CK_REGION=*) [[ -v region ]] || region="${arg#*=}" ;;
+        esac
+    done
+    [[ -v bundle ]] ||
         boot_die 2 "Args: missing required key CK_BUNDLE (add 'CK_BUNDLE=s3://<bucket>/<sha256>.zip' to the CustomActions Args)"
-    region="$(boot_arg CK_REGION "$@")" ||
+    [[ -v region ]] ||
         boot_die 2 "Args: missing required key CK_REGION (add 'CK_REGION=<an AWS region such as us-east-1>' to the CustomActions Args)"
     [[ "${bundle}" =~ ^s3://[a-z0-9][a-z0-9.-]+/[A-Za-z0-9._/-]+\.zip$ ]] ||
         boot_die 2 "Args: CK_BUNDLE=${bundle}: invalid value (expected s3://<bucket>/<sha256>.zip)"
@@ -125,9 +101,8 @@ fetch_bundle() {
         for f in "${BUNDLE_FILES[@]}"; do
             [[ -f "${BOOT_TMP}/unpacked/${f}" ]] || missing+=("${f}")
         done
-        if ((${#missing[@]})); then
+        ((${#missing[@]} == 0)) ||
             boot_die 1 "bundle ${bundle} lacks ${missing[*]} at its root (rebuild it with the CDK app)"
-        fi
         # zip extraction drops modes; pyxis execs the zipapp directly (its importer), as the job's user, and
         # a plugstack line of a previous bundle names pyxis_importer.py (a shim to it) until this run rewrites it
         for f in clusterkit_node.pyz pyxis_importer.py; do
@@ -165,20 +140,14 @@ activate_bundle() {
     fi
     for d in "${SHARED_BASE}"/.clusterkit-*; do
         [[ -d "${d}" && ! -L "${d}" ]] || continue
-        case "${d##*/}" in
-        "${target}" | "${current}" | .clusterkit-legacy-*) ;;
-        *)
-            rm -rf -- "${d}"
-            ck_log INFO "removed ${d##*/} (older bundle or leftover download dir)"
-            ;;
-        esac
+        case "${d##*/}" in "${target}" | "${current}" | .clusterkit-legacy-*) continue ;; esac
+        rm -rf -- "${d}"
+        ck_log INFO "removed ${d##*/} (older bundle or leftover download dir)"
     done
 }
 
-# ensure_store: the image store must be on the FSx mount (mounted before OnNodeConfigured), never on
-# the root volume where large imports would fill the disk. Its staging sibling (/fsx/containers ->
-# /fsx/.containers.clusterkit: lock, import temp files, node fingerprints; outside what FSx exports to
-# S3) is created by the image sync, which owns that layout (clusterkit_node/contract/layout.py, store.py).
+# ensure_store: the image store must be on the FSx mount (mounted before OnNodeConfigured), never on the root
+# volume where large imports would fill the disk. The image sync makes the rest (clusterkit_node/contract/layout.py).
 ensure_store() {
     local p="${CK_STORE}"
     while [[ -n "${p}" ]]; do
@@ -200,7 +169,8 @@ store_units() {
     if [[ "${CK_STORE_GC_TIMER}" != 1 ]] && [[ -e "${dir}/${GC_TIMER}" || -e "${dir}/${GC_UNIT}" ]]; then
         systemctl disable --quiet --now "${GC_TIMER}" || true
     fi
-    out="$(ck_node_setup store-units --sync-enroot-config "${CK_SYNC_ENROOT_CONFIG}" --inputs-file "${SYNC_INPUTS_FILE}")" || rc=$?
+    out="$(ck_node_setup store-units --sync-enroot-config "${CK_SYNC_ENROOT_CONFIG}" \
+        --inputs-file "${SYNC_INPUTS_FILE}")" || rc=$?
     while IFS= read -r line; do
         case "${line}" in
         reload) CK_SYSTEMD_DIRTY=yes ;;
@@ -212,9 +182,9 @@ store_units() {
     ((rc == 0)) || ck_die 1 "cannot write the image store's systemd units (${CK_ZIPAPP} store-units exit ${rc})"
 }
 
-# start_image_sync: restarted only when its inputs (unit, image lock) changed, so an import in progress survives an
-# unrelated update; one that is not running (finished, failed, first boot) is started: a no-op when images are present.
-start_image_sync() {
+# start_store_units: the sync is restarted only when its inputs (unit, image lock) changed, so an import in progress
+# survives an unrelated update; one not running (finished, failed, first boot) is started (a no-op when all is there).
+start_store_units() {
     ck_systemd_reload_if_dirty
     systemctl enable --quiet "${SYNC_UNIT}"
     systemctl enable --quiet --now "${SYNC_TIMER}"
@@ -229,9 +199,6 @@ start_image_sync() {
     fi
     ck_ensure_dir "${CK_ROOT}${SYNC_INPUTS_FILE%/*}" 0755
     ck_write_file "${CK_ROOT}${SYNC_INPUTS_FILE}" 0644 "${SYNC_INPUTS}"
-}
-
-enable_store_timers() {
     systemctl enable --quiet --now "${HEARTBEAT_TIMER}"
     if [[ "${CK_STORE_GC_TIMER}" == 1 ]]; then
         systemctl enable --quiet --now "${GC_TIMER}"
@@ -263,8 +230,7 @@ main() {
 
     ensure_store
     store_units
-    start_image_sync
-    enable_store_timers
+    start_store_units
     SWITCHED_FROM=""
     ck_log INFO "done: cluster ${CK_CLUSTER}, os ${CK_OS}, store ${CK_STORE}"
 }

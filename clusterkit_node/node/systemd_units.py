@@ -133,7 +133,8 @@ def heartbeat_unit(s: StoreSettings) -> str:
 
 
 def heartbeat_timer() -> str:
-    return _timer("ClusterKit store heartbeat, hourly", "OnBootSec=5min", "OnUnitActiveSec=1h", "RandomizedDelaySec=300")
+    return _timer("ClusterKit store heartbeat, hourly", "OnBootSec=5min", "OnUnitActiveSec=1h",
+                  "RandomizedDelaySec=300")
 
 
 def gc_unit(s: StoreSettings) -> str:

@@ -108,6 +108,8 @@ ck_node_apply() {
         @changed) CK_LAST_CHANGED=yes ;;
         @systemd-dirty) CK_SYSTEMD_DIRTY=yes ;;
         @plugstack-changed) CK_PLUGSTACK_CHANGED=yes ;;
+        @restart-sync) CK_SYNC_RESTART=yes ;;
+        "@sync-inputs "*) CK_SYNC_INPUTS="${line#@sync-inputs }" ;;
         "@sysctl /etc/sysctl.d/"*) sysctl -q -p "${CK_ROOT}${line#@sysctl }" ;;
         "ERROR "*) told=yes; ck_log ERROR "${line#ERROR }" ;;
         *) ck_log "${line%% *}" "${line#* }" ;;

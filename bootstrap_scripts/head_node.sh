@@ -1,22 +1,13 @@
 #!/usr/bin/env bash
-# ClusterKit head node: HeadNode CustomActions OnNodeConfigured AND OnNodeUpdated (same script, same
-# Args; idempotent: a re-run changes no file that is already right, and restarts the image sync only
-# when its unit or image lock changed).
-#
-# Args (one KEY=VALUE each): CK_CLUSTER, CK_OS, CK_BUNDLE, CK_REGION (required); CK_STORE,
-# CK_ECR_REGISTRIES, ENROOT_*, PYXIS_* (optional; values and defaults: clusterkit_node/contract/settings.py).
-#
-# Order, and why:
-#  1. download + unpack the bundle (the shared functions live in it, so this script carries only a
-#     minimal logger until then); the unpacked copy is validated before it goes live;
-#  2. parse/validate Args with the bundle's node tools (enroot.sh ck_parse_args) -> /etc/clusterkit/node.env;
-#  3. preflight: enroot + pyxis must come with the AMI (PC >= 3.11.1);
-#  4. switch /opt/parallelcluster/shared/clusterkit (NFS-shared; compute nodes source it) to the new
-#     bundle with one atomic symlink rename (a run that fails after it switches the link back);
-#  5. local enroot setup, then pyxis plugstack in /opt/slurm/etc + `scontrol reconfigure` if changed;
-#  6. image store dir on FSx and the background image sync (systemd, so slow imports never hit PC's
-#     bootstrap timeout); the hourly heartbeat of this cluster's record in the (shared) store, and the daily
-#     image gc when CK_STORE_GC_TIMER=1.
+# ClusterKit head node: HeadNode CustomActions OnNodeConfigured AND OnNodeUpdated (same script, same Args, idempotent).
+# Args (one KEY=VALUE each; keys, values, defaults: clusterkit_node/contract/settings.py): CK_CLUSTER, CK_OS,
+# CK_BUNDLE, CK_REGION required. Bash keeps the order of the steps and what must be bash (the bundle, which brings the
+# node tools, systemctl, mounts); the node tools (clusterkit_node.pyz, through enroot.sh) parse, check and render:
+#  1. download, unpack and check the bundle (enroot.sh and the node tools are in it: a minimal logger until then);
+#  2. the Args checked into /etc/clusterkit/node.env; enroot + pyxis must come with the AMI (PC >= 3.11.1);
+#  3. switch the NFS-shared /opt/parallelcluster/shared/clusterkit to the bundle (one rename; back if the run fails);
+#  4. local enroot setup, pyxis in /opt/slurm/etc's plugstack (`scontrol reconfigure` when it changed);
+#  5. the image store on FSx, its systemd units (clusterkit_node/node/systemd_units.py says what each does).
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 umask 022
@@ -27,18 +18,17 @@ readonly SHARED_BASE="${CK_ROOT}/opt/parallelcluster/shared"
 readonly BUNDLE_LINK="${SHARED_BASE}/clusterkit"
 # What the bundle must hold besides head_node.sh and the launcher: the node tools (one zipapp), the files they
 # read next to it, and what compute nodes source or run from the shared directory.
-readonly BUNDLE_FILES=(
-    enroot.sh clusterkit_node.pyz compat_rules.json node_profiles.json images.lock compute_node_start.sh
-    compute_node_configured.sh login_node.sh compute.args
-)
+readonly BUNDLE_FILES=(enroot.sh clusterkit_node.pyz compat_rules.json node_profiles.json images.lock compute.args
+    compute_node_start.sh compute_node_configured.sh login_node.sh)
 readonly SYNC_UNIT="clusterkit-image-sync.service"
 readonly SYNC_TIMER="clusterkit-image-sync.timer"
 readonly SYNC_LOG="/var/log/clusterkit/image-sync.log"
-readonly HEARTBEAT_UNIT="clusterkit-store-heartbeat.service"
 readonly HEARTBEAT_TIMER="clusterkit-store-heartbeat.timer"
 readonly GC_UNIT="clusterkit-store-gc.service"
 readonly GC_TIMER="clusterkit-store-gc.timer"
-readonly ZIPAPP="/opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz"
+readonly SYNC_INPUTS_FILE="/var/lib/clusterkit/image-sync.inputs"
+CK_SYNC_RESTART=no
+CK_SYNC_INPUTS=""
 BOOT_TMP=""
 BUNDLE_DIR=""
 SWITCHED_FROM=""  # the bundle the shared link named before this run switched it, until the run succeeds
@@ -60,15 +50,9 @@ boot_die() {
 
 on_exit() {
     local rc=$?
-    if ((rc != 0)) && [[ -n "${SWITCHED_FROM}" ]]; then
-        restore_link
-    fi
-    if [[ -n "${BOOT_TMP}" && -e "${BOOT_TMP}" ]]; then
-        rm -rf -- "${BOOT_TMP}"
-    fi
-    if declare -F ck_cleanup >/dev/null; then
-        ck_cleanup
-    fi
+    if ((rc != 0)) && [[ -n "${SWITCHED_FROM}" ]]; then restore_link; fi
+    if [[ -n "${BOOT_TMP}" && -e "${BOOT_TMP}" ]]; then rm -rf -- "${BOOT_TMP}"; fi
+    if declare -F ck_cleanup >/dev/null; then ck_cleanup; fi
 }
 trap on_exit EXIT
 
@@ -82,27 +66,20 @@ restore_link() {
         boot_log WARN "failed after switching bundles: ${BUNDLE_LINK#"${CK_ROOT}"} points at ${SWITCHED_FROM} again"
 }
 
-# boot_arg KEY ARG...: value of KEY=... among the Args (full validation happens in ck_parse_args).
-boot_arg() {
-    local key="$1" arg
-    shift
-    for arg in "$@"; do
-        if [[ "${arg}" == "${key}="* ]]; then
-            printf '%s' "${arg#*=}"
-            return 0
-        fi
-    done
-    return 1
-}
-
 # fetch_bundle ARG...: download CK_BUNDLE and unpack it into a content-addressed directory next to
 # the live link (same file system, so the later switch is a rename). Sets BUNDLE_DIR.
 fetch_bundle() {
-    local bundle region digest version_dir f
+    local arg bundle region digest version_dir f
     local -a missing=()
-    bundle="$(boot_arg CK_BUNDLE "$@")" ||
+    for arg in "$@"; do # the first of each (ck_parse_args checks every Arg once the node tools are here)
+        case "${arg}" in
+        CK_BUNDLE=*) [[ -v bundle ]] || bundle="${arg#*=}" ;;
+        CK_REGION=*) [[ -v region ]] || region="${arg#*=}" ;;
+        esac
+    done
+    [[ -v bundle ]] ||
         boot_die 2 "Args: missing required key CK_BUNDLE (add 'CK_BUNDLE=s3://<bucket>/<sha256>.zip' to the CustomActions Args)"
-    region="$(boot_arg CK_REGION "$@")" ||
+    [[ -v region ]] ||
         boot_die 2 "Args: missing required key CK_REGION (add 'CK_REGION=<an AWS region such as us-east-1>' to the CustomActions Args)"
     [[ "${bundle}" =~ ^s3://[a-z0-9][a-z0-9.-]+/[A-Za-z0-9._/-]+\.zip$ ]] ||
         boot_die 2 "Args: CK_BUNDLE=${bundle}: invalid value (expected s3://<bucket>/<sha256>.zip)"
@@ -124,9 +101,8 @@ fetch_bundle() {
         for f in "${BUNDLE_FILES[@]}"; do
             [[ -f "${BOOT_TMP}/unpacked/${f}" ]] || missing+=("${f}")
         done
-        if ((${#missing[@]})); then
+        ((${#missing[@]} == 0)) ||
             boot_die 1 "bundle ${bundle} lacks ${missing[*]} at its root (rebuild it with the CDK app)"
-        fi
         # zip extraction drops modes; pyxis execs the zipapp directly (its importer), as the job's user, and
         # a plugstack line of a previous bundle names pyxis_importer.py (a shim to it) until this run rewrites it
         for f in clusterkit_node.pyz pyxis_importer.py; do
@@ -164,20 +140,14 @@ activate_bundle() {
     fi
     for d in "${SHARED_BASE}"/.clusterkit-*; do
         [[ -d "${d}" && ! -L "${d}" ]] || continue
-        case "${d##*/}" in
-        "${target}" | "${current}" | .clusterkit-legacy-*) ;;
-        *)
-            rm -rf -- "${d}"
-            ck_log INFO "removed ${d##*/} (older bundle or leftover download dir)"
-            ;;
-        esac
+        case "${d##*/}" in "${target}" | "${current}" | .clusterkit-legacy-*) continue ;; esac
+        rm -rf -- "${d}"
+        ck_log INFO "removed ${d##*/} (older bundle or leftover download dir)"
     done
 }
 
-# ensure_store: the image store must be on the FSx mount (mounted before OnNodeConfigured), never on
-# the root volume where large imports would fill the disk. Its staging sibling (/fsx/containers ->
-# /fsx/.containers.clusterkit: lock, import temp files, node fingerprints; outside what FSx exports to
-# S3) is created by the image sync, which owns that layout (clusterkit_node/contract/layout.py, store.py).
+# ensure_store: the image store must be on the FSx mount (mounted before OnNodeConfigured), never on the root
+# volume where large imports would fill the disk. The image sync makes the rest (clusterkit_node/contract/layout.py).
 ensure_store() {
     local p="${CK_STORE}"
     while [[ -n "${p}" ]]; do
@@ -191,185 +161,24 @@ ensure_store() {
     ck_die 1 "CK_STORE=${CK_STORE} is not on a mounted file system (FSx for Lustre not mounted? check SharedStorage MountDir)"
 }
 
-render_sync_unit() {
-    local key
-    cat <<EOF
-# Managed by ClusterKit head_node.sh; re-run it (OnNodeUpdated) instead of editing this file.
-[Unit]
-Description=ClusterKit image sync: import the locked container images into ${CK_STORE}
-Wants=network-online.target
-After=network-online.target remote-fs.target
-RequiresMountsFor=${CK_STORE} /opt/parallelcluster/shared
-StartLimitIntervalSec=3600
-StartLimitBurst=5
-
-[Service]
-Type=simple
-Environment=HOME=/root
-# Its own enroot config dir, root's only (enroot.sh ck_write_sync_credentials): registry credentials users cannot read.
-Environment=ENROOT_CONFIG_PATH=${CK_SYNC_ENROOT_CONFIG}
-Environment="PATH=/opt/slurm/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-EOF
-    for key in ENROOT_SQUASH_OPTIONS ENROOT_MAX_PROCESSORS ENROOT_CONNECT_TIMEOUT ENROOT_TRANSFER_TIMEOUT \
-        ENROOT_TRANSFER_RETRIES ENROOT_MOUNT_HOME ENROOT_ROOTFS_WRITABLE; do
-        if [[ -n "${!key}" ]]; then
-            printf 'Environment="%s=%s"\n' "${key}" "${!key}"
-        fi
-    done
-    cat <<EOF
-# Journal (stdout) and a plain log file for people without journalctl habits. systemctl stop sends
-# SIGTERM to every process of the unit: tee ignores it and passes on the sync's last line ("stopped by
-# SIGTERM"), then ends with the pipe.
-ExecStart=/bin/bash -o pipefail -c 'python3 ${ZIPAPP} sync --lock /opt/parallelcluster/shared/clusterkit/images.lock --store ${CK_STORE} --stale-days ${CK_STORE_GC_STALE_DAYS} 2>&1 | (trap "" TERM; exec tee -a ${SYNC_LOG})'
-# Exit 1 = some image failed (registry hiccup): retry later. Exit 2 = usage/preflight: do not loop.
-Restart=on-failure
-RestartSec=120
-RestartPreventExitStatus=2
-Nice=5
-
-[Install]
-WantedBy=multi-user.target
-EOF
-}
-
-# render_sync_timer: the sync again 15 minutes after each run ends (systemd.timer(5) OnUnitInactiveSec, so never
-# while one runs): it re-checks every published file against its record (a file changed behind the sync's back is
-# re-hashed and, if its content changed, replaced; the importer refuses it meanwhile) and retries what failed.
-render_sync_timer() {
-    cat <<EOF
-# Managed by ClusterKit head_node.sh; re-run it (OnNodeUpdated) instead of editing this file.
-[Unit]
-Description=ClusterKit image sync, again 15 minutes after each run: re-check the store, retry what failed
-
-[Timer]
-OnUnitInactiveSec=15min
-RandomizedDelaySec=60
-
-[Install]
-WantedBy=timers.target
-EOF
-}
-
-# render_heartbeat_unit / render_heartbeat_timer: refresh this cluster's record in the store every hour
-# (cluster_records.py), so other clusters' syncs and gc know it is alive; a destroyed cluster's record goes stale.
-render_heartbeat_unit() {
-    cat <<EOF
-# Managed by ClusterKit head_node.sh; re-run it (OnNodeUpdated) instead of editing this file.
-[Unit]
-Description=ClusterKit store heartbeat: refresh cluster ${CK_CLUSTER}'s record in ${CK_STORE}
-RequiresMountsFor=${CK_STORE} /opt/parallelcluster/shared
-
-[Service]
-Type=oneshot
-ExecStart=/usr/bin/python3 ${ZIPAPP} heartbeat --store ${CK_STORE} --cluster ${CK_CLUSTER}
-EOF
-}
-
-render_heartbeat_timer() {
-    cat <<EOF
-# Managed by ClusterKit head_node.sh; re-run it (OnNodeUpdated) instead of editing this file.
-[Unit]
-Description=ClusterKit store heartbeat, hourly
-
-[Timer]
-OnBootSec=5min
-OnUnitActiveSec=1h
-RandomizedDelaySec=300
-
-[Install]
-WantedBy=timers.target
-EOF
-}
-
-# render_gc_unit / render_gc_timer: the daily image gc (containers.store_gc.timer): removes store files no live
-# cluster record names, no process here has open and no lease holds, after the grace period (gc.py).
-render_gc_unit() {
-    cat <<EOF
-# Managed by ClusterKit head_node.sh; re-run it (OnNodeUpdated) instead of editing this file.
-[Unit]
-Description=ClusterKit image gc: remove files no cluster on ${CK_STORE} uses any more
-RequiresMountsFor=${CK_STORE} /opt/parallelcluster/shared
-
-[Service]
-Type=oneshot
-Nice=10
-ExecStart=/bin/bash -o pipefail -c 'python3 ${ZIPAPP} gc --apply --store ${CK_STORE} --grace-hours ${CK_STORE_GC_GRACE_HOURS} --stale-days ${CK_STORE_GC_STALE_DAYS} 2>&1 | tee -a /var/log/clusterkit/store-gc.log'
-EOF
-}
-
-render_gc_timer() {
-    cat <<EOF
-# Managed by ClusterKit head_node.sh; re-run it (OnNodeUpdated) instead of editing this file.
-[Unit]
-Description=ClusterKit image gc, daily
-
-[Timer]
-OnCalendar=daily
-RandomizedDelaySec=1h
-Persistent=true
-
-[Install]
-WantedBy=timers.target
-EOF
-}
-
-# write_store_timers: the heartbeat always; the gc timer only while CK_STORE_GC_TIMER=1 (turned off: stopped,
-# disabled and its files removed). Idempotent: unchanged files are not rewritten; the one daemon-reload of
-# start_image_sync picks up a change. enable_store_timers enables them after that reload.
-write_store_timers() {
+# store_units: the image store's systemd units (clusterkit_node/node/systemd_units.py: the image sync, the store
+# heartbeat, the gc while CK_STORE_GC_TIMER=1), written by the node tools; sets CK_SYNC_RESTART and CK_SYNC_INPUTS.
+# A gc timer turned off is disabled here first: systemctl needs its files to disable it.
+store_units() {
     local dir="${CK_ROOT}/etc/systemd/system"
-    ck_write_file "${dir}/${HEARTBEAT_UNIT}" 0644 "$(render_heartbeat_unit)"
-    if [[ "${CK_LAST_CHANGED}" == yes ]]; then CK_SYSTEMD_DIRTY=yes; fi
-    ck_write_file "${dir}/${HEARTBEAT_TIMER}" 0644 "$(render_heartbeat_timer)"
-    if [[ "${CK_LAST_CHANGED}" == yes ]]; then CK_SYSTEMD_DIRTY=yes; fi
-    if [[ "${CK_STORE_GC_TIMER}" == 1 ]]; then
-        ck_write_file "${dir}/${GC_UNIT}" 0644 "$(render_gc_unit)"
-        if [[ "${CK_LAST_CHANGED}" == yes ]]; then CK_SYSTEMD_DIRTY=yes; fi
-        ck_write_file "${dir}/${GC_TIMER}" 0644 "$(render_gc_timer)"
-        if [[ "${CK_LAST_CHANGED}" == yes ]]; then CK_SYSTEMD_DIRTY=yes; fi
-    elif [[ -e "${dir}/${GC_TIMER}" || -e "${dir}/${GC_UNIT}" ]]; then
+    if [[ "${CK_STORE_GC_TIMER}" != 1 ]] && [[ -e "${dir}/${GC_TIMER}" || -e "${dir}/${GC_UNIT}" ]]; then
         systemctl disable --quiet --now "${GC_TIMER}" || true
-        ck_remove_file "${dir}/${GC_TIMER}"
-        ck_remove_file "${dir}/${GC_UNIT}"
-        CK_SYSTEMD_DIRTY=yes
-        ck_log INFO "image gc timer off (containers.store_gc.timer: false): removed ${GC_TIMER}"
     fi
+    ck_node_setup store-units --sync-enroot-config "${CK_SYNC_ENROOT_CONFIG}" --inputs-file "${SYNC_INPUTS_FILE}"
 }
 
-enable_store_timers() {
-    systemctl enable --quiet --now "${HEARTBEAT_TIMER}"
-    if [[ "${CK_STORE_GC_TIMER}" == 1 ]]; then
-        systemctl enable --quiet --now "${GC_TIMER}"
-        ck_log INFO "image gc timer on: ${GC_TIMER} runs gc --apply daily (grace ${CK_STORE_GC_GRACE_HOURS} h, stale after ${CK_STORE_GC_STALE_DAYS} days)"
-    fi
-}
-
-# sync_inputs: what a running sync was started with: the unit (command line, enroot settings) and the
-# image lock of the live bundle. Anything else in a new bundle does not concern a running import.
-sync_inputs() {
-    local unit lock
-    read -r unit _ < <(sha256sum "${CK_ROOT}/etc/systemd/system/${SYNC_UNIT}")
-    read -r lock _ < <(sha256sum "${BUNDLE_LINK}/images.lock")
-    printf 'unit=%s lock=%s\n' "${unit}" "${lock}"
-}
-
-# start_image_sync: OnNodeUpdated runs on EVERY cluster update (a MaxCount change included), so the
-# sync is restarted only when its inputs changed: a multi-GB import in progress survives an unrelated
-# update. A sync that is not running (finished, failed, first boot) is started: re-running one whose
-# images are present costs milliseconds.
-start_image_sync() {
-    local state="${CK_ROOT}/var/lib/clusterkit/image-sync.inputs" inputs recorded=""
-    ck_ensure_dir "${CK_ROOT}/etc/systemd/system" 0755
-    ck_write_file "${CK_ROOT}/etc/systemd/system/${SYNC_UNIT}" 0644 "$(render_sync_unit)"
-    [[ "${CK_LAST_CHANGED}" == yes ]] && CK_SYSTEMD_DIRTY=yes
-    ck_write_file "${CK_ROOT}/etc/systemd/system/${SYNC_TIMER}" 0644 "$(render_sync_timer)"
-    [[ "${CK_LAST_CHANGED}" == yes ]] && CK_SYSTEMD_DIRTY=yes
+# start_store_units: the sync is restarted only when its inputs (unit, image lock) changed, so an import in progress
+# survives an unrelated update; one not running (finished, failed, first boot) is started (a no-op when all is there).
+start_store_units() {
     ck_systemd_reload_if_dirty
     systemctl enable --quiet "${SYNC_UNIT}"
     systemctl enable --quiet --now "${SYNC_TIMER}"
-    inputs="$(sync_inputs)"
-    [[ -f "${state}" ]] && recorded="$(<"${state}")"
-    if [[ "${inputs}" != "${recorded}" ]]; then
+    if [[ "${CK_SYNC_RESTART}" == yes ]]; then
         systemctl restart --no-block "${SYNC_UNIT}"
         ck_log INFO "(re)started ${SYNC_UNIT}: its unit or image lock changed (journalctl -u ${SYNC_UNIT}; ${SYNC_LOG})"
     elif systemctl is-active --quiet "${SYNC_UNIT}"; then
@@ -378,8 +187,13 @@ start_image_sync() {
         systemctl start --no-block "${SYNC_UNIT}"
         ck_log INFO "started ${SYNC_UNIT} (not running; inputs unchanged)"
     fi
-    ck_ensure_dir "${CK_ROOT}/var/lib/clusterkit" 0755
-    ck_write_file "${state}" 0644 "${inputs}"
+    ck_ensure_dir "${CK_ROOT}${SYNC_INPUTS_FILE%/*}" 0755
+    ck_write_file "${CK_ROOT}${SYNC_INPUTS_FILE}" 0644 "${CK_SYNC_INPUTS}"
+    systemctl enable --quiet --now "${HEARTBEAT_TIMER}"
+    if [[ "${CK_STORE_GC_TIMER}" == 1 ]]; then
+        systemctl enable --quiet --now "${GC_TIMER}"
+        ck_log INFO "image gc timer on: ${GC_TIMER} runs gc --apply daily (grace ${CK_STORE_GC_GRACE_HOURS} h, stale after ${CK_STORE_GC_STALE_DAYS} days)"
+    fi
 }
 
 main() {
@@ -405,9 +219,8 @@ main() {
     fi
 
     ensure_store
-    write_store_timers
-    start_image_sync
-    enable_store_timers
+    store_units
+    start_store_units
     SWITCHED_FROM=""
     ck_log INFO "done: cluster ${CK_CLUSTER}, os ${CK_OS}, store ${CK_STORE}"
 }

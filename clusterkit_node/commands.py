@@ -34,6 +34,8 @@ Node setup (the node scripts' bash calls these, writes what they print and logs 
   pyxis-files     --etc SLURM_ETC --so PLUGIN --role R -- KEY=VALUE...   (head: plugstack.conf + pyxis.conf)
   node-file       write|dir|remove PATH [MODE] [--tmpdir D]   (one file, content on stdin; what head_node.sh writes)
   (these print "LEVEL message" and "@marker" lines in the order they acted: file_set.py)
+  store-units     --sync-enroot-config DIR --inputs-file FILE --role head -- KEY=VALUE...
+                  (head: the image store's systemd units; @systemd-dirty, @restart-sync, @sync-inputs)
 
 The work is done by the package's modules, one job each:
 
@@ -79,6 +81,10 @@ The work is done by the package's modules, one job each:
   enroot_files.py     ``enroot-files``: a node's enroot dirs, enroot.conf, hooks, credentials, sysctl, PATH drop-in
   slurm_prolog.py     ``slurm-prolog``: the prolog that runs ``user-dirs``
   pyxis_files.py      ``pyxis-files``: the head node's plugstack.conf and pyxis.conf
+  pyxis_conf.py       ``pyxis-conf``, ``plugstack-conf``, ``pyxis-line-check``: pyxis' options for the installed
+                      pyxis, pyxis.conf, the plugstack include line, the compute nodes' check of that line
+  systemd_units.py    ``store-units``: the head node's image sync, heartbeat and gc units and timers, and whether
+                      the sync's inputs changed (written through file_set.py)
 
 Exit codes: 0 everything present, 1 an image failed (or verify found the store unusable, or a node
 cannot run a locked image, or nodes of one queue differ, or the file system refused a write: read-only,
@@ -114,6 +120,7 @@ from clusterkit_node.node import (
     selftest,
     slurm_prolog,
     start_path,
+    systemd_units,
     user_dirs,
 )
 from clusterkit_node.store import cluster_records, gc
@@ -126,8 +133,8 @@ from clusterkit_node.store.verify import cmd_verify
 # ------------------------------------------------------------------------------------------------- CLI
 
 # What the node scripts run while they set a node up: the renders print what they render; the *-files, node-file,
-# require-enroot and plugstack-loads commands act on the node and print what they did (file_set.py) for the
-# scripts to log, in order.
+# require-enroot, plugstack-loads and store-units commands act on the node and print what they did
+# (file_set.py) for the scripts to log, in order.
 NODE_SETUP = {
     "node-args": node_args.cmd_node_args,
     "enroot-conf": enroot_conf.cmd_enroot_conf,
@@ -142,6 +149,7 @@ NODE_SETUP = {
     "enroot-files": enroot_files.cmd_enroot_files,
     "slurm-prolog": slurm_prolog.cmd_slurm_prolog,
     "pyxis-files": pyxis_files.cmd_pyxis_files,
+    "store-units": systemd_units.cmd_store_units,
 }
 
 def build_parser() -> argparse.ArgumentParser:
@@ -213,6 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
     enroot_files.add_parser(sub)
     slurm_prolog.add_parser(sub)
     pyxis_files.add_parser(sub)
+    systemd_units.add_parser(sub)
     return p
 
 

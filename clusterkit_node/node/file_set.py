@@ -84,6 +84,8 @@ def write_file(ch: Changes, path: str, mode: str, content: bytes, tmpdir: Option
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(content)
+            fh.flush()
+            os.fsync(fh.fileno())  # the rename must not publish a file whose bytes a crash could still lose
         os.chmod(tmp, int(mode, 8))
         os.replace(tmp, full)
     except BaseException:

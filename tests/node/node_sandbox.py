@@ -143,7 +143,7 @@ import os, sys
 REPO = "@REPO@"
 REAL = ("node-args", "enroot-conf", "enroot-credentials", "pyxis-conf", "plugstack-conf", "pyxis-line-check",
         "plugstack-loads", "start-path-check", "require-enroot", "enroot-files", "slurm-prolog", "pyxis-files",
-        "node-file")
+        "node-file", "store-units")
 
 
 def standin_report(want_squashfuse, os_name):

@@ -1,8 +1,9 @@
 """The image store's names: every path the store and its staging sibling hold, and which image names fit.
 
 The leaf the two sides of the store meet at: the lock reader (lock.py) refuses an image name that would
-collide with a store entry, and store.py (reads and writes the store; the layout and why it is so are its
-docstring) builds every path from here. Nothing here touches the file system.
+collide with a store entry, and the store package (reads and writes the store; the layout is store/staging.py's
+docstring, who writes what under which lock docs/store-concurrency.md) builds every path from here. Nothing
+here touches the file system.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Why: each compute node records a fingerprint of its software (driver, EFA, enroot, pyxis, Slurm, AMI,
 the manifest it saw) in <staging>/nodes/<cluster>/<hostname>.json (next to the store, outside the path FSx
-exports to S3; see store.py) and refuses to boot when its NVIDIA driver cannot run a locked image's
+exports to S3; see store/staging.py) and refuses to boot when its NVIDIA driver cannot run a locked image's
 CUDA, per compat_rules.json (shipped next to the zipapp) evaluated by compat.py: a replaced node
 at boot beats a crashed job at hour ten.
 
@@ -37,14 +37,10 @@ from clusterkit_node.node.facts import (
     read_host_text,
     tool_version,
 )
-from clusterkit_node.store.manifest import (
-    empty_manifest,
-    ensure_dir,
-    ensure_staging,
-    pid_alive,
-    read_manifest_bytes,
-    write_json_atomic,
-)
+from clusterkit_node.store.atomic_files import ensure_dir, write_json_atomic
+from clusterkit_node.store.debris import pid_alive
+from clusterkit_node.store.manifest import empty_manifest, read_manifest_bytes
+from clusterkit_node.store.staging import ensure_staging
 
 FINGERPRINT_VERSION = 1
 HOSTNAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")

@@ -18,20 +18,20 @@ the head nodes' root processes write them.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import errno
-import fcntl
 import json
 import os
 import re
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from clusterkit_node.contract.console import EXIT_OK, UsageError, log
 from clusterkit_node.contract.layout import CLUSTERS_DIR, TMP_DIR, clusters_dir, lock_path, tmp_dir
 from clusterkit_node.contract.lock import LockedImage
+from clusterkit_node.store.atomic_files import ensure_dir, write_json_atomic
+from clusterkit_node.store.concurrency import require_sync_lock, try_sync_lock
+from clusterkit_node.store.staging import ensure_staging
 
 RECORD_VERSION = 1
 DEFAULT_STALE_DAYS = 7.0  # a week without a heartbeat (hourly) is a cluster that is gone, not one rebooting
@@ -142,12 +142,8 @@ def record_images(images: List[LockedImage]) -> List[Dict[str, str]]:
 
 def write_cluster_record(store: str, *, cluster: str, images: List[Dict[str, str]], synced_at: float,
                          seen_at: float) -> str:
-    """Replace ``<staging>/clusters/<cluster>.json`` atomically (caller holds the sync lock)."""
-    from clusterkit_node.store.manifest import (  # store imports this module's readers
-        ensure_dir,
-        ensure_staging,
-        write_json_atomic,
-    )
+    """Replace ``<staging>/clusters/<cluster>.json`` atomically (the caller holds the sync lock: checked)."""
+    require_sync_lock(store, f"writing the record of cluster {cluster}")
     ensure_staging(store, TMP_DIR)
     ensure_dir(clusters_dir(store))
     doc = {"record_version": RECORD_VERSION, "cluster": cluster, "host": socket.gethostname(),
@@ -201,23 +197,6 @@ def age(seconds: float) -> str:
     return f"{days:.1f} days" if days >= 1 else f"{seconds / 3600:.1f} hours"
 
 
-@contextlib.contextmanager
-def try_sync_lock(store: str) -> Iterator[bool]:
-    """The sync lock if it is free now (True), else False at once: a sync importing for hours, or a gc, holds it."""
-    fd = os.open(lock_path(store), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                raise
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)
-
-
 def cmd_heartbeat(args: argparse.Namespace) -> int:
     """``heartbeat --store S --cluster C``: refresh seen_at of C's record (the hourly timer on the head node)."""
     store = os.path.abspath(args.store)
@@ -226,7 +205,6 @@ def cmd_heartbeat(args: argparse.Namespace) -> int:
     if not os.path.lexists(path):
         log(f"heartbeat: {path} does not exist yet (the image sync writes it on its first run); nothing to refresh")
         return EXIT_OK
-    from clusterkit_node.store.manifest import ensure_staging
     ensure_staging(store, CLUSTERS_DIR)
     with try_sync_lock(store) as held:
         if not held:

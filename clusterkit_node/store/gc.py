@@ -29,8 +29,19 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from clusterkit_node.contract.console import EXIT_OK, UsageError, format_bytes, log, mb, print_table, warn
 from clusterkit_node.contract.layout import gc_state_path, inuse_dir, record_path, staging_dir, tmp_dir
-from clusterkit_node.store.cluster_records import DAY, DEFAULT_STALE_DAYS, ClusterRecord, age, read_records
+from clusterkit_node.store.atomic_files import fsync_dir, write_json_atomic
+from clusterkit_node.store.cluster_records import DEFAULT_STALE_DAYS, ClusterRecord, age, read_records
+from clusterkit_node.store.concurrency import (
+    GC_REMOVES_ONLY_UNUSED,
+    gc_keeps,
+    lease_active,
+    require_sync_lock,
+    sync_lock,
+)
+from clusterkit_node.store.manifest import read_manifest, write_manifest
 from clusterkit_node.store.published import RecordError, read_record
+from clusterkit_node.store.staging import ensure_staging
+from clusterkit_node.store.sync_state import write_record
 
 DEFAULT_GRACE_HOURS = 72.0
 DEFAULT_LEASE_DAYS = 14.0  # longer than most jobs; a leased file outliving it is the residual risk (docs)
@@ -156,7 +167,6 @@ def load_state(store: str) -> Dict[str, float]:
 
 
 def save_state(store: str, seen: Dict[str, float]) -> bool:
-    from clusterkit_node.store.manifest import ensure_staging, write_json_atomic
     try:
         ensure_staging(store, "tmp")
         write_json_atomic(gc_state_path(store), os.path.join(tmp_dir(store), f"gc.json.tmp-{os.getpid()}"),
@@ -210,9 +220,8 @@ def plan_gc(store: str, args: argparse.Namespace, now: float, quiet: bool = Fals
     for line in bad:
         if not quiet:
             warn(line)
-    lease_s = args.lease_days * DAY
-    active = [lease for lease in leases if now - lease.mtime <= lease_s]
-    expired = [lease for lease in leases if now - lease.mtime > lease_s]
+    active = [lease for lease in leases if lease_active(lease.mtime, now=now, lease_days=args.lease_days)]
+    expired = [lease for lease in leases if not lease_active(lease.mtime, now=now, lease_days=args.lease_days)]
     old_seen = load_state(store)
     seen: Dict[str, float] = {}
     candidates = []
@@ -222,26 +231,22 @@ def plan_gc(store: str, args: argparse.Namespace, now: float, quiet: bool = Fals
             (", ".join(f"{r.cluster} (stale)" for r in records if rel in r.files()) or "-")
         c = Candidate(name=name, file=rel, size=st.st_size, last_referenced_by=last, status="")
         candidates.append(c)
-        if users:
-            c.status = f"kept: referenced by {', '.join(users)}"
-            continue
-        seen[rel] = old_seen.get(rel, now)
-        holders = sorted(held.get((st.st_dev, st.st_ino), set())) + \
-            sorted(lease.holder for lease in active if lease.file == rel)
-        until = seen[rel] + args.grace_hours * 3600
-        if holders:
-            c.status = f"kept: in use by {'; '.join(holders)}"
-        elif now < until:
-            c.status = f"kept: within grace until {when(until)}"
-        else:
-            c.status, c.remove = "would remove", True
+        holders: List[str] = []
+        until = now
+        if not users:  # only an unreferenced file starts (or keeps) its grace period
+            seen[rel] = old_seen.get(rel, now)
+            holders = sorted(held.get((st.st_dev, st.st_ino), set())) + \
+                sorted(lease.holder for lease in active if lease.file == rel)
+            until = seen[rel] + args.grace_hours * 3600
+        kept = gc_keeps(live_users=users, holders=holders, now=now, grace_until=until, grace_until_text=when(until))
+        c.status, c.remove = (kept, False) if kept else ("would remove", True)
     return Plan(candidates=candidates, records=records, expired_leases=expired, seen=seen)
 
 
 def remove_files(store: str, plan: Plan, quiet: bool = False) -> int:
     """Under the sync lock: per file, its manifest entries and stable name, then its record entry, then the file
-    (nothing points at it any more when it goes). Returns the bytes freed."""
-    from clusterkit_node.store.manifest import fsync_dir, read_manifest, write_manifest, write_record
+    (nothing points at it any more when it goes). Returns the bytes freed. The lock is checked, not assumed."""
+    require_sync_lock(store, "removing store files", GC_REMOVES_ONLY_UNUSED)
     gone = [c for c in plan.candidates if c.remove]
     if not gone:
         return 0
@@ -290,7 +295,6 @@ def cmd_gc(args: argparse.Namespace) -> int:
     now = time.time()
     quiet = args.format == "json"  # stdout is the document
     if args.apply:
-        from clusterkit_node.store.manifest import sync_lock
         with sync_lock(store):
             plan = plan_gc(store, args, now, quiet)
             freed = remove_files(store, plan, quiet)

@@ -25,23 +25,13 @@ from clusterkit_node.contract.lock import LockedImage
 from clusterkit_node.image.declared_versions import disagreements
 from clusterkit_node.image.squashfs import check_squashfs, content_sha256
 from clusterkit_node.image.versions import expect_problems, read_versions
-from clusterkit_node.store.manifest import (
-    RECORD_KEY,
-    drop_stable_name,
-    ensure_dir,
-    ensure_image_dir,
-    file_size,
-    fsync_dir,
-    partial_path,
-    point_stable_name,
-    quarantine,
-    record_published,
-    remove_partial,
-    take_out_of_service,
-    write_manifest,
-)
+from clusterkit_node.store.atomic_files import ensure_dir, file_size, fsync_dir
+from clusterkit_node.store.manifest import write_manifest
 from clusterkit_node.store.progress import ImportProgress, drop_record, enroot_dirs
+from clusterkit_node.store.stable_names import drop_stable_name, ensure_image_dir, point_stable_name, quarantine
+from clusterkit_node.store.staging import partial_path, remove_partial
 from clusterkit_node.store.sync_config import SyncConfig
+from clusterkit_node.store.sync_state import SyncState, record_published, take_out_of_service
 
 
 @dataclass
@@ -92,22 +82,23 @@ def run_import(cfg: SyncConfig, img: LockedImage, tmp: str, attempt: str = "1/1"
     return True, tail
 
 
-def adoptable(manifest: Dict[str, Any], img: LockedImage, final: str) -> Tuple[bool, str, str]:
+def adoptable(state: SyncState, img: LockedImage, final: str) -> Tuple[bool, str, str]:
     """(ok, compressor or why not, sha256) for a final file no manifest entry vouches for: it must pass
     the squashfs check and, when the record knows it, still hold the content recorded at publish."""
     ok, detail = check_squashfs(final)
     if not ok:
         return False, detail, ""
     sha256 = content_sha256(final)
-    recorded = manifest.get(RECORD_KEY, {}).get(img.rel_file, {})
+    recorded = state.published_entry(img.rel_file)
     if recorded.get("digest") == img.digest and recorded.get("sha256") != sha256:
         return False, f"sha256 {sha256} is not the {recorded.get('sha256')} recorded at publish", ""
     return True, detail, sha256
 
 
-def import_image(cfg: SyncConfig, manifest: Dict[str, Any], img: LockedImage, adopt: bool) -> Result:
-    """Import (or adopt an unrecorded final file), check, read versions, publish, record."""
-    store = cfg.store
+def import_image(cfg: SyncConfig, state: SyncState, img: LockedImage, adopt: bool) -> Result:
+    """Import (or adopt an unrecorded final file), check, read versions, publish, record (rule publish-order:
+    the file at its final name, its published.json entry, the stable name, the manifest entry)."""
+    store, manifest = cfg.store, state.manifest
     final = os.path.join(store, img.rel_file)
     work = partial_path(store, img)  # exists for the whole attempt: `status` shows it in progress
     tmp = os.path.join(work, IMPORT_FILE)
@@ -116,14 +107,14 @@ def import_image(cfg: SyncConfig, manifest: Dict[str, Any], img: LockedImage, ad
     compressor = ""
     sha256 = ""
     if adopt:
-        ok, detail, sha256 = adoptable(manifest, img, final)
+        ok, detail, sha256 = adoptable(state, img, final)
         if ok:
             compressor = detail
             log(f"{img.name}: adopting {final} (complete file left unrecorded by an interrupted run)")
         else:
             # out of service BEFORE the import: if it fails, the image is missing, never served broken
             error(f"{img.name}: {final} is unusable ({detail}); taking it out of service and importing again")
-            take_out_of_service(store, manifest, img, detail)
+            take_out_of_service(store, state, img, detail)
             adopt, source = False, tmp
     if not adopt:
         attempts = cfg.retries + 1
@@ -177,7 +168,7 @@ def import_image(cfg: SyncConfig, manifest: Dict[str, Any], img: LockedImage, ad
         fsync_dir(os.path.dirname(work))
     elif os.stat(final).st_mode & 0o777 != 0o644:  # chmod changes the ctime the record keeps: only if needed
         os.chmod(final, 0o644)
-    record_published(store, manifest, img, sha256)  # before the manifest: the importer reads the record
+    record_published(store, state, img, sha256)  # before the manifest: the importer reads the record
     problems = expect_problems(img.expect, versions)
     if problems:
         reason = "; ".join(problems)

@@ -46,7 +46,7 @@ from typing import Any, Deque, Dict, Iterable, List, Optional, Set, Tuple
 
 from clusterkit_node.contract.console import format_bytes, format_duration, log
 from clusterkit_node.contract.layout import PROGRESS_FILE
-from clusterkit_node.store.manifest import write_json_atomic
+from clusterkit_node.store.atomic_files import write_json_atomic
 from clusterkit_node.store.sync_config import enroot_setting
 
 TAIL_LINES = 5  # enroot lines kept for a failed attempt's one-line summary

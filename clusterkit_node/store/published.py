@@ -95,7 +95,7 @@ def _entries(path: str, doc: Any) -> Dict[str, Dict[str, Any]]:
 
 
 def record_doc(files: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
-    """The JSON document the sync writes (store.write_record)."""
+    """The JSON document the sync writes (sync_state.write_record)."""
     return {"record_version": RECORD_VERSION, "files": files}
 
 

@@ -14,7 +14,9 @@ from typing import Any, Dict, Optional
 
 from clusterkit_node.contract.console import EXIT_FAILED, EXIT_OK, error, format_versions, mb, print_table
 from clusterkit_node.contract.lock import load_lock
-from clusterkit_node.store.manifest import file_size, partials, pid_alive, read_manifest
+from clusterkit_node.store.atomic_files import file_size
+from clusterkit_node.store.debris import partials, pid_alive
+from clusterkit_node.store.manifest import read_manifest
 from clusterkit_node.store.progress import describe_partial
 
 

@@ -11,7 +11,8 @@ replaced, touched by an FSx import) is re-hashed under the lock; the same conten
 content is logged as an error with both hashes, taken out of service and re-imported (``recheck``).
 Only images that need work take the lock, and they are planned again under it (another
 sync may have finished them meanwhile). A store still holding the previous layout's lock or node
-fingerprints takes the lock once to move them out (store.migrate_legacy).
+fingerprints takes the lock once to move them out (debris.migrate_legacy). Who holds the lock when, and
+what readers see meanwhile: docs/store-concurrency.md.
 """
 from __future__ import annotations
 
@@ -22,12 +23,13 @@ import signal
 import time
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from clusterkit_node.contract.console import EXIT_FAILED, EXIT_OK, UsageError, error, log, mb, print_table, warn
 from clusterkit_node.contract.lock import LockedImage, load_image_lock
 from clusterkit_node.image.squashfs import check_squashfs, content_sha256
 from clusterkit_node.image.versions import expect_problems
+from clusterkit_node.store.atomic_files import file_size
 from clusterkit_node.store.cluster_records import (
     ClusterRecord,
     NameCheck,
@@ -36,34 +38,18 @@ from clusterkit_node.store.cluster_records import (
     read_records,
     record_images,
     same_images,
-    try_sync_lock,
     write_cluster_record,
 )
+from clusterkit_node.store.concurrency import PLAN_AGAIN_UNDER_THE_LOCK, require_sync_lock, sync_lock, try_sync_lock
+from clusterkit_node.store.debris import clean_debris, legacy_present, migrate_legacy
 from clusterkit_node.store.disk_preflight import preflight
 from clusterkit_node.store.image_import import Result, import_image
-from clusterkit_node.store.manifest import (
-    MANIFEST_VERSION,
-    RECORD_KEY,
-    clean_debris,
-    drop_stable_name,
-    ensure_inuse_dir,
-    ensure_store,
-    file_size,
-    image_dir_problem,
-    legacy_present,
-    load_manifest_for_sync,
-    load_record,
-    migrate_legacy,
-    point_stable_name,
-    read_manifest,
-    record_published,
-    stable_name_ok,
-    sync_lock,
-    unpublish,
-    write_manifest,
-)
+from clusterkit_node.store.manifest import write_manifest
 from clusterkit_node.store.published import changes
+from clusterkit_node.store.stable_names import drop_stable_name, image_dir_problem, point_stable_name, stable_name_ok
+from clusterkit_node.store.staging import ensure_inuse_dir, ensure_store
 from clusterkit_node.store.sync_config import SyncConfig, enroot_setting, enroot_version
+from clusterkit_node.store.sync_state import SyncState, load_state, peek_state, record_published, unpublish
 
 
 @dataclass
@@ -76,9 +62,10 @@ class Plan:
     reason: str = ""
 
 
-def plan_image(store: str, manifest: Dict[str, Any], img: LockedImage, verify: bool) -> Plan:
+def plan_image(store: str, state: SyncState, img: LockedImage, verify: bool) -> Plan:
     """Decide with two lstats and dictionary lookups only (the O(1) path); ``verify`` adds the
     unsquashfs/superblock check and the sha256 of present files."""
+    manifest = state.manifest
     path = os.path.join(store, img.rel_file)
     entry = manifest["images"].get(img.name)
     recorded = bool(entry and entry.get("digest") == img.digest and entry.get("file") == img.rel_file)
@@ -93,14 +80,14 @@ def plan_image(store: str, manifest: Dict[str, Any], img: LockedImage, verify: b
         if size != entry.get("size"):
             return Plan("reimport", f"size {size} differs from the manifest's {entry.get('size')} "
                                     f"(truncated or replaced)")
-        changed = identity_change(manifest, img, path)
+        changed = identity_change(state, img, path)
         if changed:
             return Plan("recheck", changed)
         if verify:
             ok, detail = check_squashfs(path)
             if not ok:
                 return Plan("reimport", f"--verify-all: {detail}")
-            if content_sha256(path) != manifest[RECORD_KEY][img.rel_file]["sha256"]:
+            if content_sha256(path) != state.published[img.rel_file]["sha256"]:
                 return Plan("reimport", "--verify-all: content differs from the sha256 recorded at import "
                                         "(same-size corruption)")
         problems = expect_problems(img.expect, entry.get("versions", {}))
@@ -111,7 +98,7 @@ def plan_image(store: str, manifest: Dict[str, Any], img: LockedImage, verify: b
         return Plan("none")
     if rejected and rejected.get("digest") == img.digest and rejected.get("file") == img.rel_file \
             and size is not None and size == rejected.get("size"):
-        changed = identity_change(manifest, img, path)
+        changed = identity_change(state, img, path)
         if changed:
             return Plan("recheck", changed)
         problems = expect_problems(img.expect, rejected.get("versions", {}))
@@ -123,10 +110,10 @@ def plan_image(store: str, manifest: Dict[str, Any], img: LockedImage, verify: b
     return Plan("import", "not in the store")
 
 
-def identity_change(manifest: Dict[str, Any], img: LockedImage, path: str) -> str:
+def identity_change(state: SyncState, img: LockedImage, path: str) -> str:
     """Why the file must be re-hashed ('' if not): no record of it, or its lstat differs from the one
     recorded at publish."""
-    entry = manifest.get(RECORD_KEY, {}).get(img.rel_file)
+    entry = state.published.get(img.rel_file)
     if not entry or entry.get("digest") != img.digest:
         return "not in the sync's record of published files (published by an older ClusterKit, or the record " \
                "was lost): hashing it once to record it"
@@ -161,7 +148,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 
 def sync_images(args: argparse.Namespace, doing: List[str]) -> int:
-    """Plan every locked image, then do the work under the lock; doing[0] says what is under way."""
+    """Plan every locked image without the lock, then (only when there is work, migration or a changed record)
+    plan again and do the work under it; doing[0] says what is under way."""
     lock = load_image_lock(args.lock)
     images = sorted(lock.images, key=lambda image: image.name)
     cluster = check_cluster(lock.cluster, f"{args.lock}: cluster")
@@ -172,72 +160,18 @@ def sync_images(args: argparse.Namespace, doing: List[str]) -> int:
                      squash_options=enroot_setting("ENROOT_SQUASH_OPTIONS", env),
                      heartbeat=max(0.0, args.heartbeat))
     ensure_store(store)
-    try:
-        manifest = read_manifest(store)
-    except ValueError:  # dealt with under the lock (load_manifest_for_sync)
-        manifest = {"manifest_version": MANIFEST_VERSION, "images": {}, "rejected": {}}
-    manifest[RECORD_KEY] = load_record(store, quiet=True)
     results: Dict[str, Result] = {}
     names = NameRule(store=store, cluster=cluster, stale_days=args.stale_days)
     check, wanted, own = names.check(images, quiet=True)
-    pending: List[LockedImage] = []
-    for img in images:
-        if img.name in check.refused:
-            continue
-        plan = plan_image(store, manifest, img, cfg.verify_all)
-        if plan.action == "none":
-            results[img.name] = Result(img, "present", manifest["images"][img.name]["size"])
-        elif plan.action == "rejected":
-            results[img.name] = Result(img, "rejected", manifest["rejected"][img.name]["size"],
-                                       plan.reason)
-        else:
-            pending.append(img)
+    pending = [img for img, _ in plan_all(store, peek_state(store), unrefused(images, check), cfg.verify_all,
+                                          results)]
     # A record that changes is written under the lock BEFORE any image is planned there: a gc waiting for the
     # lock then sees this cluster's files as referenced, and one that ran before cannot have removed a file this
     # run found present, because everything is planned again under the lock.
     record_changed = not same_images(own, wanted)
     if pending or legacy_present(store) or record_changed:
         with sync_lock(store):
-            check, wanted, own = names.check(images)
-            if due(own, wanted):
-                write_cluster_record(store, cluster=cluster, images=wanted, synced_at=time.time(),
-                                     seen_at=time.time())
-            ensure_inuse_dir(store)
-            migrate_legacy(store)
-            clean_debris(store)
-            manifest = load_manifest_for_sync(store)  # another sync may have finished meanwhile
-            replan = [img for img in images if img.name not in check.refused] if record_changed else \
-                [img for img in pending if img.name not in check.refused]
-            work: List[Tuple[LockedImage, Plan]] = []
-            for img in replan:
-                plan = plan_image(store, manifest, img, cfg.verify_all)
-                if plan.action == "none":
-                    results[img.name] = Result(img, "present", manifest["images"][img.name]["size"],
-                                               "imported by a concurrent sync" if img in pending else "")
-                elif plan.action == "rejected":
-                    results[img.name] = Result(img, "rejected", manifest["rejected"][img.name]["size"],
-                                               plan.reason)
-                else:
-                    work.append((img, plan))
-            to_import = [img for img, plan in work if plan.action in ("import", "reimport")]
-            # a recheck re-imports only what turns out changed: it needs enroot, not the disk preflight (a
-            # store an older ClusterKit published is all rechecks once, and must not need room for a copy)
-            rechecks = any(p.action == "recheck" for _, p in work)
-            tools = (["enroot"] if to_import or rechecks else []) + \
-                (["unsquashfs"] if any(p.action != "relink" for _, p in work) else [])
-            missing = [t for t in tools if shutil.which(t, path=env.get("PATH")) is None]
-            if missing:
-                raise UsageError([f"{' and '.join(missing)} not found on PATH {env.get('PATH', '')} "
-                                  f"(install enroot and squashfs-tools on the head node)"])
-            problems = preflight(cfg, to_import)
-            if problems:
-                raise UsageError(problems)
-            if to_import or rechecks or any(p.action == "adopt" for _, p in work):
-                cfg.enroot_version = enroot_version(env)
-            for img, plan in work:
-                log(f"{img.name}: {plan.action} ({plan.reason})")
-                doing[0] = f"{img.name}: {plan.action}"
-                results[img.name] = apply_plan(cfg, manifest, img, plan)
+            check = sync_locked(cfg, names, images, pending, record_changed, results, doing)
     else:
         check, wanted, own = names.check(images)  # its warnings (the locked branch says them there)
         if due(own, wanted):  # the no-op stays lock- and write-free while the record is fresh
@@ -248,6 +182,71 @@ def sync_images(args: argparse.Namespace, doing: List[str]) -> int:
                 else:
                     log("the sync lock is held (another cluster's sync or a gc): this cluster's record is "
                         "unchanged; its seen_at is refreshed by the next run or the heartbeat")
+    return report(images, results, check)
+
+
+def unrefused(images: Sequence[LockedImage], check: NameCheck) -> List[LockedImage]:
+    return [img for img in images if img.name not in check.refused]
+
+
+def plan_all(store: str, state: SyncState, images: Sequence[LockedImage], verify: bool,
+             results: Dict[str, Result], concurrent: Sequence[LockedImage] = ()) -> List[Tuple[LockedImage, Plan]]:
+    """Plan each image: one that needs nothing (present, rejected) gets its result here, the others come back as
+    work. concurrent: the images an earlier look found pending (present now: a concurrent sync imported them)."""
+    work: List[Tuple[LockedImage, Plan]] = []
+    for img in images:
+        plan = plan_image(store, state, img, verify)
+        if plan.action == "none":
+            results[img.name] = Result(img, "present", state.manifest["images"][img.name]["size"],
+                                       "imported by a concurrent sync" if img in concurrent else "")
+        elif plan.action == "rejected":
+            results[img.name] = Result(img, "rejected", state.manifest["rejected"][img.name]["size"], plan.reason)
+        else:
+            work.append((img, plan))
+    return work
+
+
+def sync_locked(cfg: SyncConfig, names: "NameRule", images: List[LockedImage], pending: List[LockedImage],
+                record_changed: bool, results: Dict[str, Result], doing: List[str]) -> NameCheck:
+    """The locked part of a sync: the cluster record first, debris, then every image that may need work planned
+    again (rule plan-again-under-the-lock) and its work done. Returns the name check made under the lock."""
+    store, env = cfg.store, cfg.env
+    require_sync_lock(store, "syncing", PLAN_AGAIN_UNDER_THE_LOCK)
+    check, wanted, own = names.check(images)
+    if due(own, wanted):
+        write_cluster_record(store, cluster=names.cluster, images=wanted, synced_at=time.time(),
+                             seen_at=time.time())
+    ensure_inuse_dir(store)
+    migrate_legacy(store)
+    clean_debris(store)
+    state = load_state(store)  # another sync may have finished meanwhile
+    # a changed record: everything again (a gc that ran before the record was written may have removed any file)
+    work = plan_all(store, state, unrefused(images if record_changed else pending, check), cfg.verify_all,
+                    results, concurrent=pending)
+    to_import = [img for img, plan in work if plan.action in ("import", "reimport")]
+    # a recheck re-imports only what turns out changed: it needs enroot, not the disk preflight (a
+    # store an older ClusterKit published is all rechecks once, and must not need room for a copy)
+    rechecks = any(p.action == "recheck" for _, p in work)
+    tools = (["enroot"] if to_import or rechecks else []) + \
+        (["unsquashfs"] if any(p.action != "relink" for _, p in work) else [])
+    missing = [t for t in tools if shutil.which(t, path=env.get("PATH")) is None]
+    if missing:
+        raise UsageError([f"{' and '.join(missing)} not found on PATH {env.get('PATH', '')} "
+                          f"(install enroot and squashfs-tools on the head node)"])
+    problems = preflight(cfg, to_import)
+    if problems:
+        raise UsageError(problems)
+    if to_import or rechecks or any(p.action == "adopt" for _, p in work):
+        cfg.enroot_version = enroot_version(env)
+    for img, plan in work:
+        log(f"{img.name}: {plan.action} ({plan.reason})")
+        doing[0] = f"{img.name}: {plan.action}"
+        results[img.name] = apply_plan(cfg, state, img, plan)
+    return check
+
+
+def report(images: List[LockedImage], results: Dict[str, Result], check: NameCheck) -> int:
+    """The table of every image, one error line per failure; the exit code."""
     for name, line in check.refused.items():
         img = next(i for i in images if i.name == name)
         results[name] = Result(img, "refused", 0, line)
@@ -305,14 +304,16 @@ class NameRule:
         return check, sorted(wanted, key=lambda e: e["name"]), own
 
 
-def apply_plan(cfg: SyncConfig, manifest: Dict[str, Any], img: LockedImage, plan: Plan) -> Result:
-    store = cfg.store
+def apply_plan(cfg: SyncConfig, state: SyncState, img: LockedImage, plan: Plan) -> Result:
+    """Do what plan says for img (under the sync lock)."""
+    store, manifest = cfg.store, state.manifest
+    require_sync_lock(store, f"{img.name}: {plan.action}")
     if plan.action == "none":
         return Result(img, "present", manifest["images"][img.name]["size"])
     if plan.action == "rejected":
         return Result(img, "rejected", manifest["rejected"][img.name]["size"], plan.reason)
     if plan.action == "recheck":
-        return recheck(cfg, manifest, img)
+        return recheck(cfg, state, img)
     if plan.action == "relink":
         point_stable_name(store, img)
         return Result(img, "present", manifest["images"][img.name]["size"], "stable name repaired")
@@ -332,20 +333,20 @@ def apply_plan(cfg: SyncConfig, manifest: Dict[str, Any], img: LockedImage, plan
         write_manifest(store, manifest)
         return Result(img, "rejected", entry["size"], plan.reason)
     if plan.action == "reimport":
-        unpublish(store, manifest, img, plan.reason)
-    return import_image(cfg, manifest, img, adopt=plan.action == "adopt")
+        unpublish(store, state, img, plan.reason)
+    return import_image(cfg, state, img, adopt=plan.action == "adopt")
 
 
-def recheck(cfg: SyncConfig, manifest: Dict[str, Any], img: LockedImage) -> Result:
+def recheck(cfg: SyncConfig, state: SyncState, img: LockedImage) -> Result:
     """Re-hash a file whose identity changed (or was never recorded) against the sha256 of the record
     (else the manifest's, written at import by an older ClusterKit): the same content is recorded
     again and planned as usual; other content is an error naming both hashes, and the file is taken
     out of service and re-imported by digest."""
-    store = cfg.store
+    store, manifest = cfg.store, state.manifest
     path = os.path.join(store, img.rel_file)
     section = "images" if manifest["images"].get(img.name, {}).get("digest") == img.digest else "rejected"
     entry = manifest[section][img.name]
-    record = manifest.get(RECORD_KEY, {}).get(img.rel_file, {})
+    record = state.published_entry(img.rel_file)
     expected = record.get("sha256") if record.get("digest") == img.digest else entry.get("sha256", "")
     actual = content_sha256(path)
     if not expected:  # an older ClusterKit recorded no sha256: the squashfs check is all there is
@@ -356,11 +357,11 @@ def recheck(cfg: SyncConfig, manifest: Dict[str, Any], img: LockedImage) -> Resu
               f"taking it out of service and re-importing {img.digest}")
         if section == "rejected":
             del manifest["rejected"][img.name]
-        unpublish(store, manifest, img, "content changed after publish")
-        return import_image(cfg, manifest, img, adopt=False)
-    record_published(store, manifest, img, actual)
+        unpublish(store, state, img, "content changed after publish")
+        return import_image(cfg, state, img, adopt=False)
+    record_published(store, state, img, actual)
     log(f"{img.name}: {path}: content unchanged (sha256 {actual[:12]}); recorded its current identity")
-    plan = plan_image(store, manifest, img, cfg.verify_all)
+    plan = plan_image(store, state, img, cfg.verify_all)
     if plan.action == "recheck":  # changed again while it was hashed: take no chances
         plan = Plan("reimport", plan.reason)
-    return apply_plan(cfg, manifest, img, plan)
+    return apply_plan(cfg, state, img, plan)

@@ -15,7 +15,8 @@ from clusterkit_node.contract.console import EXIT_FAILED, EXIT_OK, error, format
 from clusterkit_node.contract.layout import manifest_path, record_path
 from clusterkit_node.contract.lock import LockedImage, load_lock
 from clusterkit_node.image.squashfs import content_sha256, read_superblock, unsquashfs_can_read
-from clusterkit_node.store.manifest import empty_manifest, file_size, read_manifest
+from clusterkit_node.store.atomic_files import file_size
+from clusterkit_node.store.manifest import empty_manifest, read_manifest
 from clusterkit_node.store.published import RecordError, read_record
 
 

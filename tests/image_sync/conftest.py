@@ -76,6 +76,21 @@ def image_store():
 
 
 @pytest.fixture(scope="session")
+def store_debris():
+    return sibling("store.debris")
+
+
+@pytest.fixture(scope="session")
+def stable_names():
+    return sibling("store.stable_names")
+
+
+@pytest.fixture(scope="session")
+def concurrency():
+    return sibling("store.concurrency")
+
+
+@pytest.fixture(scope="session")
 def image_lock():
     return sibling("contract.lock")
 

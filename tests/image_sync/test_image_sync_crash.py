@@ -121,7 +121,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
-def test_kill_9_during_manifest_writes_never_leaves_a_half_written_manifest(sandbox, image_store):
+def test_kill_9_during_manifest_writes_never_leaves_a_half_written_manifest(sandbox, store_debris, concurrency):
     sandbox.store.mkdir()
     for round_ in range(16):
         writer = subprocess.Popen([sys.executable, "-c", WRITER, sandbox.cmd()[1], str(sandbox.store)],
@@ -137,6 +137,7 @@ def test_kill_9_during_manifest_writes_never_leaves_a_half_written_manifest(sand
         assert [p.name for p in sandbox.store.iterdir()] == ["manifest.json"], "temp files are staged"
     # leftover temp files of killed writers are not manifests and are cleaned under the lock
     assert list((sandbox.staging / "tmp").glob("store.manifest.json.tmp-*"))
-    image_store.clean_debris(str(sandbox.store))
+    with concurrency.sync_lock(str(sandbox.store)):  # debris is debris only under the lock
+        store_debris.clean_debris(str(sandbox.store))
     assert [p.name for p in sandbox.store.iterdir()] == ["manifest.json"]
     assert not list((sandbox.staging / "tmp").iterdir())

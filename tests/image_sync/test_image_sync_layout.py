@@ -76,7 +76,7 @@ def test_only_published_content_under_the_store_after_failed_and_killed_imports(
     assert sandbox.staging.stat().st_dev == sandbox.store.stat().st_dev
 
 
-def test_manifest_and_link_temp_files_are_staged_then_renamed_in(sandbox, image_store, image_lock,
+def test_manifest_and_link_temp_files_are_staged_then_renamed_in(sandbox, image_store, stable_names, image_lock,
                                                                   monkeypatch):
     """write_manifest and point_stable_name write in <staging>/tmp and rename across directories."""
     sandbox.store.mkdir()
@@ -92,7 +92,7 @@ def test_manifest_and_link_temp_files_are_staged_then_renamed_in(sandbox, image_
 
     monkeypatch.setattr(image_store.os, "replace", spy)
     image_store.write_manifest(str(sandbox.store), {"images": {}})
-    image_store.point_stable_name(str(sandbox.store), img)
+    stable_names.point_stable_name(str(sandbox.store), img)
     monkeypatch.undo()
     tmp = str(sandbox.staging / "tmp")
     assert seen == [(tmp, str(sandbox.store)), (tmp, str(sandbox.store))]

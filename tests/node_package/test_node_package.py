@@ -137,7 +137,7 @@ def test_the_module_graph_has_no_cycle() -> None:
     root = NODE_PACKAGE_DIR.parent
     paths = {module_name(path, root): path for path in sorted(NODE_PACKAGE_DIR.rglob("*.py"))}
     graph = {name: {i for i in read_imports(path, name) if i in paths and i != name} for name, path in paths.items()}
-    lock, layout, manifest = (f"{PACKAGE}.contract.lock", f"{PACKAGE}.contract.layout", f"{PACKAGE}.store.manifest")
+    lock, layout, manifest = (f"{PACKAGE}.contract.lock", f"{PACKAGE}.contract.layout", f"{PACKAGE}.store.stable_names")
     assert manifest not in graph[lock] and layout in graph[lock] and lock in graph[manifest]
     done: set[str] = set()
 

@@ -16,7 +16,7 @@ import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 from clusterkit_node.contract import compat
-from clusterkit_node.contract.bundle_files import load_rules
+from clusterkit_node.contract.bundle_files import RULES_NAME, load_rules
 from clusterkit_node.contract.console import EXIT_FAILED, EXIT_OK, UsageError, print_table, warn
 from clusterkit_node.contract.layout import legacy_nodes_dir, nodes_dir
 from clusterkit_node.fleet.fingerprint import FINGERPRINT_VERSION
@@ -202,3 +202,15 @@ def cmd_drift(args: argparse.Namespace) -> int:
           f"{'drift in ' + ', '.join(drifting) if drifting else 'no drift'}"
           f"{f'; {len(incompatible)} node/image pair(s) the node driver cannot run' if incompatible else ''}")
     return EXIT_FAILED if bad else EXIT_OK
+
+
+def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    d = sub.add_parser("drift", help="head node: group node fingerprints per queue, show what differs; "
+                                     "exit 1 when nodes of one queue differ")
+    d.add_argument("--store", required=True)
+    d.add_argument("--rules", help=f"compatibility rules (default: {RULES_NAME} next to the zipapp)")
+    d.add_argument("--format", choices=("table", "json"), default="table")
+    d.add_argument("--max-age-hours", type=float,
+                   help="ignore fingerprints recorded longer ago (nodes long gone)")
+    d.add_argument("--cluster", help="only this cluster's nodes (on a platform; default: every cluster's, each "
+                                     "queue named <cluster>/<queue> when the store has several)")

@@ -21,7 +21,7 @@ from typing import Any, Dict, Tuple
 
 from clusterkit_node.contract import compat
 from clusterkit_node.contract import profiles as node_profiles
-from clusterkit_node.contract.bundle_files import load_rules
+from clusterkit_node.contract.bundle_files import RULES_NAME, load_rules
 from clusterkit_node.contract.console import EXIT_FAILED, EXIT_OK, UsageError, error, log, now_utc, warn
 from clusterkit_node.contract.layout import FINGERPRINT_TMP_RE, NODES_DIR, TMP_DIR, nodes_dir, tmp_dir
 from clusterkit_node.contract.lock import LockedImage, load_lock
@@ -163,3 +163,16 @@ def cmd_fingerprint(args: argparse.Namespace) -> int:
               f"ParallelCluster replaces it (use an AMI with a newer NVIDIA driver, or images built for "
               f"an older CUDA)")
     return EXIT_FAILED if fatal else EXIT_OK
+
+
+def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    f = sub.add_parser("fingerprint",
+                       help="compute node: record this node's software next to the store (/fsx/containers: "
+                            "/fsx/.containers.clusterkit/nodes/<cluster>/<host>.json); "
+                            "exit 1 if its NVIDIA driver cannot run a locked image")
+    f.add_argument("--store", required=True)
+    f.add_argument("--lock", required=True)
+    f.add_argument("--rules", help=f"compatibility rules (default: {RULES_NAME} next to the zipapp)")
+    f.add_argument("--node-name", help="override the hostname (the Slurm node name <queue>-st|dy-<cr>-<n>)")
+    f.add_argument("--cluster", help="this node's cluster: the file goes to nodes/<cluster>/<host>.json (clusters "
+                                     "on one platform share the store and their host names)")

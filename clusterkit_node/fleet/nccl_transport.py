@@ -315,3 +315,13 @@ def cmd_nccl_check(args: argparse.Namespace) -> int:
         error(line)
     return code
 
+
+def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    n = sub.add_parser("nccl-check", help="read NCCL_DEBUG=INFO output: exit 1 when NCCL fell back to TCP "
+                                          "sockets instead of EFA (aws-ofi-nccl), 2 when the log has no "
+                                          "transport lines")
+    n.add_argument("logfile", nargs="*", metavar="LOGFILE", help="NCCL_DEBUG=INFO output (default: stdin)")
+    n.add_argument("--expect", choices=EXPECTATIONS, default="ofi",
+                   help="the transport every host must use (default ofi: NET/OFI over the efa provider; "
+                        "socket for single-node or non-EFA runs; any: only report)")
+    n.add_argument("--format", choices=("text", "json"), default="text")

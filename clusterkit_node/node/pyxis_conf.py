@@ -208,7 +208,7 @@ def emit(events: List[Event]) -> None:
     node_args.write("".join(f"{level} {message}\n" for level, message in events))
 
 
-def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("pyxis-conf", help="print the log lines, then (after a '--' line) pyxis.conf for the installed "
                                           "pyxis and the node's Args")
     p.add_argument("--so", required=True, help="the pyxis plugin (under CK_ROOT)")

@@ -77,3 +77,9 @@ def cmd_status(args: argparse.Namespace) -> int:
                 row(name, rej["digest"], "rejected", rej.get("size", 0), rej, rej.get("reason", ""))
     print_table(["NAME", "DIGEST", "STATE", "SIZE_MB", "SYNCED_AT", "VERSIONS", "DETAIL"], rows)
     return EXIT_OK
+
+
+def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    st = sub.add_parser("status", help="present / missing / in progress per image")
+    st.add_argument("--store", required=True)
+    st.add_argument("--lock")

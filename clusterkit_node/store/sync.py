@@ -31,6 +31,7 @@ from clusterkit_node.image.squashfs import check_squashfs, content_sha256
 from clusterkit_node.image.versions import expect_problems
 from clusterkit_node.store.atomic_files import file_size
 from clusterkit_node.store.cluster_records import (
+    DEFAULT_STALE_DAYS,
     ClusterRecord,
     NameCheck,
     check_cluster,
@@ -48,7 +49,7 @@ from clusterkit_node.store.manifest import write_manifest
 from clusterkit_node.store.published import changes
 from clusterkit_node.store.stable_names import drop_stable_name, image_dir_problem, point_stable_name, stable_name_ok
 from clusterkit_node.store.staging import ensure_inuse_dir, ensure_store
-from clusterkit_node.store.sync_config import SyncConfig, enroot_setting, enroot_version
+from clusterkit_node.store.sync_config import DEFAULT_HEARTBEAT, SyncConfig, enroot_setting, enroot_version
 from clusterkit_node.store.sync_state import SyncState, load_state, peek_state, record_published, unpublish
 
 
@@ -365,3 +366,21 @@ def recheck(cfg: SyncConfig, state: SyncState, img: LockedImage) -> Result:
     if plan.action == "recheck":  # changed again while it was hashed: take no chances
         plan = Plan("reimport", plan.reason)
     return apply_plan(cfg, state, img, plan)
+
+
+def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    s = sub.add_parser("sync", help="import missing locked images into the store (head node)")
+    s.add_argument("--lock", required=True, help="cluster_configs/<name>.images.lock")
+    s.add_argument("--store", required=True, help="image store directory, e.g. /fsx/containers")
+    s.add_argument("--retries", type=int, default=2,
+                   help="extra attempts per image after a failed import (default 2)")
+    s.add_argument("--backoff", type=float, default=15.0,
+                   help="seconds before the first retry, doubled each time (default 15)")
+    s.add_argument("--verify-all", action="store_true",
+                   help="also check every present image with unsquashfs -s (reads metadata)")
+    s.add_argument("--heartbeat", type=float, default=DEFAULT_HEARTBEAT, metavar="SECONDS",
+                   help="seconds between progress lines (time, bytes so far, throughput) while an image "
+                        f"imports (default {DEFAULT_HEARTBEAT:g}; 0: none)")
+    s.add_argument("--stale-days", type=float, default=DEFAULT_STALE_DAYS, metavar="DAYS",
+                   help="another cluster's record not refreshed for this long no longer pins its image names "
+                        f"(default {DEFAULT_STALE_DAYS:g})")

@@ -114,3 +114,13 @@ def deep_check(manifest: Dict[str, Any], present: List[Tuple[LockedImage, str]],
         else:
             log(f"verify: {img.name}: content matches the sha256 recorded at import")
     return ok
+
+
+def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    v = sub.add_parser("verify", help="compute node: store mounted, manifest readable (never imports)")
+    v.add_argument("--store", required=True)
+    v.add_argument("--lock", required=True)
+    v.add_argument("--deep", action="store_true",
+                   help="also re-read every present image and compare its sha256 with the one recorded "
+                        "at import (catches same-size corruption; reads every byte: run it on the head "
+                        "node, not at every compute boot)")

@@ -144,15 +144,20 @@ def test_sbatch_directive_container_image(wired, tmp_path: Path) -> None:
     assert ("allocator", "container-mounts=/fsx:/fsx remote=0") in opts
 
 
-def test_srun_help_lists_container_image(wired, stub_plugin) -> None:
+def test_srun_help_lists_container_image(wired, stub_plugin, tmp_path: Path) -> None:
     """What compute_node_configured.sh checks on a node, here against real srun."""
+    from clusterkit.artifacts.bundle import ZIPAPP, build_zipapp
+
     cluster, _ = wired
     assert "--container-image" in cluster.run("srun", "--help").stdout
-    # ...and the file-level check it also runs (ck_plugstack_loads) agrees with what Slurm loaded.
+    # ...and the file-level check it also runs (ck_plugstack_loads: the node tools' plugstack-loads, from the
+    # zipapp as the bundle ships it) agrees with what Slurm loaded.
     so, _ = stub_plugin
+    app = tmp_path / ZIPAPP
+    app.write_bytes(build_zipapp())
     r = subprocess.run(["/bin/bash", "-c", f'source "{ENROOT_SH}"; ck_plugstack_loads "$1" "$2"', "x",
                         str(cluster.etc), str(so)], capture_output=True, text=True,
-                       env={"PATH": "/usr/bin:/bin", "CK_LOG_FILE": "/dev/null"})
+                       env={"PATH": "/usr/bin:/bin", "CK_LOG_FILE": "/dev/null", "CK_ZIPAPP": str(app)})
     assert r.returncode == 0, r.stderr
 
 

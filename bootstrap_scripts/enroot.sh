@@ -24,7 +24,6 @@ CK_ARGS=()
 readonly CK_PYXIS_SO="/usr/local/lib/slurm/spank_pyxis.so"
 readonly CK_SLURM_ETC="/opt/slurm/etc"
 readonly CK_SLURM_BIN="/opt/slurm/bin"
-readonly CK_SYNC_ENROOT_CONFIG="/etc/clusterkit/sync-enroot"
 
 # ---------------------------------------------------------------------------------------------------
 # Logging and errors
@@ -55,15 +54,9 @@ ck_die() {
     exit "${code}"
 }
 
-# ck_cleanup: the scripts' EXIT trap (the node tools remove their own temp files).
-ck_cleanup() {
-    :
-}
-
 # ck_compute_prologue ARG...: how both compute scripts begin once they sourced this file (their own lines
-# before it only find the bundle): the EXIT trap, the start line, the Args checked into node.env.
+# before it only find the bundle): the start line, the Args checked into node.env.
 ck_compute_prologue() {
-    trap ck_cleanup EXIT
     ck_log INFO "start (args: $*)"
     ck_parse_args compute "$@"
     ck_write_node_env

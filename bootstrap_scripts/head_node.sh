@@ -52,7 +52,6 @@ on_exit() {
     local rc=$?
     if ((rc != 0)) && [[ -n "${SWITCHED_FROM}" ]]; then restore_link; fi
     if [[ -n "${BOOT_TMP}" && -e "${BOOT_TMP}" ]]; then rm -rf -- "${BOOT_TMP}"; fi
-    if declare -F ck_cleanup >/dev/null; then ck_cleanup; fi
 }
 trap on_exit EXIT
 
@@ -169,7 +168,7 @@ store_units() {
     if [[ "${CK_STORE_GC_TIMER}" != 1 ]] && [[ -e "${dir}/${GC_TIMER}" || -e "${dir}/${GC_UNIT}" ]]; then
         systemctl disable --quiet --now "${GC_TIMER}" || true
     fi
-    ck_node_setup store-units --sync-enroot-config "${CK_SYNC_ENROOT_CONFIG}" --inputs-file "${SYNC_INPUTS_FILE}"
+    ck_node_setup store-units --inputs-file "${SYNC_INPUTS_FILE}"
 }
 
 # start_store_units: the sync is restarted only when its inputs (unit, image lock) changed, so an import in progress

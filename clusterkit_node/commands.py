@@ -21,9 +21,6 @@ clusterkit_node COMMAND`` in a checkout):
 Node setup (the node scripts' bash calls these, writes what they print and logs their LEVEL lines):
 
   node-args       --role head|compute [--script NAME] -- KEY=VALUE...   (node.env; exit 2 + one line: bad Args)
-  enroot-conf     --medium M --runtime-dir D --data-dir D --cache-dir D --temp-dir D --role R -- KEY=VALUE...
-  pyxis-conf      --so PLUGIN --role R -- KEY=VALUE...   (log lines, '--', pyxis.conf)
-  plugstack-conf  --etc SLURM_ETC                         (plugstack.conf with ClusterKit's include line)
   pyxis-line-check --so PLUGIN --etc SLURM_ETC            (compute: path=squashfuse|extract; exit 1 + one line)
   plugstack-loads --so PLUGIN --etc SLURM_ETC             (compute/login: plugin here, plugstack.conf loads it)
   start-path-check --line-path P [--want-squashfuse 0|1] [--os OS]   (compute: can this node start that way?)
@@ -33,9 +30,8 @@ Node setup (the node scripts' bash calls these, writes what they print and logs 
   slurm-prolog                                            (head: the prolog that makes each user's enroot dirs)
   pyxis-files     --etc SLURM_ETC --so PLUGIN --role R -- KEY=VALUE...   (head: plugstack.conf + pyxis.conf)
   node-file       write|dir|remove PATH [MODE] [--tmpdir D]   (one file, content on stdin; what head_node.sh writes)
+  store-units     --inputs-file FILE --role head -- KEY=VALUE...   (head: the image store's systemd units)
   (these print "LEVEL message" and "@marker" lines in the order they acted: file_set.py)
-  store-units     --sync-enroot-config DIR --inputs-file FILE --role head -- KEY=VALUE...
-                  (head: the image store's systemd units; @systemd-dirty, @restart-sync, @sync-inputs)
 
 The work is done by the modules of the five packages, one job each: ``contract`` (what the CLI side shares),
 ``image`` (reading a .sqsh), ``store`` (the shared store, under store/concurrency.py's rules), ``node`` (configuring
@@ -84,9 +80,7 @@ COMMAND_TABLE: Tuple[Tuple[str, Tuple[Tuple[str, str], ...]], ...] = (
     # node-file, require-enroot, plugstack-loads and store-units commands act on the node and print what they did
     # (file_set.py) for the scripts to log, in order.
     ("node.args", (("node-args", "cmd_node_args"),)),
-    ("node.enroot_conf", (("enroot-credentials", "cmd_enroot_credentials"), ("enroot-conf", "cmd_enroot_conf"))),
-    ("node.pyxis_conf", (("pyxis-conf", "cmd_pyxis_conf"), ("plugstack-conf", "cmd_plugstack_conf"),
-                         ("pyxis-line-check", "cmd_pyxis_line_check"), ("plugstack-loads", "cmd_plugstack_loads"),
+    ("node.pyxis_conf", (("pyxis-line-check", "cmd_pyxis_line_check"), ("plugstack-loads", "cmd_plugstack_loads"),
                          ("start-path-check", "cmd_start_path_check"))),
     ("node.file_set", (("node-file", "cmd_node_file"),)),
     ("node.preflight", (("require-enroot", "cmd_require_enroot"),)),

@@ -8,11 +8,8 @@ passes the layout in.
 """
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 from typing import Dict, List
-
-from clusterkit_node.node import args as node_args
 
 CREDENTIALS = "/etc/enroot/credentials"  # system-wide ECR credentials (credentials() below)
 PLAIN_CONFIG_PATH = '${HOME:-$(echo ~)}/.config/enroot'
@@ -74,29 +71,3 @@ def credentials(values: Dict[str, str]) -> str:
         region = host.split(".dkr.ecr", 1)[1].removeprefix("-fips").removeprefix(".").split(".amazonaws.com")[0]
         lines.append(f"machine {host} login AWS password $(aws ecr get-login-password --region {region})\n")
     return "".join(lines)
-
-
-def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    c = sub.add_parser("enroot-credentials", help="print /etc/enroot/credentials for the node's ECR registries "
-                                                  "(nothing when there are none)")
-    node_args.add_role_arguments(c)
-    p = sub.add_parser("enroot-conf", help="print /etc/enroot/enroot.conf for the node's Args and working dirs")
-    for name in ("medium", "runtime-dir", "data-dir", "cache-dir", "temp-dir"):
-        p.add_argument(f"--{name}", required=True)
-    node_args.add_role_arguments(p)
-
-
-def cmd_enroot_conf(a: argparse.Namespace) -> int:
-    values = node_args.parsed_or_reported(a)
-    if values is None:
-        return node_args.EXIT_BAD_ARGS
-    node_args.write(render(values, Layout(a.medium, a.runtime_dir, a.data_dir, a.cache_dir, a.temp_dir)))
-    return 0
-
-
-def cmd_enroot_credentials(a: argparse.Namespace) -> int:
-    values = node_args.parsed_or_reported(a)
-    if values is None:
-        return node_args.EXIT_BAD_ARGS
-    node_args.write(credentials(values))
-    return 0

@@ -204,17 +204,7 @@ def check_line_start(ch: Changes, line_path: str, want: str, os_name: str) -> No
     ch.log("INFO", "this node can start images in place (squashfuse, /dev/fuse for users), as the plugstack line asks")
 
 
-def emit(events: List[Event]) -> None:
-    node_args.write("".join(f"{level} {message}\n" for level, message in events))
-
-
 def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("pyxis-conf", help="print the log lines, then (after a '--' line) pyxis.conf for the installed "
-                                          "pyxis and the node's Args")
-    p.add_argument("--so", required=True, help="the pyxis plugin (under CK_ROOT)")
-    node_args.add_role_arguments(p)
-    s = sub.add_parser("plugstack-conf", help="print plugstack.conf with ClusterKit's include line")
-    s.add_argument("--etc", required=True, help="Slurm's etc directory (the file is read under CK_ROOT)")
     c = sub.add_parser("pyxis-line-check", help="compute node: can this node's pyxis take the head node's line? "
                                                 "prints path=squashfuse|extract; exit 1 with one line if not")
     c.add_argument("--so", required=True)
@@ -236,26 +226,6 @@ def cmd_start_path_check(a: argparse.Namespace) -> int:
 
 def cmd_plugstack_loads(a: argparse.Namespace) -> int:
     return report(lambda ch: check_loaded(ch, a.etc, a.so))
-
-
-def cmd_pyxis_conf(a: argparse.Namespace) -> int:
-    values = node_args.parsed_or_reported(a, "ERROR ")
-    if values is None:
-        return node_args.EXIT_BAD_ARGS
-    words, events = options(values, a.so)
-    emit(events)
-    node_args.write("--\n" + render_conf(a.so, words))
-    return 0
-
-
-def cmd_plugstack_conf(a: argparse.Namespace) -> int:
-    path = f"{root()}{a.etc}/plugstack.conf"
-    existing = None
-    if os.path.isfile(path):
-        with open(path, encoding="utf-8", errors="surrogateescape") as fh:
-            existing = fh.read()
-    node_args.write(plugstack(existing, a.etc))
-    return 0
 
 
 def cmd_pyxis_line_check(a: argparse.Namespace) -> int:

@@ -37,6 +37,7 @@ from clusterkit_node.contract.console import UsageError
 from clusterkit_node.node import args as node_args
 from clusterkit_node.node import file_set
 from clusterkit_node.node.enroot_conf import PASSED_THROUGH
+from clusterkit_node.node.enroot_files import SYNC_ENROOT_CONFIG
 from clusterkit_node.node.file_set import Changes
 
 SYSTEMD_DIR = "/etc/systemd/system"
@@ -200,7 +201,6 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
                                            "print what changed (file_set.py's lines), @systemd-dirty when a unit "
                                            "changed, @restart-sync when the sync's inputs differ from the recorded "
                                            "ones, and @sync-inputs to record once it is (re)started")
-    p.add_argument("--sync-enroot-config", required=True, help="the image sync's enroot config dir (root's only)")
     p.add_argument("--inputs-file", required=True, help="where head_node.sh records the sync's inputs")
     node_args.add_role_arguments(p)
 
@@ -213,7 +213,7 @@ def cmd_store_units(a: argparse.Namespace) -> int:
         return node_args.EXIT_BAD_ARGS
 
     def step(ch: Changes) -> None:
-        if write_units(StoreSettings.from_values(values, a.sync_enroot_config), ch):
+        if write_units(StoreSettings.from_values(values, SYNC_ENROOT_CONFIG), ch):
             ch.mark("systemd-dirty")
         inputs = sync_inputs(file_set.root())
         if inputs != recorded_inputs(file_set.root() + a.inputs_file):

@@ -141,7 +141,7 @@ The other commands record argv: `start-path` answers CK_TEST_START_PATH (with a 
 `selftest` exits CK_TEST_SELFTEST_RC, everything else exits CK_TEST_IMAGE_SYNC_RC."""
 import os, sys
 REPO = "@REPO@"
-REAL = ("node-args", "enroot-conf", "enroot-credentials", "pyxis-conf", "plugstack-conf", "pyxis-line-check",
+REAL = ("node-args", "pyxis-line-check",
         "plugstack-loads", "start-path-check", "require-enroot", "enroot-files", "slurm-prolog", "pyxis-files",
         "node-file", "store-units")
 

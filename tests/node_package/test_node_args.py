@@ -1,5 +1,5 @@
 """The node tools' Args parser (clusterkit_node/node/args.py) and the node setup commands the node scripts call
-(node-args, enroot-conf, pyxis-conf, plugstack-conf, pyxis-line-check), run as processes the way the scripts
+(node-args, enroot-files, pyxis-files, pyxis-line-check), run as processes the way the scripts
 run them: one line and exit 2 for a bad Arg, never a traceback for anything a user or a node can cause.
 
 (Every file a node writes from them, byte for byte: tests/node/test_node_golden.py.)
@@ -108,11 +108,10 @@ def test_cli_prints_node_env() -> None:
     assert "CK_BUNDLE='s3://bucket-1/" in text and "PYXIS_USE_SQUASHFUSE='1'\n" in text
 
 
-def test_renderers_refuse_bad_args_the_same_way() -> None:
-    r = tools("enroot-conf", "--medium", "m", "--runtime-dir", "/r", "--data-dir", "/d", "--cache-dir", "/c",
-              "--temp-dir", "/t", "--role", "compute", "--", *BASE, "ck_os=x")
-    assert (r.returncode, r.stdout) == (2, b"Args[3] ck_os: unknown key ck_os (did you mean CK_OS?)\n")
-    r = tools("pyxis-conf", "--so", "/none.so", "--role", "compute", "--", "CK_OS=rhel9")
+def test_node_setup_commands_refuse_bad_args_the_same_way() -> None:
+    r = tools("enroot-files", "--role", "compute", "--", *BASE, "ck_os=x")
+    assert (r.returncode, r.stdout) == (2, b"ERROR Args[3] ck_os: unknown key ck_os (did you mean CK_OS?)\n")
+    r = tools("pyxis-files", "--etc", "/none", "--so", "/none.so", "--role", "compute", "--", "CK_OS=rhel9")
     assert r.returncode == 2 and r.stdout.startswith(b"ERROR Args: missing required key CK_CLUSTER")
 
 

@@ -137,7 +137,7 @@ def test_write_units_writes_what_differs_and_removes_the_gc_when_turned_off(tmp_
 
 
 def store_units(root: Path, *extra: str, role: str = "head") -> subprocess.CompletedProcess[str]:
-    command = ["store-units", "--sync-enroot-config", SYNC_CONFIG, "--inputs-file", INPUTS, "--role", role,
+    command = ["store-units", "--inputs-file", INPUTS, "--role", role,
                "--script", "head_node.sh", "--", *HEAD, *extra]
     return subprocess.run([sys.executable, "-m", "clusterkit_node", *command], cwd=REPO, capture_output=True,
                           text=True, timeout=60, env={**os.environ, "CK_ROOT": str(root)})

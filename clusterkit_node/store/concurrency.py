@@ -119,16 +119,23 @@ def flock_file(path: str, create: bool = True) -> Iterator[bool]:
         yield False
         return
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                raise
+        if not _flock_now(fd):
             log(f"waiting for {path} (another sync is running)")
             fcntl.flock(fd, fcntl.LOCK_EX)
         yield True
     finally:
         os.close(fd)
+
+
+def _flock_now(fd: int) -> bool:
+    """An exclusive flock on fd if nobody holds one (True), else False at once."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno not in (errno.EAGAIN, errno.EACCES):
+            raise
+        return False
+    return True
 
 
 @contextlib.contextmanager
@@ -147,11 +154,7 @@ def try_sync_lock(store: str) -> Iterator[bool]:
     """The sync lock if it is free now (True), else False at once: a sync importing for hours, or a gc, holds it."""
     fd = os.open(lock_path(store), os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                raise
+        if not _flock_now(fd):
             yield False
             return
         with _registered(store):

@@ -19,6 +19,7 @@ committed base. On such a spec, values of the fields the rules refuse are unspec
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import PurePosixPath
@@ -49,7 +50,9 @@ from clusterkit.spec.model import (
     SecurityGroups,
     StoreGc,
 )
+from clusterkit.paths import NODE_PROFILES
 from clusterkit.spec.naming import alerts_stack_name, artifact_prefix, bundle_parameter_name, stack_names
+from clusterkit_node.contract import profiles
 
 DEFAULT_STORE_DIR = "containers"  # the image store's directory under mount_dir when image_store is unset
 # ParallelCluster's names for the spec's capacity types (SlurmQueues[].CapacityType).
@@ -144,6 +147,8 @@ class EffectiveContainers:
     ecr_registries: tuple[str, ...]  # private ECR registry hosts of the images, sorted
     ecr_repositories: tuple[EcrRepository, ...]  # sorted
     store_gc: StoreGc = StoreGc()  # the head node's image gc (node settings CK_STORE_GC_*)
+    # what GPU nodes install: a libnvidia-container version, or "off" (node setting CK_NVIDIA_CLI; docs/gpu.md)
+    nvidia_container_cli: str = "off"
 
 
 @dataclass(frozen=True)
@@ -389,7 +394,8 @@ def expand_spec(spec: ClusterSpec, *, deploy_time: datetime | None = None) -> Ef
     containers = EffectiveContainers(
         enroot=spec.containers.enroot, pyxis=spec.containers.pyxis, images=tuple(spec.containers.images),
         platform=image_platform(spec), ecr_registries=ecr_registries(spec.containers.images),
-        ecr_repositories=ecr_repositories(spec.containers.images), store_gc=spec.containers.store_gc)
+        ecr_repositories=ecr_repositories(spec.containers.images), store_gc=spec.containers.store_gc,
+        nvidia_container_cli=nvidia_container_cli(spec))
     return EffectiveSpec(
         name=spec.name,
         region=spec.region,
@@ -414,10 +420,24 @@ def expand_spec(spec: ClusterSpec, *, deploy_time: datetime | None = None) -> Ef
                     artifact_prefix=artifact_prefix(spec.name), bundle_parameter=bundle_parameter_name(spec.name)),
         node=node_settings.resolve({"name": spec.name, "os": spec.os, "region": spec.region,
                                     "storage.fsx_lustre.image_store": store,
-                                    "containers.images": containers.ecr_registries}, containers),
+                                    "containers.images": containers.ecr_registries,
+                                    "containers.nvidia_container_cli": containers.nvidia_container_cli}, containers),
         platform=platform,
         login_nodes=tuple(spec.login_nodes),
     )
+
+
+@functools.cache
+def node_profiles() -> profiles.Profiles:
+    return profiles.load(str(NODE_PROFILES))
+
+
+def nvidia_container_cli(spec: ClusterSpec) -> str:
+    """The libnvidia-container version GPU nodes install (the spec's, else the pin in node_profiles.json), or off."""
+    cli = spec.containers.nvidia_container_cli
+    if not cli.install:
+        return "off"
+    return cli.version or str(node_profiles().container_cli.version.value)
 
 
 def _network(network: Network) -> EffectiveNetwork:

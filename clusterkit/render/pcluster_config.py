@@ -216,6 +216,8 @@ def _queue(spec: EffectiveSpec, queue: EffectiveQueue, refs: Refs,
     if queue.has_nvme:
         local["EphemeralVolume"] = {"MountDir": EPHEMERAL_MOUNT}
     args = list(spec.node.compute)  # no bundle hash: an image change must not replace the compute fleet
+    if queue.has_gpu:
+        args.append("CK_GPU=1")  # GPU nodes install nvidia-container-cli and self-test as CUDA images start
     out: dict[str, Any] = {"Name": queue.name, "CapacityType": queue.pc_capacity_type}
     if queue.allocation_strategy is not None:
         out["AllocationStrategy"] = queue.allocation_strategy

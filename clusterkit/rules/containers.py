@@ -3,6 +3,7 @@ and references, and expected versions against the compatibility rules.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from clusterkit.images.ref import ImageRefError, parse_image_ref
@@ -12,6 +13,8 @@ from clusterkit.rules.limits import EXPECT_VERSION, IMAGE_NAME, OLDEST_PC_PYXIS,
 from clusterkit.spec.errors import Problem
 from clusterkit.spec.model import ClusterSpec
 from clusterkit.spec.yaml_reader import Marks
+from clusterkit.effective.expand import node_profiles
+from clusterkit_node.contract import profiles
 from clusterkit_node.contract import settings as node
 from clusterkit_node.contract.layout import image_name_problem
 
@@ -66,6 +69,30 @@ def containers(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
             if not EXPECT_VERSION.fullmatch(value):
                 yield m.problem(f"{ip}.expect.{key}", f"{node.show(value)} is not a version like 12.9 or 2.29.3",
                                 "ASCII digits and dots")
+
+
+def nvidia_container_cli(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
+    """containers.nvidia_container_cli: a version the nodes accept and NVIDIA did not get wrong; off only with why."""
+    cli = spec.containers.nvidia_container_cli
+    at = "containers.nvidia_container_cli"
+    pin = node_profiles().container_cli
+    if not cli.install:
+        if cli.version is not None:
+            yield m.problem(f"{at}.version", "a version with install: false installs nothing",
+                            "remove version, or set install: true")
+        if not (cli.reason or "").strip():
+            yield m.problem(f"{at}.install", "install: false needs a reason: without nvidia-container-cli no image "
+                            "that asks for GPUs starts on a ParallelCluster AMI",
+                            "add reason: (e.g. 'our custom AMI bakes it in'), or remove install: false")
+        return
+    if cli.version is None:
+        return
+    if not re.fullmatch(profiles.CLI_VERSION_RE, cli.version):
+        yield m.problem(f"{at}.version", f"{node.show(cli.version)} is not a libnvidia-container version",
+                        f"e.g. {pin.version.value} (major.minor.patch), or remove it for ClusterKit's pin")
+    elif pin.refused(cli.version):
+        yield m.problem(f"{at}.version", str(pin.refused(cli.version)),
+                        f"pin another release, e.g. {pin.version.value}")
 
 
 def compat(spec: ClusterSpec, m: Marks) -> list[Problem]:

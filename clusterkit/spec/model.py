@@ -214,11 +214,24 @@ class StoreGc:
 
 
 @dataclass(frozen=True)
+class NvidiaContainerCli:
+    install: bool = doc(
+        "install NVIDIA's nvidia-container-cli (libnvidia-container) on GPU nodes whose AMI lacks it: without it no "
+        "image that asks for GPUs (NVIDIA_VISIBLE_DEVICES) starts; the head node fetches the packages once into the "
+        "store, checked by sha256 (docs/gpu.md)", True)
+    version: str | None = doc("the libnvidia-container version to install; unset: the version ClusterKit pins "
+                              "(clusterkit/data/node_profiles.json)", None)
+    reason: str | None = doc("why install is false, on one line (e.g. a custom AMI that already has it)", None)
+
+
+@dataclass(frozen=True)
 class Containers:
     enroot: Enroot = doc("enroot.conf settings", Enroot())
     pyxis: Pyxis = doc("pyxis plugin options", Pyxis())
     images: tuple[Image, ...] = doc("images synced into the store, pinned in <name>.images.lock", ())
     store_gc: StoreGc = doc("image garbage collection of the (possibly shared) store", StoreGc())
+    nvidia_container_cli: NvidiaContainerCli = doc(
+        "nvidia-container-cli on GPU nodes (enroot's GPU hook needs it)", NvidiaContainerCli())
 
 
 @dataclass(frozen=True)

@@ -97,3 +97,15 @@ def legacy_nodes_dir(store: str) -> str:
 
 def manifest_path(store: str) -> str:
     return os.path.join(store, MANIFEST_NAME)
+
+
+# --- packages the head node fetches once for every node (store/package_set.py) ---------------------------
+
+PACKAGES_DIR = "packages"
+PACKAGE_SET_NAME = "packages.json"
+
+
+def package_set_dir(store: str, component: str, version: str, os_name: str, arch: str) -> str:
+    """<staging>/packages/<component>/<version>/<os>-<arch>: one verified set of OS packages, outside the linked
+    store (FSx never exports it to S3), the same for every node of that OS and architecture."""
+    return os.path.join(staging_dir(store), PACKAGES_DIR, component, version, f"{os_name}-{arch}")

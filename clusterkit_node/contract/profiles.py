@@ -31,6 +31,8 @@ class NodeProfile:
     hooks_linked: Fact         # hooks the cookbook links into /etc/enroot/hooks.d
     dev_fuse_mode: Fact        # "0666" (users may mount FUSE file systems) or e.g. "0600"
     python3: Fact
+    nvidia_container_cli: Fact = Fact(False, "unsourced: not stated")  # does the AMI ship it (bool)
+    package_format: Fact = Fact("rpm", "unsourced: not stated")        # "rpm" or "deb": how its packages come
 
     def has(self, program: str) -> bool:
         fact = self.programs.get(program)
@@ -67,10 +69,29 @@ class Pairing:
 
 
 @dataclass(frozen=True)
+class ContainerCli:
+    """NVIDIA's nvidia-container-cli, which enroot's 98-nvidia.sh hook needs for any image that asks for GPUs: the
+    packages GPU nodes install, the version ClusterKit pins by default, versions never to install, and where
+    NVIDIA publishes them."""
+
+    packages: Fact    # package names, in install order (library first)
+    version: Fact     # the default pin, "1.18.2"
+    avoid: Fact       # versions refused even when pinned
+    repository: Fact  # NVIDIA's repository root
+
+    def refused(self, version: str) -> Optional[str]:
+        """Why ``version`` must not be installed, or None."""
+        if version in self.avoid.value:
+            return f"nvidia-container-cli {version} is a known-bad release ({self.avoid.source})"
+        return None
+
+
+@dataclass(frozen=True)
 class Profiles:
     programs: Dict[str, str]  # program -> why it matters
     profiles: Dict[str, NodeProfile]
     pyxis: Fact
+    container_cli: ContainerCli
     pairings: Tuple[Pairing, ...] = ()
 
     def get(self, os_name: str) -> Optional[NodeProfile]:
@@ -110,8 +131,12 @@ def parse(doc: Any) -> Profiles:
         mode = _fact(entry, "dev_fuse_mode", where)
         if not isinstance(mode.value, str) or len(mode.value) != 4 or not mode.value.isdigit():
             raise ValueError(f"{where}.dev_fuse_mode: expected an octal mode such as \"0666\"")
+        cli = _fact(entry, "nvidia_container_cli", where)
+        fmt = _fact(entry, "package_format", where)
+        if not isinstance(cli.value, bool) or fmt.value not in ("rpm", "deb"):
+            raise ValueError(f"{where}: nvidia_container_cli.present must be true/false, package_format rpm or deb")
         out[os_name] = NodeProfile(os_name, facts, _fact(entry, "hooks_linked", where), mode,
-                                   _fact(entry, "python3", where))
+                                   _fact(entry, "python3", where), cli, fmt)
     pairings = []
     for i, raw in enumerate(doc.get("pairings", [])):
         where = f"pairings[{i}]"
@@ -124,7 +149,28 @@ def parse(doc: Any) -> Profiles:
             if not isinstance(raw.get(key), str) or not raw[key]:
                 raise ValueError(f"{where}.{key}: missing")
         pairings.append(Pairing(raw["id"], {k: str(v) for k, v in when.items()}, raw["message"], raw["source"]))
-    return Profiles(dict(programs), out, _fact(doc, "pyxis", "node_profiles"), tuple(pairings))
+    return Profiles(dict(programs), out, _fact(doc, "pyxis", "node_profiles"),
+                    _container_cli(doc.get("nvidia_container_cli")), tuple(pairings))
+
+
+def _container_cli(entry: Any) -> ContainerCli:
+    where = "nvidia_container_cli"
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where}: expected an object with packages, version, avoid and repository")
+    cli = ContainerCli(*(_fact(entry, key, where) for key in ("packages", "version", "avoid", "repository")))
+    if not (isinstance(cli.packages.value, list) and cli.packages.value
+            and all(isinstance(p, str) and re.fullmatch(r"[a-z0-9][a-z0-9.+-]*", p) for p in cli.packages.value)):
+        raise ValueError(f"{where}.packages: expected a list of package names")
+    if not isinstance(cli.version.value, str) or not re.fullmatch(CLI_VERSION_RE, cli.version.value):
+        raise ValueError(f"{where}.version: expected a version such as 1.18.2")
+    if not isinstance(cli.avoid.value, list) or not all(isinstance(v, str) for v in cli.avoid.value):
+        raise ValueError(f"{where}.avoid: expected a list of versions")
+    if not isinstance(cli.repository.value, str) or not cli.repository.value.startswith("https://"):
+        raise ValueError(f"{where}.repository: expected an https:// URL")
+    return cli
+
+
+CLI_VERSION_RE = r"[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}"
 
 
 def load(path: Optional[str] = None) -> Profiles:

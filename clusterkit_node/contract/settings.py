@@ -61,6 +61,12 @@ SETTINGS: Tuple[Setting, ...] = (
     # Which node the compute scripts set up: login nodes run them too (login_node.sh adds CK_NODE_ROLE=login) and skip
     # what only a node that runs jobs needs (slurmd's PATH, the container self-test, the driver fingerprint).
     Setting("CK_NODE_ROLE", "compute", r"(compute|login)", "compute or login (login_node.sh passes login)"),
+    # GPU queues' nodes (the render adds CK_GPU=1 to their Args, from the instance catalog): they install
+    # nvidia-container-cli when the AMI lacks it and run the self-test the way CUDA images start (node/gpu_runtime.py).
+    Setting("CK_GPU", "0", r"[01]", "0 or 1 (1 on queues whose instance types have GPUs)"),
+    Setting("CK_NVIDIA_CLI", "", r"(off|[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3})?",
+            "a libnvidia-container version such as 1.18.2, or off (empty: the version node_profiles.json pins)",
+            spec_field="containers.nvidia_container_cli"),
     Setting("CK_UNLOCKED_IMAGES", "refuse", r"(refuse|import)",
             "refuse or import (what a job's --container-image that is not in the image lock gets)",
             spec_field="containers.pyxis.unlocked_images"),

@@ -9,14 +9,18 @@
 #  - the pyxis plugin is on this node and the shared plugstack.conf loads it;
 #  - the plugstack line's start path (use_squashfuse=1 or extraction, chosen on the head node) is one
 #    this node can run (clusterkit_node.pyz start-path: squashfuse, /dev/fuse for users, pyxis version);
+#  - on GPU queues (CK_GPU=1), nvidia-container-cli is there: the AMI's, or NVIDIA's packages from the store,
+#    checked by sha256 (clusterkit_node.pyz gpu-runtime; the head node fetched them);
 #  - a real container starts: clusterkit_node.pyz selftest builds a tiny image with this node's mksquashfs
-#    and starts it as an unprivileged user through the node's own enroot.conf, by that same path;
+#    and starts it as an unprivileged user through the node's own enroot.conf, by that same path (on GPU queues an
+#    image that asks for GPUs as CUDA images do, checked inside for the devices, libcuda and the driver);
 #  - the image store on FSx is reachable (clusterkit_node.pyz verify; it never imports);
 #  - this node's NVIDIA driver can run the CUDA of every locked image (compat_rules.json), and
 #    records the node's software fingerprint next to the store (/fsx/containers ->
 #    /fsx/.containers.clusterkit/nodes/<hostname>.json, outside what FSx exports to S3) for
 #    `clusterkit_node.pyz drift` on the head node (clusterkit_node.pyz fingerprint).
-# Its only write outside the node is that fingerprint file; it never compiles and never downloads.
+# Its only write outside the node is that fingerprint file; it never compiles and never downloads (GPU nodes install
+# packages the head node downloaded).
 # Missing images and a store the head node has not synced yet are warnings, not failures.
 #
 # Args: same keys as compute_node_start.sh. With CK_NODE_ROLE=login (login_node.sh) it sets up a login node instead:
@@ -65,12 +69,21 @@ check_start_path() {
         --os "${CK_OS}"
 }
 
+# install_gpu_runtime: a GPU queue's node (CK_GPU=1) needs nvidia-container-cli for every CUDA image: keep the
+# AMI's, or install the verified packages the head node fetched into the store (clusterkit_node/node/gpu_runtime.py).
+install_gpu_runtime() {
+    [[ "${CK_GPU}" == 1 ]] || return 0
+    ck_node_apply gpu-runtime --store "${CK_ROOT}${CK_STORE}" --os "${CK_OS}" --version "${CK_NVIDIA_CLI}"
+}
+
 # run_selftest: start a tiny container as an unprivileged user, by the path pyxis will take (clusterkit_node
-# selftest.py). A node that cannot start containers fails its boot here, and ParallelCluster replaces it
-# (docs/troubleshooting.md: why failing beats draining): it never looks healthy while every job fails.
+# selftest.py); on GPU nodes an image that asks for GPUs as CUDA images do, checked inside. A node that cannot start
+# containers fails its boot here, and ParallelCluster replaces it (docs/troubleshooting.md: why failing beats
+# draining): it never looks healthy while every job fails.
 run_selftest() {
-    local out line rc=0
-    out="$(python3 "${CK_SHARED_DIR}/clusterkit_node.pyz" selftest --path "${LINE_START_PATH}" \
+    local out line rc=0 gpu=()
+    if [[ "${CK_GPU}" == 1 ]]; then gpu=(--gpu); fi
+    out="$(python3 "${CK_SHARED_DIR}/clusterkit_node.pyz" selftest --path "${LINE_START_PATH}" "${gpu[@]}" \
         --want-squashfuse "${PYXIS_USE_SQUASHFUSE}" --squash-options "${ENROOT_SQUASH_OPTIONS}" 2>&1)" || rc=$?
     while IFS= read -r line; do
         [[ -n "${line}" ]] && ck_log INFO "${line}"
@@ -131,6 +144,7 @@ main() {
     ck_systemd_reload_if_dirty
     check_pyxis
     check_start_path
+    install_gpu_runtime
     run_selftest
     check_store
     record_fingerprint

@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Tuple
 from clusterkit_node.contract.console import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error, log
 from clusterkit_node.contract.settings import DEFAULT_SQUASH_OPTIONS
 from clusterkit_node.node.facts import find_tool, host_path
-from clusterkit_node.node.selftest_image import MESSAGE, write_rootfs
+from clusterkit_node.node.selftest_image import GPU_PATHS, MESSAGE, write_rootfs
 from clusterkit_node.node.start_path import EXTRACT, NODE_PATH, SQUASHFUSE, UNPRIVILEGED_USER, choose, measure
 from clusterkit_node.node.user_dirs import Log, make_all
 
@@ -52,12 +52,12 @@ def _last(out: str) -> str:
     return " | ".join(lines[-3:]) if lines else "no output"
 
 
-def build_image(work: str, squash_options: str, env: Dict[str, str]) -> str:
+def build_image(work: str, squash_options: str, env: Dict[str, str], gpu: bool = False) -> str:
     """The self-test .sqsh in ``work``, made by the node's own mksquashfs with the store's options."""
     tree = tempfile.mkdtemp(prefix="rootfs.", dir=work)
     try:
-        write_rootfs(tree, os.uname().machine)
-        image = os.path.join(work, "selftest.sqsh")
+        write_rootfs(tree, os.uname().machine, gpu)
+        image = os.path.join(work, "selftest-gpu.sqsh" if gpu else "selftest.sqsh")
         partial = image + ".partial"
         if os.path.exists(partial):
             os.unlink(partial)
@@ -82,9 +82,35 @@ def _user_ids(env: Dict[str, str]) -> Optional[Tuple[int, int]]:
     return entry.pw_uid, entry.pw_gid
 
 
+# What the GPU start's output means, first match wins: (text in enroot's output, the cause and the fix). The texts
+# are enroot's 98-nvidia.sh (common::checkcmd's "Command not found") and nvidia-container-cli's own errors
+# (libnvidia-container src/cli: "initialization error", "driver error", "unsatisfied condition").
+GPU_CAUSES = (
+    ("Command not found: nvidia-container-cli",
+     "nvidia-container-cli is not installed, and enroot's 98-nvidia.sh hook runs it for every image that sets "
+     "NVIDIA_VISIBLE_DEVICES (every CUDA image): the gpu-runtime line above says why it was not installed "
+     "(containers.nvidia_container_cli, docs/gpu.md)"),
+    ("initialization error",
+     "nvidia-container-cli is installed but the NVIDIA driver does not answer it (driver not loaded, or no GPU on "
+     "this instance: check `nvidia-smi`)"),
+    ("driver error", "the NVIDIA driver refused nvidia-container-cli (check `nvidia-smi` and the kernel log)"),
+    ("unsatisfied condition", "the driver fails a requirement of the image (NVIDIA_REQUIRE_*)"),
+    ("missing: ", "the GPU container started but lacks what nvidia-container-cli should have put there"),
+)
+
+
+def gpu_cause(out: str) -> Optional[str]:
+    """The cause and fix of a failed GPU start, from what enroot and nvidia-container-cli printed, or None."""
+    for text, cause in GPU_CAUSES:
+        if text in out:
+            return cause
+    return None
+
+
 def start_container(enroot: str, image: str, path: str, work: str,
-                    ids: Optional[Tuple[int, int]]) -> Tuple[bool, str]:
-    """Start ``image`` as the unprivileged user by ``path``; (ok, what happened)."""
+                    ids: Optional[Tuple[int, int]], check_paths: Tuple[str, ...] = ()) -> Tuple[bool, str]:
+    """Start ``image`` as the unprivileged user by ``path``, its program checking ``check_paths`` inside; (ok, what
+    happened)."""
     home = tempfile.mkdtemp(prefix="home.", dir=work)
     try:
         if ids is not None:
@@ -93,17 +119,22 @@ def start_container(enroot: str, image: str, path: str, work: str,
         env = {"PATH": NODE_PATH, "HOME": home, "USER": UNPRIVILEGED_USER, "LANG": "C.UTF-8",
                **{k: v for k, v in os.environ.items() if k.startswith("CK_")}}
         if path == SQUASHFUSE:
-            steps = [[enroot, "start", image, "/bin/sh"]]
+            steps = [[enroot, "start", image, "/bin/sh", *check_paths]]
         else:
             name = f"clusterkit-selftest-{os.getpid()}"
-            steps = [[enroot, "create", "--force", "--name", name, image], [enroot, "start", name, "/bin/sh"],
-                     [enroot, "remove", "--force", name]]
+            steps = [[enroot, "create", "--force", "--name", name, image],
+                     [enroot, "start", name, "/bin/sh", *check_paths], [enroot, "remove", "--force", name]]
         said = ""
         for cmd in steps:
             rc, out = _run(cmd, env, ids, cwd=home)
             if rc != 0:
-                shown = shlex.join(["enroot", *cmd[1:]])
-                return False, f"`{shown}` as {UNPRIVILEGED_USER if ids else 'this user'} exited {rc}: {_last(out)}"
+                if path != SQUASHFUSE and cmd[1] == "start":
+                    _run(steps[-1], env, ids, cwd=home)  # the extracted container goes either way
+                shown = shlex.join(["enroot", *cmd[1:len(cmd) - (len(check_paths) if cmd[1] == "start" else 0)]])
+                cause = gpu_cause(out) if check_paths else None
+                said_last = _missing(out) if cause and "missing: " in out else _last(out)
+                return False, (f"{cause + ': ' if cause else ''}`{shown}` as "
+                               f"{UNPRIVILEGED_USER if ids else 'this user'} exited {rc}: {said_last}")
             said += out
         if MESSAGE.decode().strip() not in said:
             return False, f"the container started but its program did not run (output: {_last(said)})"
@@ -111,6 +142,10 @@ def start_container(enroot: str, image: str, path: str, work: str,
                      f"{UNPRIVILEGED_USER if ids else 'this user'}: container ran"
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+def _missing(out: str) -> str:
+    return ", ".join(ln.strip()[len("missing: "):] for ln in out.splitlines() if ln.strip().startswith("missing: "))
 
 
 def cmd_selftest(args: argparse.Namespace) -> int:
@@ -133,20 +168,21 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     try:
         os.makedirs(work, mode=0o755, exist_ok=True)
         os.chmod(work, 0o755)
-        image = build_image(work, args.squash_options, env)
+        image = build_image(work, args.squash_options, env, gpu=args.gpu)
         # the user's enroot dirs, as the Slurm prolog makes them for a job's user (user_dirs.py)
         if ids is not None and not make_all(ids[0], ids[1], "selftest", Log(None, echo=args.format == "text")):
             raise RuntimeError(f"could not make {UNPRIVILEGED_USER}'s enroot dirs (user-dirs lines above)")
-        ok, detail = start_container(enroot, image, path, work, ids)
+        ok, detail = start_container(enroot, image, path, work, ids, GPU_PATHS if args.gpu else ())
     except (RuntimeError, OSError) as exc:
         ok, detail = False, str(exc)
     if args.format == "json":
-        print(json.dumps({"ok": ok, "path": path, "detail": detail, "start_path": decided.as_dict()},
-                         sort_keys=True))
+        print(json.dumps({"ok": ok, "path": path, "gpu": args.gpu, "detail": detail,
+                          "start_path": decided.as_dict()}, sort_keys=True))
     elif ok:
-        log(f"selftest: {path} start works: {detail}")
+        log(f"selftest: {path} start{' of a CUDA-style image (GPUs, libcuda, driver)' if args.gpu else ''} works: "
+            f"{detail}")
     else:
-        error(f"selftest: this node cannot start containers by the {path} path: {detail}")
+        error(f"selftest: this node cannot start {'GPU ' if args.gpu else ''}containers by the {path} path: {detail}")
     return EXIT_OK if ok else EXIT_FAILED
 
 
@@ -158,5 +194,7 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     p.add_argument("--path", choices=(SQUASHFUSE, EXTRACT),
                    help="test this start path instead of the one this node's facts choose")
     p.add_argument("--squash-options", default=DEFAULT_SQUASH_OPTIONS, help="mksquashfs options of the store")
+    p.add_argument("--gpu", action="store_true",
+                   help="GPU nodes (CK_GPU=1): the image asks for GPUs as CUDA images do; check them inside")
     p.add_argument("--work-dir", default=WORK_DIR)
     p.add_argument("--format", choices=("text", "json"), default="text")

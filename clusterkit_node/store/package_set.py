@@ -15,7 +15,7 @@ import json
 import os
 import re
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from clusterkit_node.contract.layout import PACKAGE_SET_NAME, package_set_dir
 
@@ -128,7 +128,3 @@ def verified_paths(directory: str, pset: PackageSet) -> List[str]:
                                   f"{digest[:12] or '-'}... vs {f.sha256[:12]}...): the head node's sync re-fetches it")
         out.append(path)
     return out
-
-
-def as_dict(pset: PackageSet) -> Dict[str, Any]:
-    return json.loads(pset.to_json())

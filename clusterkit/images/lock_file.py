@@ -74,7 +74,7 @@ def lock_text(lock: ImageLock) -> str:
     ordered = dataclasses.replace(lock, images=tuple(sorted(lock.images, key=lambda image: image.name)))
     doc = dataclasses.asdict(ordered)
     for image in doc["images"]:  # optional keys: written only when the lock read something (or says why not)
-        for key in ("declared", "declared_from"):
+        for key in ("declared", "declared_from", "nvidia", "nvidia_from"):
             if not image[key]:
                 del image[key]
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"

@@ -32,6 +32,7 @@ from clusterkit.images.registry import (
 from clusterkit.spec.errors import ClusterKitError
 from clusterkit_node.contract.lock import LOCK_VERSION, ImageLock, LockedImage
 from clusterkit_node.image.declared_versions import NOTHING_DECLARED, declared_versions
+from clusterkit_node.image.nvidia_hook import nvidia_settings
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,8 @@ def resolve_lock(
         declared = declared_versions(resolved.env)
         entries.append(dataclasses.replace(
             locked_image(spec, ref, str(target), resolved.digest, resolved.compressed_size), declared=declared,
-            declared_from="image config Env" if declared else NOTHING_DECLARED))
+            declared_from="image config Env" if declared else NOTHING_DECLARED,
+            nvidia=nvidia_settings(resolved.env), nvidia_from=NVIDIA_READ))
         if progress is not None:
             size = f"{resolved.compressed_size / 1e9:.2f} GB" if resolved.compressed_size else "size unknown"
             progress(f"{cluster}: {spec.name} {spec.uri} -> {resolved.digest} ({size})")
@@ -134,6 +136,11 @@ OFFLINE_NOT_READ = ("not read: an offline lock asks no registry for the image co
                     "access); the head node reads the versions from the layers at import")
 
 
+NVIDIA_READ = "image config Env"  # also when it sets no NVIDIA_* variable: then the hook gives the image no GPU
+NVIDIA_NOT_READ = ("not read: an offline lock asks no registry for the image config (run `make lock` with registry "
+                   "access); the head node reads the NVIDIA_* settings from the image at import")
+
+
 def offline_lock(cluster: str, images: list[ImageSpec], platform: str) -> ImageLock:
     """A lock without registry calls: only images the spec pins by digest, sizes unknown (null)."""
     entries = []
@@ -143,7 +150,7 @@ def offline_lock(cluster: str, images: list[ImageSpec], platform: str) -> ImageL
             raise ClusterKitError(f"{cluster}: image '{spec.name}' ({spec.uri}) has no @sha256 digest; "
                                   "offline locking needs one (or run `make lock` with registry access)")
         entries.append(dataclasses.replace(locked_image(spec, ref, str(parse_platform(platform)), ref.digest, None),
-                                           declared_from=OFFLINE_NOT_READ))
+                                           declared_from=OFFLINE_NOT_READ, nvidia_from=NVIDIA_NOT_READ))
     return ImageLock(cluster=cluster, images=tuple(entries), lock_version=LOCK_VERSION)
 
 

@@ -14,7 +14,7 @@ from clusterkit.images import resolve as images
 from clusterkit.images.lock_file import ImageLock, LockError, read_lock
 from clusterkit.paths import CONFIG_DIR
 from clusterkit.pipeline.platform import PLATFORM_FIELDS, merged, name_conflicts, platform_of
-from clusterkit.rules import advice
+from clusterkit.rules import advice, gpu_images
 from clusterkit.rules import check as rules
 from clusterkit.spec.errors import Acknowledged, ClusterKitError, Problem, SpecError
 from clusterkit.spec.files import (
@@ -138,8 +138,11 @@ def load(name_or_path: str, *, check_lock: bool = True) -> Loaded:
         problems.append(marks.problem("name", f"'{spec.name}' differs from the file name '{path.stem}'",
                                       f"rename the file to {spec.name}{path.suffix} or set name: {path.stem}"))
     if check_lock:
-        problems += _lock_problems(spec, source)
+        stale = _lock_problems(spec, source)
+        problems += stale
         problems += name_conflicts(spec, marks, path, lock_or_none(path), on)
+        if not stale:  # a lock that matches the spec: what the NVIDIA hook does with its images
+            problems += gpu_images.hook_problems(spec, marks, lock_or_none(path))
     errors = [p for p in problems if p.level == "error"]
     if errors:  # acknowledged warnings stay quiet; whether an entry is unused is judged once advice has run
         acknowledged = {ack.id for ack in spec.acknowledge}

@@ -23,12 +23,20 @@ WARNINGS: dict[str, str] = {
     "image-expect-incompatible": "an image's expected versions break a rule of clusterkit/data/compat_rules.json",
     "image-combination-untested": "an image's expected aws-ofi-nccl + NCCL combination is beyond what the plugin's "
                                   "release notes say it was tested with (untested, not known broken)",
+    "image-no-gpu": "enroot's NVIDIA hook gives a locked image no GPU on a GPU queue (NVIDIA_VISIBLE_DEVICES unset, "
+                    "void or none)",
+    "image-gpu-requirement-unchecked": "an image's NVIDIA_REQUIRE_* depends on what validate cannot know (the GPU's "
+                                       "brand, or the AMI's driver): the nodes judge it",
     "acknowledgement-unused": "an acknowledge entry names a warning the spec no longer raises",
     "pcluster-validator": "a warning of ParallelCluster's own validators (validate --pcluster)",
 }
 
 # Ids a spec cannot acknowledge, and why (the hint of the error when one tries).
 NOT_ACKNOWLEDGEABLE: dict[str, str] = {
+    "image-no-gpu": "enroot's NVIDIA hook gives a locked image no GPU on a GPU queue (NVIDIA_VISIBLE_DEVICES unset, "
+                    "void or none)",
+    "image-gpu-requirement-unchecked": "an image's NVIDIA_REQUIRE_* depends on what validate cannot know (the GPU's "
+                                       "brand, or the AMI's driver): the nodes judge it",
     "acknowledgement-unused": "remove the stale acknowledge entry instead",
     "pcluster-validator": "ParallelCluster's own findings are not ClusterKit's to accept; --strict leaves them "
                          "warnings",

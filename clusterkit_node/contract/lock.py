@@ -44,6 +44,11 @@ class LockedImage:
     # and where they came from or why none could be read without pulling layers; both optional in the file
     declared: Dict[str, str] = dataclasses.field(default_factory=dict)
     declared_from: str = ""
+    # the NVIDIA_* settings enroot's NVIDIA hook reads from the image config's Env (clusterkit_node.image.nvidia_hook),
+    # and "image config Env" when the lock read the config (none set: the hook gives no GPU) or why it did not;
+    # both optional in the file: a lock without them is one made before they were recorded (not read)
+    nvidia: Dict[str, str] = dataclasses.field(default_factory=dict)
+    nvidia_from: str = ""
 
     @property
     def hex(self) -> str:
@@ -139,6 +144,15 @@ def image_problems(image: LockedImage) -> List[Tuple[str, str]]:
         problems += _text_problems(f"declared.{key}", key) + _text_problems(f"declared.{key}", value)
     if image.declared_from:
         problems += _text_problems("declared_from", image.declared_from)
+    for key, value in image.nvidia.items():
+        if not re.fullmatch(r"NVIDIA_[A-Za-z0-9_]*", key):
+            problems.append((f"nvidia.{key}", f"{key!r} is not an NVIDIA_* variable name"))
+        elif _CONTROL.search(value):
+            problems.append((f"nvidia.{key}", f"{value!r} contains a control character"))
+    if image.nvidia_from:
+        problems += _text_problems("nvidia_from", image.nvidia_from)
+    elif image.nvidia:
+        problems.append(("nvidia_from", "must say where the NVIDIA_* settings were read"))
     return problems
 
 

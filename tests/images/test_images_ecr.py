@@ -97,7 +97,7 @@ def test_single_manifest_by_tag(ecr_env, fake_registry):
         "name": "train", "source": f"{HOST}/train:v1", "registry": HOST, "repository": "train",
         "digest": digest, "enroot_uri": f"docker://{HOST}#train@{digest}", "platform": "linux/amd64",
         "compressed_size": len(config) + 300, "expect": {"cuda": "12.8"},
-        "declared": {}, "declared_from": NOTHING_DECLARED,
+        "declared": {}, "declared_from": NOTHING_DECLARED, "nvidia": {}, "nvidia_from": "image config Env",
     },)}
     calls = made[0].calls
     assert calls[0] == ("batch_get_image", {"registryId": ACCOUNT, "repositoryName": "train",

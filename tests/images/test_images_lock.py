@@ -10,10 +10,12 @@ import dataclasses
 import json
 
 import pytest
+from images_fakes import add_rootfs_image
 
 from clusterkit.images.lock_file import ImageLock, LockedImage, LockError, lock_text, read_lock, write_lock
 from clusterkit.images.registry import RegistryClient
 from clusterkit.images.resolve import (
+    NVIDIA_NOT_READ,
     OFFLINE_NOT_READ,
     ImageSpec,
     LockResolveError,
@@ -131,7 +133,7 @@ def test_offline_lock_pins_only_digests_and_leaves_sizes_unknown():
         LockedImage(name="ubuntu", source=f"ubuntu@{D2}", registry="registry-1.docker.io",
                     repository="library/ubuntu", digest=D2, enroot_uri=f"docker://library/ubuntu@{D2}",
                     platform="linux/amd64", compressed_size=None, expect={}, declared={},
-                    declared_from=OFFLINE_NOT_READ),))
+                    declared_from=OFFLINE_NOT_READ, nvidia_from=NVIDIA_NOT_READ),))
     assert OFFLINE_NOT_READ.startswith("not read: an offline lock asks no registry for the image config")
     assert staleness(lock, "demo", [ImageSpec("ubuntu", f"ubuntu@{D2}", {})], "linux/amd64") == []
 
@@ -189,7 +191,7 @@ def test_read_lock_reports_missing_unknown_and_repeated_keys(tmp_path):
         f"images[0]: missing required key 'platform' (run `clusterkit lock {tmp_path / 'demo.yaml'}`)",
         "images[0].expect.cuda: key given twice (remove one)",
         "images[0].note: unknown key (allowed keys: compressed_size, declared, declared_from, digest, enroot_uri, "
-        "expect, name, platform, "
+        "expect, name, nvidia, nvidia_from, platform, "
         "registry, repository, source)",
     ]
 
@@ -288,3 +290,42 @@ def test_resolve_lock_end_to_end(fake_registry, tmp_path):
         f"image 'c': {fake_registry.host}/team/c:v1: manifest unknown (HTTP 404)",
         "image 'd': repository 'Bad' has uppercase letters (repository names are lowercase)",
     ]
+
+
+def test_resolve_lock_records_the_nvidia_settings_of_the_image_config(fake_registry, tmp_path):
+    """The loopback registry serves a config whose Env sets NVIDIA_*: the lock records them as the hook reads them
+    (quotes dropped, the last of a key winning); an image without any records that the config was read."""
+    add_rootfs_image(fake_registry, "team/gpu", "v1", [{"etc/hostname": "x"}], env=(
+        "NVIDIA_VISIBLE_DEVICES=void", "NVIDIA_VISIBLE_DEVICES=all", 'NVIDIA_DRIVER_CAPABILITIES="compute,utility"',
+        "NVIDIA_REQUIRE_CUDA=cuda>=13.2", "CUDA_VERSION=13.2.0", "LD_LIBRARY_PATH=/usr/local/nvidia/lib64"))
+    add_rootfs_image(fake_registry, "team/cpu", "v1", [{"etc/hostname": "x"}])
+    specs = [ImageSpec("gpu", f"{fake_registry.host}/team/gpu:v1", {}),
+             ImageSpec("cpu", f"{fake_registry.host}/team/cpu:v1", {})]
+    lock = resolve_lock("demo", specs, "linux/amd64", registry_client=RegistryClient(allow_loopback_http=True,
+                                                                                       timeout=5))
+    cpu, gpu = lock.images
+    assert gpu.nvidia == {"NVIDIA_DRIVER_CAPABILITIES": "compute,utility", "NVIDIA_REQUIRE_CUDA": "cuda>=13.2",
+                          "NVIDIA_VISIBLE_DEVICES": "all"}
+    assert (gpu.nvidia_from, cpu.nvidia, cpu.nvidia_from) == ("image config Env", {}, "image config Env")
+    path = tmp_path / "demo.images.lock"
+    write_lock(path, lock)
+    doc = json.loads(path.read_text())
+    assert doc["images"][1]["nvidia"]["NVIDIA_REQUIRE_CUDA"] == "cuda>=13.2"
+    assert "nvidia" not in doc["images"][0] and doc["images"][0]["nvidia_from"] == "image config Env"
+    assert read_lock(path) == lock
+
+
+def test_a_lock_without_the_nvidia_keys_still_reads_and_a_bad_name_is_refused(tmp_path):
+    """Locks written before the settings were recorded read as "not read"; a key outside NVIDIA_* is refused."""
+    old = json.loads(lock_text(sample_lock()))
+    for image in old["images"]:
+        image.pop("nvidia", None), image.pop("nvidia_from", None)
+    path = tmp_path / "demo.images.lock"
+    path.write_text(json.dumps(old))
+    assert all((i.nvidia, i.nvidia_from) == ({}, "") for i in read_lock(path).images)
+    old["images"][0]["nvidia"] = {"PATH": "/bin"}
+    old["images"][0]["nvidia_from"] = "image config Env"
+    path.write_text(json.dumps(old, indent=2))
+    with pytest.raises(LockError) as err:
+        read_lock(path)
+    assert any("images[0].nvidia.PATH: 'PATH' is not an NVIDIA_* variable name" in line for line in err.value.lines())

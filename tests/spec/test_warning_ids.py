@@ -79,6 +79,17 @@ containers:
 UNTESTED = COMPAT.replace("        nccl: 2.21.5\n        efa_installer: 1.28.0\n",
                           "        nccl: 2.32.3\n        aws_ofi_nccl: 1.21.1\n")
 
+def _nvidia(tmp_path: Path, text: str, settings: dict[str, str]) -> list[Problem]:
+    """t.yaml with one image whose lock entry records these NVIDIA_* settings (read from the image config)."""
+    text += f"containers:\n  images:\n    - name: a\n      uri: example.com/a@{DIGEST}\n"
+    entry = {"compressed_size": 1, "digest": DIGEST, "enroot_uri": f"docker://example.com#a@{DIGEST}", "expect": {},
+             "name": "a", "platform": "linux/amd64", "registry": "example.com", "repository": "a",
+             "source": f"example.com/a@{DIGEST}", "nvidia": settings, "nvidia_from": "image config Env"}
+    (tmp_path / "t.images.lock").write_text(json.dumps({"cluster": "t", "images": [entry], "lock_version": 1}))
+    (tmp_path / "t.yaml").write_text(text)
+    return load(str(tmp_path / "t.yaml")).warnings
+
+
 def _unlocked(tmp_path: Path, text: str) -> list[Problem]:
     (tmp_path / "t.yaml").write_text(text)
     return load(str(tmp_path / "t.yaml"), check_lock=False).warnings
@@ -100,6 +111,11 @@ CASES: dict[str, Callable[[Path, pytest.MonkeyPatch], list[Problem]]] = {
         tmp, _with("instance_type: p5.48xlarge", "instance_type: p4de.24xlarge")),
     "image-expect-incompatible": lambda tmp, mp: _unlocked(tmp, BASE + COMPAT),
     "image-combination-untested": lambda tmp, mp: _unlocked(tmp, BASE + UNTESTED),
+    "image-no-gpu": lambda tmp, mp: _nvidia(tmp, BASE, {}),
+    # ParallelCluster 3.15.0: no AMI driver on record, so a cuda>= requirement cannot be judged offline
+    "image-gpu-requirement-unchecked": lambda tmp, mp: _nvidia(
+        tmp, _extra("parallelcluster_version: 3.15.0\n"),
+        {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "all", "NVIDIA_REQUIRE_CUDA": "cuda>=12.8"}),
     # entries added to the demo's own acknowledge block, which ends the file
     "acknowledgement-unused": lambda tmp, mp: load(str(_demo_copy(
         tmp, "  - id: image-fanout-slow\n    reason: demo\n  - id: capacity-block-partial\n"

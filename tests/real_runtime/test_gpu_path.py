@@ -1,0 +1,188 @@
+"""The GPU path up to the driver, on a node root of EVERY OS profile: REAL enroot 4.1.2 + pyxis 0.24.0, REAL
+nvidia-container-cli (built from ../shared/vendor, packaged as NVIDIA packages it: tests/real_runtime/nvidia_packages.py),
+ClusterKit's own install path (compute_node_configured.sh with a GPU queue's Args: gpu-runtime, the self-test).
+
+What a job with a CUDA image meets (its environment sets NVIDIA_VISIBLE_DEVICES, so enroot's 98-nvidia.sh runs
+nvidia-container-cli):
+  - before ClusterKit installs the CLI (what ParallelCluster's AMIs are, and what ClusterKit did until now):
+    "Command not found: nvidia-container-cli", for srun and for the GPU self-test, which fails the boot naming it;
+  - after: the hook reaches the real CLI, and without a GPU here the failure is the driver's
+    ("nvidia-container-cli: initialization error: ...") — everything up to the driver is proven; the driver itself
+    only on a GPU machine (benchmarks/gpu_path.py).
+Non-GPU queues (CK_GPU unset) keep today's boot: the cluster fixture boots that way and must pass.
+Stand-ins (see their modules): NVIDIA's packages (the real CLI, repackaged), the head node's fetch is
+replaced by publishing the set as it does (store/package_set.py), FSx is a local directory.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import nvidia_packages
+import pytest
+import runtime_build
+from cluster_flow import SHARED, STORE, Cluster, bring_up
+from images_fakes import serve
+from node_root import PROFILES
+from tier import start_node
+
+from clusterkit_node.contract.layout import package_set_dir
+from clusterkit_node.node.selftest_image import write_rootfs
+from clusterkit_node.store.package_set import FORMAT_ARCH, PackageFile, PackageSet, normalize_arch, sha256_file
+
+ARCH = normalize_arch(os.uname().machine)
+CLI = "nvidia-container-cli"
+VERSION = nvidia_packages.FULL_VERSION.split("-")[0]  # the stand-in's true version (1.17.0)
+CUDA_IMAGE = "/fsx/cuda-style.sqsh"
+NOT_FOUND = "Command not found: nvidia-container-cli"
+DRIVER = "nvidia-container-cli: initialization error"
+
+
+@pytest.fixture(scope="module", params=sorted(PROFILES.profiles))
+def gpu_cluster(request, tmp_path_factory):
+    """A cluster on a node root of one OS profile (gen4), brought up as a non-GPU queue's node, plus a CUDA-style
+    image in /fsx (the self-test's GPU image: NVIDIA_VISIBLE_DEVICES=all, compute,utility)."""
+    profile = str(request.param)
+    node = start_node(runtime_build.GENERATIONS["gen4"], tmp_path_factory, profile)
+    try:
+        with serve() as registry:
+            cluster = bring_up(node, registry, tmp_path_factory.mktemp(f"spec-gpu-{profile}"))
+            tree = tmp_path_factory.mktemp(f"cuda-rootfs-{profile}")
+            write_rootfs(str(tree), os.uname().machine, gpu=True)
+            image = node.fsx / "cuda-style.sqsh"
+            subprocess.run(["mksquashfs", str(tree), str(image), "-noappend", "-all-root", "-quiet"], check=True)
+            image.chmod(0o644)
+            yield cluster
+    finally:
+        node.stop()
+
+
+def _gpu_args(cluster: Cluster, *extra: str) -> list[str]:
+    keep = [a for a in cluster.compute_args if not a.startswith("CK_NVIDIA_CLI=")]
+    return [*keep, "CK_GPU=1", f"CK_NVIDIA_CLI={VERSION}", *extra]
+
+
+def _boot(cluster: Cluster, *extra: str) -> subprocess.CompletedProcess:
+    return cluster.node.run(["bash", f"{SHARED}/compute_node_configured.sh", *_gpu_args(cluster, *extra)],
+                            check=False, timeout=300)
+
+
+def _srun_cuda(cluster: Cluster, user: str | None) -> subprocess.CompletedProcess:
+    return cluster.node.run(["srun", f"--container-image={CUDA_IMAGE}", "/bin/sh", "/dev/nvidiactl"], user=user,
+                            check=False, timeout=120)
+
+
+def publish_packages(cluster: Cluster) -> Path:
+    """Put the packages in the store as the head node's fetch publishes them: the files, then packages.json."""
+    profile = PROFILES.profiles[cluster.node.profile]
+    fmt = str(profile.package_format.value)
+    repo = nvidia_packages.build_repo()
+    files = nvidia_packages.DEB_FILES if fmt == "deb" else nvidia_packages.RPM_FILES
+    src_dir = repo / fmt / FORMAT_ARCH[(fmt, ARCH)]
+    host_store = cluster.node.host_path(STORE)
+    directory = Path(package_set_dir(str(host_store), CLI, VERSION, cluster.node.profile, ARCH))
+    directory.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for package in (nvidia_packages.LIB_PKG, nvidia_packages.TOOLS_PKG):
+        data = (src_dir / files[package]).read_bytes()
+        (directory / files[package]).write_bytes(data)
+        entries.append(PackageFile(files[package], package, nvidia_packages.FULL_VERSION,
+                                   sha256_file(str(directory / files[package])), len(data)))
+    record = PackageSet(CLI, VERSION, cluster.node.profile, ARCH, fmt, tuple(entries),
+                        f"{src_dir} (test stand-in of NVIDIA's repository)", False)
+    (directory / "packages.json").write_text(record.to_json())
+    return directory
+
+
+def _error_lines(out: str) -> list[str]:
+    return [ln for ln in out.splitlines() if " ERROR " in ln]
+
+
+def test_a_cuda_image_fails_command_not_found_where_the_cli_is_missing(gpu_cluster: Cluster) -> None:
+    """What every PC AMI does today (the non-GPU boot installs nothing): pyxis -> enroot -> 98-nvidia.sh."""
+    assert gpu_cluster.node.run(["sh", "-c", f"command -v {CLI}"], check=False).returncode != 0
+    for user in (None, "ckuser1"):
+        proc = _srun_cuda(gpu_cluster, user)
+        assert proc.returncode != 0 and NOT_FOUND in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+
+
+def test_gpu_boot_without_packages_fails_with_one_line(gpu_cluster: Cluster) -> None:
+    proc = _boot(gpu_cluster)
+    assert proc.returncode == 1, proc.stdout
+    (line,) = [ln for ln in _error_lines(proc.stdout + proc.stderr) if "gpu-runtime" in ln][:1]
+    assert f"{CLI} is not on this node and the store has no verified packages" in line
+    assert "containers.nvidia_container_cli.install: false" in line  # the hint
+
+
+def test_gpu_selftest_without_the_cli_fails_the_boot_naming_it(gpu_cluster: Cluster) -> None:
+    """install: false on an AMI without it: gpu-runtime warns, the GPU self-test fails the boot naming the cause."""
+    proc = _boot(gpu_cluster, "CK_NVIDIA_CLI=off")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert "WARN gpu-runtime: nvidia-container-cli is not on this node" in out
+    die = [ln for ln in _error_lines(out) if "container self-test failed" in ln]
+    assert die and "nvidia-container-cli is not installed" in die[-1] and NOT_FOUND in die[-1], out
+
+
+def test_a_corrupted_package_in_the_store_is_never_installed(gpu_cluster: Cluster) -> None:
+    directory = publish_packages(gpu_cluster)
+    record = json.loads((directory / "packages.json").read_text())
+    victim = directory / record["files"][1]["file"]
+    good = victim.read_bytes()
+    victim.write_bytes(good[:-1] + bytes([good[-1] ^ 1]))
+    try:
+        proc = _boot(gpu_cluster)
+        assert proc.returncode == 1
+        assert "does not match packages.json" in proc.stdout + proc.stderr
+        assert gpu_cluster.node.run(["sh", "-c", f"command -v {CLI}"], check=False).returncode != 0
+    finally:
+        victim.write_bytes(good)
+
+
+def test_gpu_boot_installs_the_cli_and_gets_as_far_as_the_driver(gpu_cluster: Cluster) -> None:
+    publish_packages(gpu_cluster)
+    proc = _boot(gpu_cluster)
+    out = proc.stdout + proc.stderr
+    fmt = PROFILES.profiles[gpu_cluster.node.profile].package_format.value
+    assert f"INFO gpu-runtime: installed {CLI} {VERSION} from the store ({fmt}, 2 packages" in out, out
+    # no GPU here: the self-test's GPU start fails at the driver, not at a missing command
+    assert proc.returncode == 1, out
+    die = [ln for ln in _error_lines(out) if "container self-test failed" in ln]
+    assert die and "the NVIDIA driver does not answer it" in die[-1] and DRIVER in die[-1], out
+    assert NOT_FOUND not in out
+    version = gpu_cluster.node.run([CLI, "--version"]).stdout
+    assert f"cli-version: {VERSION}" in version
+    # the package manager knows it (rpm -q / dpkg -s), as a later `dnf`/`apt` run on the node would
+    query = ["dpkg", "-s", nvidia_packages.TOOLS_PKG] if fmt == "deb" else ["rpm", "-q", nvidia_packages.TOOLS_PKG]
+    assert gpu_cluster.node.run(query).returncode == 0
+
+
+def test_a_second_boot_leaves_the_installed_cli_alone(gpu_cluster: Cluster) -> None:
+    proc = _boot(gpu_cluster)
+    out = proc.stdout + proc.stderr
+    assert f"INFO gpu-runtime: {CLI} {VERSION} is on this node (the AMI's): left alone" in out, out
+
+
+@pytest.mark.parametrize("user", [None, "ckuser1"])
+def test_a_cuda_image_now_reaches_the_cli_and_fails_only_at_the_driver(gpu_cluster: Cluster, user) -> None:
+    """srun --container-image as root and as a user: pyxis clears the step's environment but PATH, and the hook
+    still finds the CLI (/usr/bin) and runs it with the image's NVIDIA_* (it got as far as loading the driver)."""
+    proc = _srun_cuda(gpu_cluster, user)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert DRIVER in out and NOT_FOUND not in out, out
+
+
+def test_a_non_gpu_image_still_starts(gpu_cluster: Cluster) -> None:
+    out = gpu_cluster.node.run(["srun", f"--container-image={gpu_cluster.sqsh}", "sh", "-c", "echo ok"],
+                               user="ckuser1").stdout
+    assert out.strip() == "ok"
+
+
+def test_non_gpu_queues_boot_as_before(gpu_cluster: Cluster) -> None:
+    assert "compute_node_configured.sh INFO done: node ready for container jobs" in gpu_cluster.bootstrap_log
+    assert "gpu-runtime" not in gpu_cluster.bootstrap_log
+    proc = gpu_cluster.node.run(["bash", f"{SHARED}/compute_node_configured.sh", *gpu_cluster.compute_args])
+    assert "done: node ready for container jobs" in proc.stdout

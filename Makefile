@@ -14,11 +14,14 @@ CDK := node_modules/.bin/cdk
 # Debian training image and its network), libfabric + hwloc + autotools (the image-versions tier builds the real
 # aws-ofi-nccl against them, tests/image_versions/artifacts.py), and what building and running
 # the REAL enroot + pyxis needs (tests/real_runtime/runtime_build.py DEB_PACKAGES lists the same; a test
-# checks the two agree), and zsh (tests/cli/test_completion_shells.py completes in it).
+# checks the two agree), what building the REAL nvidia-container-cli and packing its deb/rpm stand-ins needs (bmake,
+# golang-go, libtirpc/libelf/libseccomp/libcap headers, pkg-config, lsb-release, patch, dpkg-dev, rpm, createrepo-c:
+# tests/real_runtime/nvidia_build.py, nvidia_packages.py), and zsh (tests/cli/test_completion_shells.py completes in it).
 DEB_PACKAGES := slurmctld slurmd slurm-client munge libslurm-dev gcc libc6-dev make libbsd-dev makeself jq \
 	parallel squashfs-tools squashfuse fuse-overlayfs fuse3 curl zstd pigz busybox-static util-linux \
 	libcap2-bin binutils qemu-user libpmix2 libpmix-dev mmdebstrap iproute2 libfabric-dev libhwloc-dev autoconf \
-	automake libtool zsh
+	automake libtool zsh bmake golang-go libtirpc-dev libelf-dev libseccomp-dev libcap-dev pkg-config lsb-release \
+	patch dpkg-dev rpm createrepo-c
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(shell node -p "process.versions.node.split('.')[0]" 2>/dev/null)
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 
@@ -28,7 +31,7 @@ help:
 	@echo "make synth                 synthesize the default cluster (demo) offline and summarize it"
 	@echo "make test                  install test dependencies, then run the whole test suite"
 	@echo "make test-fast             only the pure-Python tier (-m unit): seconds, for the edit-test loop"
-	@echo "make real-runtime          build the real enroot + pyxis the tests run (both generations)"
+	@echo "make real-runtime          build the real enroot + pyxis (both generations) and nvidia-container-cli the tests run"
 	@echo "make test-artifacts        download the pinned NVIDIA wheels the image-versions tests build images from"
 	@echo "make python39              provide the Python 3.9 the node package is tested under"
 	@echo "make render                rewrite cluster_configs/rendered/*.yaml (and docs/spec-reference.md)"

@@ -15,7 +15,9 @@ into a staging tree, with the file capabilities of the ``enroot+caps`` package; 
 /usr/local/lib/slurm/spank_pyxis.so. A build takes a few seconds and is cached under
 ``.cache/real-runtime/<gen>/`` keyed by the source digests.
 
-Usage: runtime_build.py [gen3|gen4|all]   (prints the stage directory of each generation)
+The real nvidia-container-cli is built by the sibling nvidia_build.py (key ``nvidia`` here).
+
+Usage: runtime_build.py [gen3|gen4|nvidia|all]   (prints the stage directory of each)
 Exit: 0 built, 1 build failed, 3 sources unavailable (offline and no vendor dir).
 """
 from __future__ import annotations
@@ -90,6 +92,10 @@ GENERATIONS = {
 DEB_PACKAGES = ("slurmctld slurmd slurm-client munge libslurm-dev gcc make libbsd-dev makeself jq parallel "
                 "squashfs-tools squashfuse fuse-overlayfs fuse3 curl zstd pigz busybox-static util-linux "
                 "libcap2-bin binutils qemu-user libpmix2 libpmix-dev mmdebstrap iproute2").split()
+# ... and what the real nvidia-container-cli build (nvidia_build.py) and its package stand-ins
+# (nvidia_packages.py: dpkg-deb, rpmbuild, createrepo_c) need.
+DEB_PACKAGES += ("bmake golang-go libtirpc-dev libelf-dev libseccomp-dev libcap-dev pkg-config lsb-release patch "
+                 "dpkg-dev rpm createrepo-c").split()
 
 
 class SourcesUnavailable(Exception):
@@ -229,10 +235,16 @@ def _build_locked(gen_key: str) -> Path:
 
 
 def main(argv: list[str]) -> int:
-    keys = list(GENERATIONS) if not argv or argv[0] == "all" else argv
+    keys = [*GENERATIONS, "nvidia"] if not argv or argv[0] == "all" else argv
     for key in keys:
+        if key == "nvidia":  # the real nvidia-container-cli (nvidia_build.py)
+            import nvidia_build
+            rc = nvidia_build.main()
+            if rc:
+                return rc
+            continue
         if key not in GENERATIONS:
-            print(f"runtime_build: unknown generation {key!r} (gen3, gen4, all)", file=sys.stderr)
+            print(f"runtime_build: unknown generation {key!r} (gen3, gen4, nvidia, all)", file=sys.stderr)
             return 2
         try:
             print(f"{key}: {build(key)}")
@@ -243,7 +255,6 @@ def main(argv: list[str]) -> int:
             print(f"runtime_build: {key}: {exc}", file=sys.stderr)
             return 1
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -58,6 +58,34 @@ def stage_for(gen: str) -> Path:
     return _stages[gen]
 
 
+# What building the real nvidia-container-cli and packing its deb/rpm stand-ins runs (nvidia_build, nvidia_packages).
+NVIDIA_TOOLS = ("make", "gcc", "go", "rpcgen", "pkg-config", "patch", "dpkg-deb", "dpkg", "rpm", "rpmbuild",
+                "createrepo_c")
+
+
+def nvidia_repo() -> Path:
+    """The stand-in NVIDIA repository (nvidia_packages.build_repo, default dest: cached across runs), after the
+    same availability rules as the enroot builds: root, the tools, the vendored sources."""
+    import nvidia_packages
+
+    if os.geteuid() != 0:
+        unavailable("needs root (dpkg/rpm into scratch roots)")
+    search = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
+    missing = [t for t in NVIDIA_TOOLS if shutil.which(t, path=search) is None]
+    headers = [h for h in ("/usr/include/tirpc/rpc/rpc.h", "/usr/include/libelf.h", "/usr/include/seccomp.h",
+                           "/usr/include/sys/capability.h") if not Path(h).exists()]
+    if missing or headers:
+        unavailable(f"missing {' '.join(missing + headers)} (apt-get install {' '.join(runtime_build.DEB_PACKAGES)})")
+    if "nvidia" in _unavailable:
+        unavailable(_unavailable["nvidia"])
+    try:
+        return nvidia_packages.build_repo()
+    except runtime_build.SourcesUnavailable as exc:
+        _unavailable["nvidia"] = str(exc)
+        unavailable(str(exc))
+        raise
+
+
 def start_node(gen: runtime_build.Generation, tmp_path_factory: pytest.TempPathFactory,
                profile: str = "ubuntu2204", fuse_mode: str | None = None) -> NodeRoot:
     """A started node root of ``profile``'s AMI (``fuse_mode``: /dev/fuse's mode, else the profile's) with munged,

@@ -103,7 +103,7 @@ ck_node_apply() {
         @plugstack-changed) CK_PLUGSTACK_CHANGED=yes ;;
         @restart-sync) CK_SYNC_RESTART=yes ;;
         "@sync-inputs "*) CK_SYNC_INPUTS="${line#@sync-inputs }" ;;
-        "@sysctl /etc/sysctl.d/"*) sysctl -q -p "${CK_ROOT}${line#@sysctl }" ;;
+        "@sysctl /etc/sysctl.d/"*) sysctl -q -e -p "${CK_ROOT}${line#@sysctl }" ;;
         "ERROR "*) told=yes; ck_log ERROR "${line#ERROR }" ;;
         *) ck_log "${line%% *}" "${line#* }" ;;
         esac

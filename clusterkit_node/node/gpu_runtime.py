@@ -97,6 +97,9 @@ def ensure(ch: Changes, store: str, os_name: str, wanted: str, arch: str, env: D
         tail = " | ".join(ln.strip() for ln in out.strip().splitlines()[-3:] if ln.strip())
         raise NodeProblem(f"gpu-runtime: installing {', '.join(f.file for f in pset.files)} failed "
                           f"(exit {rc}): {tail or 'no output'}")
+    ldconfig = find_tool("ldconfig", env, "/sbin/ldconfig", "/usr/sbin/ldconfig")
+    if ldconfig is not None:  # the packages' own scripts do it too; a node must not depend on that
+        run_tool([ldconfig], env, timeout=60)
     now = installed_version(env)
     if now != version:
         raise NodeProblem(f"gpu-runtime: after installing, `{COMPONENT} --version` says {now or 'nothing'}, "

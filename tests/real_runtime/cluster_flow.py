@@ -63,7 +63,7 @@ def rootfs(cuda: str = CUDA_VERSION, extra: dict | None = None) -> dict:
 def spec_text(registry_host: str, repo: str, tag: str, os_name: str = "alinux2023") -> str:
     """The demo spec with its images replaced by the loopback image and its os by the node's profile
     (everything else as shipped)."""
-    demo = (REPO / "cluster_configs" / "demo.yaml").read_text().replace("\nos: alinux2023\n", f"\nos: {os_name}\n")
+    demo = re.sub(r"(?m)^os: .*$", f"os: {os_name}", (REPO / "cluster_configs" / "demo.yaml").read_text(), count=1)
     head, _, _ = demo.partition("  images:\n")
     tail = demo[demo.index("\nlifecycle:"):]
     return (head + "  images:\n"

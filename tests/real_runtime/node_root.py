@@ -300,6 +300,12 @@ class NodeRoot:
             dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 status=none
             chmod 0400 /etc/munge/munge.key
         """)
+        if PROFILES.profiles[self.profile].package_format.value == "rpm":
+            # An rpm OS's loader searches /usr/lib64, where its packages put libraries (glibc's default on
+            # RHEL-family x86_64/aarch64: sysdeps/unix/sysv/linux/x86_64/64/configure sets slibdir/libdir to lib64);
+            # Debian's searches its multiarch directory instead, so the rpm-profile node adds the rpm one.
+            self.write("/etc/ld.so.conf.d/00-ck-rpm-os-libdir.conf", "/usr/lib64\n")
+            self.run(["ldconfig"])
         self.pc_slurm_scripts()
 
     def pc_slurm_scripts(self) -> None:

@@ -60,8 +60,9 @@ def gpu_cluster(request, tmp_path_factory):
 
 
 def _gpu_args(cluster: Cluster, *extra: str) -> list[str]:
-    keep = [a for a in cluster.compute_args if not a.startswith("CK_NVIDIA_CLI=")]
-    return [*keep, "CK_GPU=1", f"CK_NVIDIA_CLI={VERSION}", *extra]
+    """The cluster's compute Args as a GPU queue's (CK_GPU=1), pinned to the stand-in's version; ``extra`` wins."""
+    args = dict(a.split("=", 1) for a in [*cluster.compute_args, "CK_GPU=1", f"CK_NVIDIA_CLI={VERSION}", *extra])
+    return [f"{key}={value}" for key, value in args.items()]
 
 
 def _boot(cluster: Cluster, *extra: str) -> subprocess.CompletedProcess:

@@ -102,7 +102,8 @@ def packages_fetch(s: StoreSettings) -> List[str]:
         return []
     version = f" --version {s.nvidia_cli}" if s.nvidia_cli else ""
     command = f"python3 {ZIPAPP} packages-fetch --store {s.store} --os {s.os_name}{version} 2>&1 | tee -a {SYNC_LOG}"
-    return ["# NVIDIA's nvidia-container-cli packages for GPU nodes, into the store first (seconds; a failure is logged",
+    return ["# NVIDIA's nvidia-container-cli packages for GPU nodes, into the store first (seconds; a failure is "
+            "logged",
             "# and does not stop the image sync: the next run tries again). TimeoutStartSec covers it alone.",
             f"ExecStartPre=-/bin/bash -o pipefail -c '{command}'",
             "TimeoutStartSec=15min"]

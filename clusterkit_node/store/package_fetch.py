@@ -48,8 +48,13 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from clusterkit_node.contract import profiles as node_profiles
 from clusterkit_node.contract.console import EXIT_FAILED, EXIT_OK, UsageError, error, log
-from clusterkit_node.contract.layout import PACKAGE_SET_NAME, PACKAGE_SET_TMP_RE, package_set_dir, package_set_tmp
-from clusterkit_node.contract.layout import tmp_dir
+from clusterkit_node.contract.layout import (
+    PACKAGE_SET_NAME,
+    PACKAGE_SET_TMP_RE,
+    package_set_dir,
+    package_set_tmp,
+    tmp_dir,
+)
 from clusterkit_node.store import package_set
 from clusterkit_node.store.atomic_files import ensure_dir, fsync_dir
 from clusterkit_node.store.concurrency import packages_lock
@@ -312,7 +317,7 @@ def get(url: str, fetcher: Fetcher, limit: int = INDEX_LIMIT) -> bytes:
     """A small document (an index) in memory."""
     def once() -> bytes:
         with _OPENER.open(url, timeout=fetcher.timeout) as resp:
-            data = resp.read(limit + 1)
+            data: bytes = resp.read(limit + 1)
         if len(data) > limit:
             raise FetchError(f"{url}: larger than {limit >> 20} MB: not an index ClusterKit reads")
         return data

@@ -59,7 +59,7 @@ class PackageSet:
 
 
 def file_name_ok(name: str, fmt: str) -> bool:
-    """Can ``name`` be a file of a set of format ``fmt``? A plain name (no directory, no leading dot) ending .rpm/.deb."""
+    """Can ``name`` be a file of a set of format ``fmt``? A plain name (no directory, no leading dot), .rpm/.deb."""
     return bool(_FILE_RE.match(name)) and name.endswith("." + fmt)
 
 
@@ -136,4 +136,5 @@ def verified_paths(directory: str, pset: PackageSet) -> List[str]:
 
 
 def as_dict(pset: PackageSet) -> Dict[str, Any]:
-    return json.loads(pset.to_json())
+    doc: Dict[str, Any] = json.loads(pset.to_json())
+    return doc

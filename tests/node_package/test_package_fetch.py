@@ -132,7 +132,8 @@ def add_rpm(repo: Repo, arch: str = "x86_64", versions: tuple = (("1.17.7", "1")
     repo.files[f"{ROOT}/rpm/{arch}/{primary_name}"] = primary
     repomd = ('<?xml version="1.0" encoding="UTF-8"?>\n<repomd xmlns="http://linux.duke.edu/metadata/repo" '
               'xmlns:rpm="http://linux.duke.edu/metadata/rpm"><revision>1</revision>'
-              '<data type="filelists"><checksum type="sha256">%s</checksum><location href="repodata/x-filelists.xml.gz"/>'
+              '<data type="filelists"><checksum type="sha256">%s</checksum>'
+              '<location href="repodata/x-filelists.xml.gz"/>'
               '</data><data type="primary"><checksum type="sha256">%s</checksum><location href="%s"/>'
               '<size>%d</size></data></repomd>' % ("1" * 64, sha(primary), primary_name, len(primary)))
     repo.files[f"{ROOT}/rpm/{arch}/repodata/repomd.xml"] = repomd.encode()

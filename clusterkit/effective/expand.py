@@ -29,6 +29,7 @@ from clusterkit.catalog import lookup as catalog
 from clusterkit.effective import node_settings
 from clusterkit.effective.node_settings import NodeSettings
 from clusterkit.images.ref import ImageRefError, parse_image_ref
+from clusterkit.paths import NODE_PROFILES
 from clusterkit.spec.model import (
     CapacityType,
     ClusterSpec,
@@ -50,7 +51,6 @@ from clusterkit.spec.model import (
     SecurityGroups,
     StoreGc,
 )
-from clusterkit.paths import NODE_PROFILES
 from clusterkit.spec.naming import alerts_stack_name, artifact_prefix, bundle_parameter_name, stack_names
 from clusterkit_node.contract import profiles
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from clusterkit.effective.expand import node_profiles
 from clusterkit.images.ref import ImageRefError, parse_image_ref
 from clusterkit.rules import compat_rules
 from clusterkit.rules.common import dotted, duplicates, parse_version
@@ -13,7 +14,6 @@ from clusterkit.rules.limits import EXPECT_VERSION, IMAGE_NAME, OLDEST_PC_PYXIS,
 from clusterkit.spec.errors import Problem
 from clusterkit.spec.model import ClusterSpec
 from clusterkit.spec.yaml_reader import Marks
-from clusterkit.effective.expand import node_profiles
 from clusterkit_node.contract import profiles
 from clusterkit_node.contract import settings as node
 from clusterkit_node.contract.layout import image_name_problem

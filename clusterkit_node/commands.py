@@ -8,6 +8,8 @@ clusterkit_node COMMAND`` in a checkout):
   sync        --lock LOCK --store DIR [--retries N] [--backoff S] [--verify-all] [--heartbeat S] [--stale-days D]
   heartbeat   --store DIR --cluster NAME   (head node timer: refresh this cluster's record, cluster_records.py)
   gc          --store DIR [--apply] [--grace-hours H] [--stale-days D] [--lease-days D] [--format table|json]
+  packages-fetch --store DIR --os OS [--version V|off] [--arch A] [--repository URL]   (head node: NVIDIA's
+              nvidia-container-cli packages into the store once, checked by sha256; store/package_fetch.py)
   status      --store DIR [--lock LOCK]
   verify      --store DIR --lock LOCK [--deep]
   fingerprint --store DIR --lock LOCK [--rules FILE] [--node-name NAME]
@@ -47,6 +49,8 @@ missing tools, missing compat files); ``sync`` also exits 1 when it refused an i
 cluster pins to another digest. ``gc``: 0 (dry run, or the removals done), 2 when it cannot know what is used
 (an unreadable cluster record, no record at all, or with ``--apply`` processes whose open files it cannot
 read), 1 a file-system error.
+``packages-fetch``: 0 the set is present or was fetched (or off), 1 the network or the repository failed it (one
+line with a hint; nothing published), 2 an unknown OS, a malformed or avoid-listed version, a bad repository URL.
 ``heartbeat``: 0 (also when the record does not exist yet or the lock is held: the sync refreshes it).
 ``nccl-check``: 1 a host used TCP sockets (or a non-efa provider)
 instead of EFA, 2 the log has no NCCL transport line (NCCL_DEBUG=INFO unset?).
@@ -75,6 +79,7 @@ COMMAND_TABLE: Tuple[Tuple[str, Tuple[Tuple[str, str], ...]], ...] = (
     ("image.image_inspect", (("inspect", "cmd_inspect"),)),
     ("store.cluster_records", (("heartbeat", "cmd_heartbeat"),)),
     ("store.gc", (("gc", "cmd_gc"),)),
+    ("store.package_fetch", (("packages-fetch", "cmd_packages_fetch"),)),
     ("node.start_path", (("start-path", "cmd_start_path"),)),
     ("node.selftest", (("selftest", "cmd_selftest"),)),
     ("node.user_dirs", (("user-dirs", "cmd_user_dirs"),)),

@@ -103,9 +103,22 @@ def manifest_path(store: str) -> str:
 
 PACKAGES_DIR = "packages"
 PACKAGE_SET_NAME = "packages.json"
+PACKAGES_LOCK_NAME = "packages.lock"  # flock: one package fetch at a time per store (store/package_fetch.py)
+# a fetch in progress (or debris of a killed one), in <staging>/tmp/; removed only under the packages lock
+PACKAGE_SET_TMP_RE = re.compile(r"^pkgset\.[A-Za-z0-9._+-]+\.(tmp|old)-\d+$")
 
 
 def package_set_dir(store: str, component: str, version: str, os_name: str, arch: str) -> str:
     """<staging>/packages/<component>/<version>/<os>-<arch>: one verified set of OS packages, outside the linked
     store (FSx never exports it to S3), the same for every node of that OS and architecture."""
     return os.path.join(staging_dir(store), PACKAGES_DIR, component, version, f"{os_name}-{arch}")
+
+
+def packages_lock_path(store: str) -> str:
+    return os.path.join(staging_dir(store), PACKAGES_LOCK_NAME)
+
+
+def package_set_tmp(store: str, component: str, version: str, os_name: str, arch: str, kind: str = "tmp") -> str:
+    """<staging>/tmp/pkgset.<component>.<version>.<os>-<arch>.<tmp|old>-<pid>: a set being downloaded (tmp), or the
+    published set it replaces, moved aside for the moment of the swap (old)."""
+    return os.path.join(tmp_dir(store), f"pkgset.{component}.{version}.{os_name}-{arch}.{kind}-{os.getpid()}")

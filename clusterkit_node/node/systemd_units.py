@@ -10,6 +10,8 @@ it whether to reload, and whether the sync's inputs changed).
   ``tee``; ``systemctl stop`` sends SIGTERM to every process of the unit, and tee ignores it, passes on the sync's
   last line ("stopped by SIGTERM") and ends with the pipe. Exit 1 (an image failed: a registry hiccup) is retried
   later; exit 2 (usage, preflight) is not looped on.
+  While CK_NVIDIA_CLI is not off, each run first fetches NVIDIA's nvidia-container-cli packages into the store for
+  GPU nodes (``packages-fetch``, ExecStartPre; a failure is logged and does not stop the image sync).
 - ``clusterkit-image-sync.timer``: the sync again 15 minutes after each run ends (systemd.timer(5)
   OnUnitInactiveSec, so never while one runs): it re-checks every published file against its record (a file
   changed behind the sync's back is re-hashed and, if its content changed, replaced; the importer refuses it
@@ -65,12 +67,15 @@ class StoreSettings:
     gc_stale_days: str
     enroot_env: Tuple[Tuple[str, str], ...]  # the enroot settings the Args set, as enroot.conf passes them on
     sync_enroot_config: str
+    os_name: str = ""          # CK_OS: which node profile's packages the head node fetches
+    nvidia_cli: str = "off"    # CK_NVIDIA_CLI: a version, "" (the profile's pin) or off (nothing fetched)
 
     @classmethod
     def from_values(cls, values: Dict[str, str], sync_enroot_config: str) -> "StoreSettings":
         return cls(values["CK_CLUSTER"], values["CK_STORE"], values["CK_STORE_GC_TIMER"] == "1",
                    values["CK_STORE_GC_GRACE_HOURS"], values["CK_STORE_GC_STALE_DAYS"],
-                   tuple((k, values[k]) for k in PASSED_THROUGH if values[k]), sync_enroot_config)
+                   tuple((k, values[k]) for k in PASSED_THROUGH if values[k]), sync_enroot_config,
+                   values["CK_OS"], values["CK_NVIDIA_CLI"])
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,22 @@ def _text(*lines: str) -> str:
 def _timer(description: str, *timer: str) -> str:
     return _text("[Unit]", f"Description={description}", "", "[Timer]", *timer, "", "[Install]",
                  "WantedBy=timers.target")
+
+
+def packages_fetch(s: StoreSettings) -> List[str]:
+    """The sync's first step while CK_NVIDIA_CLI is not off: NVIDIA's nvidia-container-cli packages for this OS into
+    the store (store/package_fetch.py; seconds, and no network once the set is there and intact). The head node
+    cannot see which queues have GPUs (only their Args carry CK_GPU=1), so it fetches whenever the setting is on.
+    '-': a failure (NVIDIA unreachable) is logged and never blocks the image sync; the next run tries again."""
+    if s.nvidia_cli == "off":
+        return []
+    version = f" --version {s.nvidia_cli}" if s.nvidia_cli else ""
+    command = f"python3 {ZIPAPP} packages-fetch --store {s.store} --os {s.os_name}{version} 2>&1 | tee -a {SYNC_LOG}"
+    return ["# NVIDIA's nvidia-container-cli packages for GPU nodes, into the store first (seconds; a failure is "
+            "logged",
+            "# and does not stop the image sync: the next run tries again). TimeoutStartSec covers it alone.",
+            f"ExecStartPre=-/bin/bash -o pipefail -c '{command}'",
+            "TimeoutStartSec=15min"]
 
 
 def sync_unit(s: StoreSettings) -> str:
@@ -111,6 +132,7 @@ def sync_unit(s: StoreSettings) -> str:
         "# Journal (stdout) and a plain log file for people without journalctl habits. systemctl stop sends",
         "# SIGTERM to every process of the unit: tee ignores it and passes on the sync's last line (\"stopped by",
         "# SIGTERM\"), then ends with the pipe.",
+        *packages_fetch(s),
         f"ExecStart=/bin/bash -o pipefail -c '{command}'",
         "# Exit 1 = some image failed (registry hiccup): retry later. Exit 2 = usage/preflight: do not loop.",
         "Restart=on-failure",

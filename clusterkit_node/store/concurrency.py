@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Iterator, Optional, Sequence, Set, Tuple
 
 from clusterkit_node.contract.console import log
-from clusterkit_node.contract.layout import PARTIAL_DIR, TMP_DIR, lock_path
+from clusterkit_node.contract.layout import PACKAGES_DIR, PARTIAL_DIR, TMP_DIR, lock_path, packages_lock_path
 from clusterkit_node.store.staging import ensure_staging
 
 
@@ -64,9 +64,15 @@ DEBRIS_ONLY_UNDER_THE_LOCK = Rule(
     "staging temp files are debris only while holding the lock (no importer can be running then); node "
     "fingerprint temp files never are (compute nodes write them without the lock)")
 
+PACKAGE_SETS_PUBLISH_WHOLE = Rule(
+    "package-sets-publish-whole", "packages-fetch (head nodes, root); GPU compute nodes read",
+    "a package set is downloaded and checked in a private temp dir while holding <staging>/packages.lock (not the "
+    "sync lock: an hours-long import never delays it), packages.json written last inside it, and published by one "
+    "rename of the directory; readers take no lock and check every file against packages.json")
+
 RULES: Tuple[Rule, ...] = (WRITERS_HOLD_THE_LOCK, PLAN_AGAIN_UNDER_THE_LOCK, PUBLISH_ORDER, READERS_TAKE_NO_LOCK,
                            IMPORTER_SERVES_ONLY_RECORDED, LEASE_PROTECTS, GC_REMOVES_ONLY_UNUSED,
-                           DEBRIS_ONLY_UNDER_THE_LOCK)
+                           DEBRIS_ONLY_UNDER_THE_LOCK, PACKAGE_SETS_PUBLISH_WHOLE)
 
 
 class LockRuleBroken(RuntimeError):
@@ -161,6 +167,15 @@ def try_sync_lock(store: str) -> Iterator[bool]:
             yield True
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def packages_lock(store: str) -> Iterator[None]:
+    """Hold <staging>/packages.lock (rule package-sets-publish-whole): one package fetch at a time across the head
+    nodes sharing the store; held for a download of a few MB, never while an image imports."""
+    ensure_staging(store, TMP_DIR, PACKAGES_DIR)
+    with flock_file(packages_lock_path(store)):
+        yield
 
 
 def lease_active(lease_mtime: float, *, now: float, lease_days: float) -> bool:

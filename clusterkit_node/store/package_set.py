@@ -58,6 +58,11 @@ class PackageSet:
         return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
 
+def file_name_ok(name: str, fmt: str) -> bool:
+    """Can ``name`` be a file of a set of format ``fmt``? A plain name (no directory, no leading dot), .rpm/.deb."""
+    return bool(_FILE_RE.match(name)) and name.endswith("." + fmt)
+
+
 def normalize_arch(machine: str) -> str:
     return _ARCH.get(machine, machine)
 
@@ -77,7 +82,7 @@ def parse(doc: Any, where: str) -> PackageSet:
         raise PackageSetError(f"{where}: format must be rpm or deb and files not empty")
     for f in files:
         # names become paths and package-manager arguments: nothing but a plain file name passes
-        if not _FILE_RE.match(f.file) or not f.file.endswith("." + out.format) or not _HEX_RE.match(f.sha256):
+        if not file_name_ok(f.file, out.format) or not _HEX_RE.match(f.sha256):
             raise PackageSetError(f"{where}: refused file entry {f.file!r} (a plain .{out.format} name and a "
                                   "sha256 hex digest)")
     return out
@@ -128,3 +133,8 @@ def verified_paths(directory: str, pset: PackageSet) -> List[str]:
                                   f"{digest[:12] or '-'}... vs {f.sha256[:12]}...): the head node's sync re-fetches it")
         out.append(path)
     return out
+
+
+def as_dict(pset: PackageSet) -> Dict[str, Any]:
+    doc: Dict[str, Any] = json.loads(pset.to_json())
+    return doc

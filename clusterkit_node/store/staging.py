@@ -36,6 +36,11 @@ Staging and housekeeping live in a sibling directory on the same file system, ou
                                                      store file the pyxis importer answered (``release``
                                                      removes it; gc.py keeps a leased file)
   <staging>/gc.json                                  when gc first saw each unreferenced file (its grace period)
+  <staging>/packages/<component>/<version>/<os>-<arch>/  a verified set of OS packages (NVIDIA's nvidia-container-cli)
+                                                     and its packages.json (package_set.py; package_fetch.py writes it)
+  <staging>/packages.lock                            flock: one package fetch at a time (not the sync lock)
+  <staging>/tmp/pkgset.<component>.<version>.<os>-<arch>.tmp-<pid>  a set being downloaded (0700), then renamed
+                                                     into packages/ (package_fetch.py)
 
 Who writes each entry, under which lock, and what readers may see meanwhile: docs/store-concurrency.md
 (concurrency.py holds those rules as code). Why one file system: atomic_files.py.

@@ -176,3 +176,23 @@ def test_store_units_refuses_in_one_line(tmp_path: Path, role: str, extra: tuple
     r = store_units(tmp_path, *extra, role=role)
     assert r.returncode == 2 and line in r.stdout + r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "etc").exists()
+
+
+@pytest.mark.parametrize("setting,expected", [
+    ("", "packages-fetch --store /fsx/containers --os rhel9 2>&1"),  # the profile's pin
+    ("1.18.1", "packages-fetch --store /fsx/containers --os rhel9 --version 1.18.1 2>&1"),
+    ("off", None),
+])
+def test_the_sync_fetches_nvidias_packages_first_unless_off(setting: str, expected) -> None:
+    """packages-fetch (store/package_fetch.py) runs before every sync, its failure ignored ('-'): NVIDIA unreachable
+    must not stop the image sync, and the next run tries again."""
+    unit = systemd_units.sync_unit(settings(f"CK_NVIDIA_CLI={setting}")).splitlines()
+    pre = [line for line in unit if line.startswith("ExecStartPre=")]
+    if expected is None:
+        assert pre == [] and "TimeoutStartSec=15min" not in unit
+        return
+    zipapp = "/opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz"
+    assert pre == [f"ExecStartPre=-/bin/bash -o pipefail -c 'python3 {zipapp} {expected} | tee -a "
+                   "/var/log/clusterkit/image-sync.log'"]
+    assert unit.index(pre[0]) < unit.index(next(line for line in unit if line.startswith("ExecStart=")))
+    assert "TimeoutStartSec=15min" in unit

@@ -23,6 +23,9 @@ WARNINGS: dict[str, str] = {
     "image-expect-incompatible": "an image's expected versions break a rule of clusterkit/data/compat_rules.json",
     "image-combination-untested": "an image's expected aws-ofi-nccl + NCCL combination is beyond what the plugin's "
                                   "release notes say it was tested with (untested, not known broken)",
+    "gpu-check-in-job-start": "a queue runs DCGM's deep GPU check in the job's prolog on a type where it outlasts "
+                              "ParallelCluster's 180 s job start (aws-parallelcluster#6777)",
+    "gpu-check-none": "a GPU queue has no deep GPU check",
     "acknowledgement-unused": "an acknowledge entry names a warning the spec no longer raises",
     "pcluster-validator": "a warning of ParallelCluster's own validators (validate --pcluster)",
 }

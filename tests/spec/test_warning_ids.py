@@ -100,6 +100,10 @@ CASES: dict[str, Callable[[Path, pytest.MonkeyPatch], list[Problem]]] = {
         tmp, _with("instance_type: p5.48xlarge", "instance_type: p4de.24xlarge")),
     "image-expect-incompatible": lambda tmp, mp: _unlocked(tmp, BASE + COMPAT),
     "image-combination-untested": lambda tmp, mp: _unlocked(tmp, BASE + UNTESTED),
+    "gpu-check-in-job-start": lambda tmp, mp: _warnings(
+        tmp, _with("  - name: gpu\n", "  - name: gpu\n    health_checks: {gpu: prolog}\n")),
+    "gpu-check-none": lambda tmp, mp: _warnings(
+        tmp, _with("  - name: gpu\n", "  - name: gpu\n    health_checks: {gpu: none}\n")),
     # entries added to the demo's own acknowledge block, which ends the file
     "acknowledgement-unused": lambda tmp, mp: load(str(_demo_copy(
         tmp, "  - id: image-fanout-slow\n    reason: demo\n  - id: capacity-block-partial\n"

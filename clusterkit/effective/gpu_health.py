@@ -5,7 +5,8 @@ ParallelCluster's ``HealthChecks.Gpu.Enabled`` runs ``dcgmi diag -r 2`` (cookboo
 its health check manager's 600 s timeout, while PC's slurm.conf gives a batch job 180 s to start
 (``BatchStartTimeout=180``). Where level 2 outlasts that, the check runs at node boot instead (OnNodeConfigured:
 ``clusterkit_node/node/gpu_health.py``; no job waits on it) and the queue renders ``HealthChecks.Gpu.Enabled: false``.
-docs/health-checks.md has the reasoning; the spec chooses per queue (``queues[].health_checks.gpu``).
+docs/troubleshooting.md "GPU health checks and the job start" has the reasoning; the spec chooses per queue
+(``queues[].health_checks.gpu``).
 """
 from __future__ import annotations
 

@@ -132,8 +132,8 @@ class HealthChecks:
         "where DCGM's deep GPU check (dcgmi diag -r 2) runs: boot (once per node, before slurmd starts; a failure "
         "drains the node with a reason and ParallelCluster replaces it), prolog (ParallelCluster's HealthChecks.Gpu, "
         "at every job start) or none (no deep check; YAML reads a bare off as false); default: boot where the "
-        "check outlasts a job start (p4d, p4de, p5, p5e, p5en, "
-        "p6, p3dn, any type with 4+ GPUs: docs/health-checks.md), prolog on other GPU queues", None)
+        "check outlasts a job start (p4d, p4de, p5, p5e, p5en, p6, p3dn, any type with 4+ GPUs: "
+        "docs/troubleshooting.md#gpu-health-checks-and-the-job-start), prolog on other GPU queues", None)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,10 @@
 #  - this node's NVIDIA driver can run the CUDA of every locked image (compat_rules.json), and
 #    records the node's software fingerprint next to the store (/fsx/containers ->
 #    /fsx/.containers.clusterkit/nodes/<hostname>.json, outside what FSx exports to S3) for
-#    `clusterkit_node.pyz drift` on the head node (clusterkit_node.pyz fingerprint).
+#    `clusterkit_node.pyz drift` on the head node (clusterkit_node.pyz fingerprint);
+#  - with CK_GPU_HEALTH=boot (the GPU queues whose deep check would outlast a job start: clusterkit/effective/
+#    gpu_health.py), DCGM's level-2 diagnostic within CK_GPU_HEALTH_BUDGET seconds; a failure drains the node
+#    with a reason (`sinfo -R`) and fails the boot (clusterkit_node.pyz gpu-health; docs/troubleshooting.md "GPU health checks and the job start").
 # Its only write outside the node is that fingerprint file; it never compiles and never downloads (GPU nodes install
 # packages the head node downloaded).
 # Missing images and a store the head node has not synced yet are warnings, not failures.
@@ -122,6 +125,25 @@ record_fingerprint() {
     fi
 }
 
+# run_gpu_health: the deep GPU check, here where no job waits on it (slurmd starts after this script). DCGM's host
+# engine is started for it when it is not running, and stopped again after a pass (as PC's gpu_health_check.sh does).
+run_gpu_health() {
+    [[ "${CK_GPU_HEALTH}" == boot ]] || return 0
+    local started=no
+    if ! systemctl is-active --quiet nvidia-dcgm; then
+        if systemctl start nvidia-dcgm; then
+            started=yes
+        else
+            ck_log WARN "could not start nvidia-dcgm; dcgmi diag will say whether it can run"
+        fi
+    fi
+    ck_node_apply gpu-health --node "$(hostname -s)" --budget "${CK_GPU_HEALTH_BUDGET}" \
+        --scontrol "$(ck_slurm_cmd scontrol)"
+    if [[ "${started}" == yes ]]; then
+        systemctl stop nvidia-dcgm || ck_log WARN "could not stop nvidia-dcgm after the GPU check"
+    fi
+}
+
 # login_node_main: a login node (CK_NODE_ROLE=login, from login_node.sh) runs no job, so no slurmd drop-in, self-test
 # or driver fingerprint. What `srun/sbatch --container-image` from it needs is checked: srun and sbatch load the
 # NFS-shared plugstack line here (pyxis parses --container-* in srun and sbatch), so the plugin must be on this node
@@ -148,6 +170,7 @@ main() {
     run_selftest
     check_store
     record_fingerprint
+    run_gpu_health
     ck_log INFO "done: node ready for container jobs"
 }
 

@@ -19,6 +19,7 @@ clusterkit_node COMMAND`` in a checkout):
   inspect     IMAGE.sqsh [--rules FILE] [--format text|json]   (versions, their sources, rule findings)
   nccl-check  [--expect ofi|socket|any] [--format text|json] [LOGFILE...]   (stdin without LOGFILE)
   user-dirs   --prolog | --uid UID --gid GID   (root: a user's enroot dirs, theirs and 0700; the Slurm prolog)
+  gpu-health  --node NAME --budget S [--level N] [--scontrol P]   (compute boot: dcgmi diag; a failure drains, exit 1)
 
 Node setup (the node scripts' bash calls these, writes what they print and logs their LEVEL lines):
 
@@ -83,6 +84,7 @@ COMMAND_TABLE: Tuple[Tuple[str, Tuple[Tuple[str, str], ...]], ...] = (
     ("node.start_path", (("start-path", "cmd_start_path"),)),
     ("node.selftest", (("selftest", "cmd_selftest"),)),
     ("node.user_dirs", (("user-dirs", "cmd_user_dirs"),)),
+    ("node.gpu_health", (("gpu-health", "cmd_gpu_health"),)),
     # What the node scripts run while they set a node up: the renders print what they render; the *-files,
     # node-file, require-enroot, plugstack-loads and store-units commands act on the node and print what they did
     # (file_set.py) for the scripts to log, in order.

@@ -215,17 +215,16 @@ def _queue(spec: EffectiveSpec, queue: EffectiveQueue, refs: Refs,
         local["RootVolume"] = {"Size": queue.root_volume_gib, "Encrypted": True}
     if queue.has_nvme:
         local["EphemeralVolume"] = {"MountDir": EPHEMERAL_MOUNT}
-    args = list(spec.node.compute)  # no bundle hash: an image change must not replace the compute fleet
-    if queue.has_gpu:
-        args.append("CK_GPU=1")  # GPU nodes install nvidia-container-cli and self-test as CUDA images start
+    # no bundle hash: an image change must not replace the compute fleet; the queue's own (CK_GPU, the boot GPU check's) last
+    args = [*spec.node.compute, *queue.node_args]
     out: dict[str, Any] = {"Name": queue.name, "CapacityType": queue.pc_capacity_type}
     if queue.allocation_strategy is not None:
         out["AllocationStrategy"] = queue.allocation_strategy
     out["Networking"] = networking
     out["ComputeSettings"] = {"LocalStorage": local}
     out["JobExclusiveAllocation"] = queue.job_exclusive
-    if queue.has_gpu:
-        out["HealthChecks"] = {"Gpu": {"Enabled": True}}
+    if queue.gpu_check is not None:  # PC's check runs in the prolog at every job start: only where chosen
+        out["HealthChecks"] = {"Gpu": {"Enabled": queue.gpu_check == "prolog"}}
     out["Iam"] = _iam(refs, refs.compute_node_policy_arn, session_manager=False)
     out["CustomActions"] = {
         "OnNodeStart": {"Script": _s3(refs, artifacts.compute_start.key), "Args": args},

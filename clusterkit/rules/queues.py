@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from clusterkit.catalog import lookup as catalog
+from clusterkit.effective import gpu_health
 from clusterkit.rules.common import duplicates
 from clusterkit.rules.limits import (
     IDS,
@@ -71,6 +72,7 @@ def _queue(spec: ClusterSpec, m: Marks, qp: str, queue: Queue, arches: dict[str,
         yield m.problem(f"{qp}.compute_resources", "a queue needs at least one compute resource")
     yield from duplicates(m, [(f"{qp}.compute_resources[{j}].name", cr.name)
                                for j, cr in enumerate(queue.compute_resources)], "compute resource")
+    yield from _gpu_check(m, qp, queue)
     block = queue.capacity_type == "capacity_block"
     if block and queue.placement_group:
         yield m.problem(f"{qp}.placement_group", "capacity blocks cannot use a placement group",
@@ -117,3 +119,27 @@ def _queue(spec: ClusterSpec, m: Marks, qp: str, queue: Queue, arches: dict[str,
         elif queue.capacity_type == "spot" and cr.capacity_reservation_id is not None:
             yield m.problem(f"{cp}.capacity_reservation_id", "spot capacity cannot use a capacity reservation",
                             "use capacity_type: ondemand or capacity_block")
+
+
+def _gpu_check(m: Marks, qp: str, queue: Queue) -> Iterator[Problem]:
+    """``health_checks.gpu``: only on GPU queues; the deep check in the job's prolog where it outlasts a job start,
+    or no deep check at all, only with an acknowledged reason (clusterkit/effective/gpu_health.py)."""
+    chosen, path = queue.health_checks.gpu, f"{qp}.health_checks.gpu"
+    if chosen is None:
+        return
+    types = [cr.instance_type for cr in queue.compute_resources]
+    facts = [catalog.instance_type(t) for t in types]
+    if all(f is not None and f.gpus == 0 for f in facts):
+        yield m.problem(path, f"queue '{queue.name}' has no GPU instance type", "remove health_checks.gpu")
+        return
+    slow = [t for t in types if gpu_health.slow(t)]
+    if chosen == "prolog" and slow:
+        yield m.problem(path, f"DCGM's level-2 check in the job's prolog on {slow[0]} outlasts a job start "
+                        f"({gpu_health.why_slow(slow[0])}): ParallelCluster's BatchStartTimeout is 180 s, so "
+                        "jobs fail or hang at start (aws-parallelcluster#6777)",
+                        "use health_checks.gpu: boot (once per node, before it takes jobs), or acknowledge "
+                        "gpu-check-in-job-start with a reason", level="warning", id="gpu-check-in-job-start")
+    elif chosen == "none":
+        yield m.problem(path, f"no deep GPU check on queue '{queue.name}': a node with a failing GPU takes jobs",
+                        "use health_checks.gpu: boot, or acknowledge gpu-check-none with a reason",
+                        level="warning", id="gpu-check-none")

@@ -123,6 +123,19 @@ class ComputeResource:
         "instances in that reservation, when known (validate warns when a capacity block's max differs)", None)
 
 
+GpuCheck = Literal["boot", "prolog", "none"]
+
+
+@dataclass(frozen=True)
+class HealthChecks:
+    gpu: GpuCheck | None = doc(
+        "where DCGM's deep GPU check (dcgmi diag -r 2) runs: boot (once per node, before slurmd starts; a failure "
+        "drains the node with a reason and ParallelCluster replaces it), prolog (ParallelCluster's HealthChecks.Gpu, "
+        "at every job start) or none (no deep check; YAML reads a bare off as false); default: boot where the "
+        "check outlasts a job start (p4d, p4de, p5, p5e, p5en, p6, p3dn, any type with 4+ GPUs: "
+        "docs/troubleshooting.md#gpu-health-checks-and-the-job-start), prolog on other GPU queues", None)
+
+
 @dataclass(frozen=True)
 class Queue:
     name: str = doc("Slurm partition name (lowercase letters, digits, hyphens)")
@@ -134,6 +147,7 @@ class Queue:
     root_volume_gib: int | None = doc(
         "compute root volume in GiB; default: the AMI's size. Without instance-store NVMe, containers "
         "unpack onto it (validate warns when the largest image would not fit)", None)
+    health_checks: HealthChecks = doc("node health checks of this queue's GPU nodes", HealthChecks())
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,9 @@ WARNINGS: dict[str, str] = {
                     "void or none)",
     "image-gpu-requirement-unchecked": "an image's NVIDIA_REQUIRE_* depends on what validate cannot know (the GPU's "
                                        "brand, or the AMI's driver): the nodes judge it",
+    "gpu-check-in-job-start": "a queue runs DCGM's deep GPU check in the job's prolog on a type where it outlasts "
+                              "ParallelCluster's 180 s job start (aws-parallelcluster#6777)",
+    "gpu-check-none": "a GPU queue has no deep GPU check",
     "acknowledgement-unused": "an acknowledge entry names a warning the spec no longer raises",
     "pcluster-validator": "a warning of ParallelCluster's own validators (validate --pcluster)",
 }

@@ -67,6 +67,10 @@ SETTINGS: Tuple[Setting, ...] = (
     Setting("CK_NVIDIA_CLI", "", r"(off|[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3})?",
             "a libnvidia-container version such as 1.18.2, or off (empty: the version node_profiles.json pins)",
             spec_field="containers.nvidia_container_cli"),
+    # The deep GPU check at boot (node/gpu_health.py): render adds these to a GPU queue's Args where the check runs
+    # there (clusterkit/effective/gpu_health.py), so the Args of other queues, and their nodes, stay as they were.
+    Setting("CK_GPU_HEALTH", "off", r"(boot|off)", "boot or off (dcgmi diag at boot, before slurmd starts)"),
+    Setting("CK_GPU_HEALTH_BUDGET", "900", r"[1-9][0-9]{0,4}", "seconds dcgmi diag may take at boot, e.g. 900"),
     Setting("CK_UNLOCKED_IMAGES", "refuse", r"(refuse|import)",
             "refuse or import (what a job's --container-image that is not in the image lock gets)",
             spec_field="containers.pyxis.unlocked_images"),

@@ -43,11 +43,13 @@ def test_shape_of_the_demo(capsys):
         "mount_dir", "image_store", "image_store_fs_path", "new", "existing_file_system_id"]
     gpu, cpu = data["queues"]
     assert list(gpu) == ["name", "capacity_type", "pc_capacity_type", "allocation_strategy", "efa", "placement_group",
-                         "has_gpu", "has_nvme", "job_exclusive", "root_volume_gib", "compute_resources"]
+                         "has_gpu", "has_nvme", "job_exclusive", "root_volume_gib", "compute_resources",
+                         "gpu_check", "node_args"]
     assert {k: gpu[k] for k in ("efa", "placement_group", "has_gpu", "has_nvme", "job_exclusive")} == dict.fromkeys(
         ("efa", "placement_group", "has_gpu", "has_nvme", "job_exclusive"), True)
     assert (cpu["efa"], cpu["placement_group"], cpu["job_exclusive"], cpu["root_volume_gib"]) == (
         False, False, False, 100)
+    assert (gpu["gpu_check"], cpu["gpu_check"], cpu["node_args"]) == ("boot", None, [])
     assert (data["storage"]["new"]["throughput_mb_per_tib"] == 250
             and data["storage"]["image_store"] == "/fsx/containers")
     assert data["lifecycle"] == {"ttl_hours": 72.0, "notify_email": None, "deploy_time": None, "expires_at": None}

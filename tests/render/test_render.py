@@ -67,7 +67,8 @@ def test_demo_gpu_queue(rendered):
     assert gpu["CapacityType"] == "ONDEMAND"
     assert gpu["Networking"]["PlacementGroup"] == {"Enabled": True}
     assert gpu["Networking"]["SubnetIds"] == ["${Network.ComputeSubnetId}"]
-    assert gpu["JobExclusiveAllocation"] is True and gpu["HealthChecks"] == {"Gpu": {"Enabled": True}}
+    # p5: DCGM's deep check runs at boot, not in PC's prolog (tests/render/test_gpu_check_render.py)
+    assert gpu["JobExclusiveAllocation"] is True and gpu["HealthChecks"] == {"Gpu": {"Enabled": False}}
     assert gpu["ComputeSettings"]["LocalStorage"]["EphemeralVolume"] == {"MountDir": "/scratch"}
     (p5,) = gpu["ComputeResources"]
     assert p5 == {"Name": "p5", "InstanceType": "p5.48xlarge", "MinCount": 0, "MaxCount": 4, "Efa": {"Enabled": True}}

@@ -152,7 +152,8 @@ BAD = [
      ["{n1}:9: acknowledge[0].id: unknown warning id 'everything' (one of container-start-extracts, image-fanout-slow, "
       "head-root-volume-small, "
       "compute-root-volume-small, capacity-block-exceeded, capacity-block-partial, capacity-block-size-unlisted, "
-      "instance-type-not-in-az, image-expect-incompatible, image-combination-untested)"]),
+      "instance-type-not-in-az, image-expect-incompatible, image-combination-untested, gpu-check-in-job-start, "
+      "gpu-check-none)"]),
     ("missing reason", "  - id: image-fanout-slow\n",
      ["{n1}:5: acknowledge[0]: missing required key 'reason' (why it is accepted, on one line (validate --format "
       "json shows it with the warning))"]),

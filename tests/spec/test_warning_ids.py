@@ -116,6 +116,10 @@ CASES: dict[str, Callable[[Path, pytest.MonkeyPatch], list[Problem]]] = {
     "image-gpu-requirement-unchecked": lambda tmp, mp: _nvidia(
         tmp, _extra("parallelcluster_version: 3.15.0\n"),
         {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "all", "NVIDIA_REQUIRE_CUDA": "cuda>=12.8"}),
+    "gpu-check-in-job-start": lambda tmp, mp: _warnings(
+        tmp, _with("  - name: gpu\n", "  - name: gpu\n    health_checks: {gpu: prolog}\n")),
+    "gpu-check-none": lambda tmp, mp: _warnings(
+        tmp, _with("  - name: gpu\n", "  - name: gpu\n    health_checks: {gpu: none}\n")),
     # entries added to the demo's own acknowledge block, which ends the file
     "acknowledgement-unused": lambda tmp, mp: load(str(_demo_copy(
         tmp, "  - id: image-fanout-slow\n    reason: demo\n  - id: capacity-block-partial\n"

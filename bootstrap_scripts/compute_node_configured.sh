@@ -20,7 +20,7 @@
 #    /fsx/.containers.clusterkit/nodes/<hostname>.json, outside what FSx exports to S3) for
 #    `clusterkit_node.pyz drift` on the head node (clusterkit_node.pyz fingerprint);
 #  - with CK_GPU_HEALTH=boot (the GPU queues whose deep check would outlast a job start: clusterkit/effective/
-#    gpu_health.py), DCGM's level-2 diagnostic within CK_GPU_HEALTH_BUDGET seconds; a failure drains the node
+#    gpu_check_place.py), DCGM's level-2 diagnostic within CK_GPU_HEALTH_BUDGET seconds; a failure drains the node
 #    with a reason (`sinfo -R`) and fails the boot (clusterkit_node.pyz gpu-health; docs/troubleshooting.md "GPU health checks and the job start").
 # Its only write outside the node is that fingerprint file; it never compiles and never downloads (GPU nodes install
 # packages the head node downloaded).

@@ -26,7 +26,7 @@ from pathlib import PurePosixPath
 from typing import Any, Protocol
 
 from clusterkit.catalog import lookup as catalog
-from clusterkit.effective import gpu_health, node_settings
+from clusterkit.effective import gpu_check_place, node_settings
 from clusterkit.effective.node_settings import NodeSettings
 from clusterkit.images.ref import ImageRefError, parse_image_ref
 from clusterkit.paths import NODE_PROFILES
@@ -127,7 +127,7 @@ class EffectiveQueue:
     job_exclusive: bool  # the spec's, else on for GPU queues
     root_volume_gib: int | None  # None: the AMI's size
     compute_resources: tuple[EffectiveComputeResource, ...]
-    # where DCGM's deep check runs (gpu_health.py): boot, prolog (PC's HealthChecks.Gpu) or none; None: no GPU
+    # where DCGM's deep check runs (gpu_check_place.py): boot, prolog (PC's HealthChecks.Gpu) or none; None: no GPU
     gpu_check: str | None = None
     node_args: tuple[str, ...] = ()  # Args of this queue's CustomActions after the cluster's (CK_GPU, the boot check's)
 
@@ -481,7 +481,7 @@ def _queue(queue: Queue) -> EffectiveQueue:
     types = [cr.instance_type for cr in queue.compute_resources]
     efa = any(cr.efa for cr in resources)
     gpu = has_gpu(types)
-    check = (queue.health_checks.gpu or gpu_health.default(types)) if gpu else None
+    check = (queue.health_checks.gpu or gpu_check_place.default(types)) if gpu else None
     return EffectiveQueue(
         name=queue.name,
         capacity_type=queue.capacity_type,
@@ -496,7 +496,7 @@ def _queue(queue: Queue) -> EffectiveQueue:
         compute_resources=resources,
         gpu_check=check,
         # GPU queues' nodes install nvidia-container-cli and self-test as CUDA images start (CK_GPU=1)
-        node_args=(*(("CK_GPU=1",) if gpu else ()), *gpu_health.node_args(check or "none")),
+        node_args=(*(("CK_GPU=1",) if gpu else ()), *gpu_check_place.node_args(check or "none")),
     )
 
 

@@ -215,7 +215,8 @@ def _queue(spec: EffectiveSpec, queue: EffectiveQueue, refs: Refs,
         local["RootVolume"] = {"Size": queue.root_volume_gib, "Encrypted": True}
     if queue.has_nvme:
         local["EphemeralVolume"] = {"MountDir": EPHEMERAL_MOUNT}
-    # no bundle hash: an image change must not replace the compute fleet; the queue's own (CK_GPU, the boot GPU check's) last
+    # no bundle hash: an image change must not replace the compute fleet; the queue's own last (CK_GPU, the boot
+    # GPU check's)
     args = [*spec.node.compute, *queue.node_args]
     out: dict[str, Any] = {"Name": queue.name, "CapacityType": queue.pc_capacity_type}
     if queue.allocation_strategy is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from clusterkit.catalog import lookup as catalog
-from clusterkit.effective import gpu_health
+from clusterkit.effective import gpu_check_place
 from clusterkit.rules.common import duplicates
 from clusterkit.rules.limits import (
     IDS,
@@ -123,7 +123,7 @@ def _queue(spec: ClusterSpec, m: Marks, qp: str, queue: Queue, arches: dict[str,
 
 def _gpu_check(m: Marks, qp: str, queue: Queue) -> Iterator[Problem]:
     """``health_checks.gpu``: only on GPU queues; the deep check in the job's prolog where it outlasts a job start,
-    or no deep check at all, only with an acknowledged reason (clusterkit/effective/gpu_health.py)."""
+    or no deep check at all, only with an acknowledged reason (clusterkit/effective/gpu_check_place.py)."""
     chosen, path = queue.health_checks.gpu, f"{qp}.health_checks.gpu"
     if chosen is None:
         return
@@ -132,10 +132,10 @@ def _gpu_check(m: Marks, qp: str, queue: Queue) -> Iterator[Problem]:
     if all(f is not None and f.gpus == 0 for f in facts):
         yield m.problem(path, f"queue '{queue.name}' has no GPU instance type", "remove health_checks.gpu")
         return
-    slow = [t for t in types if gpu_health.slow(t)]
+    slow = [t for t in types if gpu_check_place.slow(t)]
     if chosen == "prolog" and slow:
         yield m.problem(path, f"DCGM's level-2 check in the job's prolog on {slow[0]} outlasts a job start "
-                        f"({gpu_health.why_slow(slow[0])}): ParallelCluster's BatchStartTimeout is 180 s, so "
+                        f"({gpu_check_place.why_slow(slow[0])}): ParallelCluster's BatchStartTimeout is 180 s, so "
                         "jobs fail or hang at start (aws-parallelcluster#6777)",
                         "use health_checks.gpu: boot (once per node, before it takes jobs), or acknowledge "
                         "gpu-check-in-job-start with a reason", level="warning", id="gpu-check-in-job-start")

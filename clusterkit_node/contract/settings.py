@@ -68,7 +68,7 @@ SETTINGS: Tuple[Setting, ...] = (
             "a libnvidia-container version such as 1.18.2, or off (empty: the version node_profiles.json pins)",
             spec_field="containers.nvidia_container_cli"),
     # The deep GPU check at boot (node/gpu_health.py): render adds these to a GPU queue's Args where the check runs
-    # there (clusterkit/effective/gpu_health.py), so the Args of other queues, and their nodes, stay as they were.
+    # there (clusterkit/effective/gpu_check_place.py), so the Args of other queues, and their nodes, stay as they were.
     Setting("CK_GPU_HEALTH", "off", r"(boot|off)", "boot or off (dcgmi diag at boot, before slurmd starts)"),
     Setting("CK_GPU_HEALTH_BUDGET", "900", r"[1-9][0-9]{0,4}", "seconds dcgmi diag may take at boot, e.g. 900"),
     Setting("CK_UNLOCKED_IMAGES", "refuse", r"(refuse|import)",

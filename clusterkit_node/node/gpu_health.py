@@ -7,7 +7,7 @@ allocated node. On p5, level 2 takes 2.5 to 10.5 minutes (awsome-distributed-ai,
 PC's slurm.conf gives a batch job 180 s to start (``BatchStartTimeout=180``), and aws-parallelcluster#6777 (open)
 is that story on p4d/p5: ``Prolog hung on node``. At OnNodeConfigured no job is waiting on the check (slurmd starts
 after it), so the queues whose check outlasts the start budget run it here, once per node, instead
-(clusterkit/effective/gpu_health.py decides which; docs/troubleshooting.md "GPU health checks and the job start").
+(clusterkit/effective/gpu_check_place.py decides which; docs/troubleshooting.md "GPU health checks and the job start").
 
 What it does: runs ``dcgmi diag -r LEVEL`` and kills it (its whole process group) when the budget is spent. A pass
 or a check that cannot run (no dcgmi, DCGM's host engine unreachable: ParallelCluster's own script skips then

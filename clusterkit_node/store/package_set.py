@@ -15,7 +15,7 @@ import json
 import os
 import re
 from dataclasses import asdict, dataclass
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from clusterkit_node.contract.layout import PACKAGE_SET_NAME, package_set_dir
 

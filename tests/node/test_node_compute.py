@@ -102,7 +102,7 @@ def test_configured_ubuntu2404_sysctl(compute: Sandbox) -> None:
     assert r.returncode == 0, r.stderr
     path = "etc/sysctl.d/99-clusterkit-enroot.conf"
     assert "kernel.apparmor_restrict_unprivileged_userns = 0" in compute.read(path)
-    assert r.calls("sysctl") == [["-q", "-p", str(compute.root / path)]]
+    assert r.calls("sysctl") == [["-q", "-e", "-p", str(compute.root / path)]]
 
 
 @pytest.mark.parametrize("script", ["compute_node_start.sh", "compute_node_configured.sh"])

@@ -365,7 +365,7 @@ def test_ubuntu2404_sysctl(sandbox: Sandbox) -> None:
     path = "etc/sysctl.d/99-clusterkit-enroot.conf"
     assert sandbox.read(path).splitlines()[-1] == "kernel.apparmor_restrict_unprivileged_userns = 0"
     assert sandbox.mode(path) == 0o644
-    assert r.calls("sysctl") == [["-q", "-p", str(sandbox.root / path)]]
+    assert r.calls("sysctl") == [["-q", "-e", "-p", str(sandbox.root / path)]]
     again = sandbox.run("head_node.sh", *args_with(CK_OS="ubuntu2404"))
     assert again.returncode == 0 and again.calls("sysctl") == []
 

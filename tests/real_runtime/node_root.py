@@ -6,7 +6,8 @@ host: one ``unshare --mount --propagation private`` process builds a node root o
 into it; every daemon and command then runs inside it through ``nsenter --mount --root --wd``.
 
 The node root (everything else is the host's own directory, bind-mounted read-write):
-  /usr        writable overlay (the node's own upper layer): on top, whiteouts for the programs the node profile's AMI lacks
+  /usr        writable overlay (the node's own upper layer): on top, whiteouts for the programs the node profile's
+              AMI lacks
               (clusterkit/data/node_profiles.json: no squashfuse or fuse-overlayfs on alinux2023), then
               the aws/systemctl stand-ins in /usr/local/bin, the real enroot (NVIDIA package
               layout: /usr/bin/enroot, /usr/lib/enroot, /usr/share/enroot/hooks.d) and pyxis at ParallelCluster's path
@@ -146,7 +147,8 @@ for d in usr etc opt var home fsx proc dev sys run; do mkdir -p "$R/$d"; done
 for d in usr etc opt var home; do mkdir -p "$S/upper/$d" "$S/work/$d"; done
 # writable like an instance's /usr (a node installs packages: GPU nodes install nvidia-container-cli), into the
 # node's own upper layer: the host's /usr is never written
-mount -t overlay overlay -o "lowerdir=$AMI/usr:$STANDINS/usr:$STAGE/usr:/usr,upperdir=$S/upper/usr,workdir=$S/work/usr" "$R/usr"
+mount -t overlay overlay \
+    -o "lowerdir=$AMI/usr:$STANDINS/usr:$STAGE/usr:/usr,upperdir=$S/upper/usr,workdir=$S/work/usr" "$R/usr"
 mount -t overlay overlay -o "lowerdir=$STAGE/etc:/etc,upperdir=$S/upper/etc,workdir=$S/work/etc" "$R/etc"
 for d in opt var home; do
     mount -t overlay overlay -o "lowerdir=/$d,upperdir=$S/upper/$d,workdir=$S/work/$d" "$R/$d"

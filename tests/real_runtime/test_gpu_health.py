@@ -33,7 +33,7 @@ from node_root import NODE, REPO, NodeRoot  # noqa: E402
 from slurm_cluster import _free_ports  # noqa: E402
 from tier import check_host  # noqa: E402
 
-from clusterkit.effective import gpu_health  # noqa: E402
+from clusterkit.effective import gpu_check_place  # noqa: E402
 from clusterkit.effective.expand import expand  # noqa: E402
 from clusterkit.pipeline.loader import load  # noqa: E402
 from clusterkit.render.pcluster_config import placeholder_refs, render_config  # noqa: E402
@@ -43,7 +43,7 @@ SCALE = 60  # cluster seconds per test second
 PC_BATCH_START_TIMEOUT = 180 // SCALE  # PC's slurm.conf BatchStartTimeout=180
 PC_MANAGER_TIMEOUT = 600 // SCALE  # 90_pcluster_health_check_manager's timeout
 DCGM_L2_P5 = 360 // SCALE  # 6 min: inside the 2.5-10.5 min measured on p5
-BOOT_BUDGET = gpu_health.BOOT_BUDGET_S // SCALE
+BOOT_BUDGET = gpu_check_place.BOOT_BUDGET_S // SCALE
 TEST_BIN = "/opt/ck-test/bin"
 MODE = "/etc/ck-test/dcgmi-mode"  # "pass" or "fail"
 GPU_ENABLED = "/etc/ck-test/gpu-health-enabled"  # the queue's rendered HealthChecks.Gpu.Enabled
@@ -131,7 +131,7 @@ def test_under_clusterkit_the_slow_check_runs_at_boot_and_the_job_starts_within_
     queue = _p5_queue(tmp_path)
     assert queue["HealthChecks"] == {"Gpu": {"Enabled": False}}
     args = queue["CustomActions"]["OnNodeConfigured"]["Args"]
-    assert args[-2:] == ["CK_GPU_HEALTH=boot", f"CK_GPU_HEALTH_BUDGET={gpu_health.BOOT_BUDGET_S}"]
+    assert args[-2:] == ["CK_GPU_HEALTH=boot", f"CK_GPU_HEALTH_BUDGET={gpu_check_place.BOOT_BUDGET_S}"]
     node.write(GPU_ENABLED, "false\n")
     node.write(MODE, "pass\n")
     started = time.monotonic()

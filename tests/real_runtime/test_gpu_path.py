@@ -1,5 +1,6 @@
 """The GPU path up to the driver, on a node root of EVERY OS profile: REAL enroot 4.1.2 + pyxis 0.24.0, REAL
-nvidia-container-cli (built from ../shared/vendor, packaged as NVIDIA packages it: tests/real_runtime/nvidia_packages.py),
+nvidia-container-cli (built from ../shared/vendor, packaged as NVIDIA packages it:
+tests/real_runtime/nvidia_packages.py),
 ClusterKit's own install path (compute_node_configured.sh with a GPU queue's Args: gpu-runtime, the self-test).
 
 What a job with a CUDA image meets (its environment sets NVIDIA_VISIBLE_DEVICES, so enroot's 98-nvidia.sh runs

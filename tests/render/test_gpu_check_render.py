@@ -1,6 +1,6 @@
-"""Where the deep GPU check runs (clusterkit/effective/gpu_health.py), as validate and render see it: boot by default on
-the families where DCGM level 2 outlasts a job start (HealthChecks.Gpu off, the boot check's Args on), PC's prolog
-check elsewhere, and the spec's choice with the warnings and the one-line error it gets.
+"""Where the deep GPU check runs (clusterkit/effective/gpu_check_place.py), as validate and render see it: boot by
+default on the families where DCGM level 2 outlasts a job start (HealthChecks.Gpu off, the boot check's Args on),
+PC's prolog check elsewhere, and the spec's choice with the warnings and the one-line error it gets.
 
 Real: the loader (rules included), expand and render_config on specs written to tmp_path."""
 from __future__ import annotations
@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.effective import gpu_health
+from clusterkit.effective import gpu_check_place
 from clusterkit.effective.expand import expand
 from clusterkit.pipeline.loader import load
 from clusterkit.render.pcluster_config import placeholder_refs, render_config
 from clusterkit.spec.errors import SpecError
 from tests.spec_text import BASE_SPEC
 
-BOOT_ARGS = ["CK_GPU_HEALTH=boot", f"CK_GPU_HEALTH_BUDGET={gpu_health.BOOT_BUDGET_S}"]
+BOOT_ARGS = ["CK_GPU_HEALTH=boot", f"CK_GPU_HEALTH_BUDGET={gpu_check_place.BOOT_BUDGET_S}"]
 
 
 class _Key:

@@ -38,7 +38,8 @@ INSTANCE_TYPES: Final = DATA_DIR / "instance_types.json"  # written by clusterki
 REGIONS: Final = DATA_DIR / "regions.json"  # written by clusterkit.catalog.build
 PRICES: Final = DATA_DIR / "prices.json"
 COMPAT_RULES: Final = DATA_DIR / "compat_rules.json"  # also shipped to the nodes in the bootstrap bundle
-AMI_DRIVERS: Final = DATA_DIR / "ami_drivers.json"  # the NVIDIA driver of each ParallelCluster version's AMIs (validate only)
+# the NVIDIA driver of each ParallelCluster version's AMIs (validate only)
+AMI_DRIVERS: Final = DATA_DIR / "ami_drivers.json"
 NODE_PROFILES: Final = DATA_DIR / "node_profiles.json"  # also shipped: what each OS's PC AMI has for containers
 AWS_LIMITS: Final = DATA_DIR / "aws_limits.json"
 

@@ -289,7 +289,7 @@ def node_hint(found: Verdict, driver: Driver) -> str:
         return (f"use an image built for CUDA {driver.cuda} or older" if driver.cuda else "use an image built for "
                 "this driver's CUDA") + ", or an AMI whose NVIDIA driver meets the requirement"
     if found.outcome == REFUSED:
-        return "fix the image's NVIDIA_DRIVER_CAPABILITIES (compute, compat32, display, graphics, utility, video or all)"
+        return "fix the image's NVIDIA_DRIVER_CAPABILITIES (" + ", ".join(CAPABILITIES) + " or all)"
     if found.outcome == NO_LIBCUDA:
         return "use an image that sets NVIDIA_DRIVER_CAPABILITIES=compute,utility (or all), as NVIDIA's CUDA images do"
     if found.outcome in (NO_GPU, NO_DEVICES):

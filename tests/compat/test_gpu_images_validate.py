@@ -74,8 +74,9 @@ def test_refused_and_no_libcuda_are_errors_at_the_image_line(tmp_path):
 def test_no_gpu_is_a_warning_and_cpu_queues_get_nothing(tmp_path):
     path = _write(tmp_path, _spec("cpu-tool"), {"cpu-tool": {}})
     [warning] = [w for w in load(str(path)).warnings if w.id == "image-no-gpu"]
-    assert warning.render().startswith(f"{path}:13:12: warning[image-no-gpu]: containers.images[0].uri: image 'cpu-tool' on GPU queue gpu: "
-                                       "NVIDIA_VISIBLE_DEVICES is not set: enroot's NVIDIA hook does nothing")
+    assert warning.render().startswith(f"{path}:13:12: warning[image-no-gpu]: containers.images[0].uri: "
+                                       "image 'cpu-tool' on GPU queue gpu: NVIDIA_VISIBLE_DEVICES is not set: "
+                                       "enroot's NVIDIA hook does nothing")
     cpu_only = BASE_SPEC.replace("p5.48xlarge", "c5.large")
     path = _write(tmp_path, _spec("cpu-tool", "nolib", base=cpu_only),
                   {"cpu-tool": {}, "nolib": {"NVIDIA_VISIBLE_DEVICES": "all"}})

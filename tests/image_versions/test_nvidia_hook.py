@@ -5,8 +5,19 @@ from __future__ import annotations
 
 import pytest
 
-from clusterkit_node.image.nvidia_hook import (NO_DEVICES, NO_GPU, NO_LIBCUDA, OK, REFUSED, UNKNOWN, Driver,
-                                               nvidia_settings, plan, requirement, verdict)
+from clusterkit_node.image.nvidia_hook import (
+    NO_DEVICES,
+    NO_GPU,
+    NO_LIBCUDA,
+    OK,
+    REFUSED,
+    UNKNOWN,
+    Driver,
+    nvidia_settings,
+    plan,
+    requirement,
+    verdict,
+)
 
 D580 = Driver("580.159.04", "13.0")
 D570 = Driver("570.172.08", "12.8")

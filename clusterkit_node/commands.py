@@ -77,7 +77,7 @@ COMMAND_TABLE: Tuple[Tuple[str, Tuple[Tuple[str, str], ...]], ...] = (
     ("fleet.fingerprint", (("fingerprint", "cmd_fingerprint"),)),
     ("fleet.drift", (("drift", "cmd_drift"),)),
     ("fleet.nccl_transport", (("nccl-check", "cmd_nccl_check"),)),
-    ("image.image_inspect", (("inspect", "cmd_inspect"),)),
+    ("node.image_inspect", (("inspect", "cmd_inspect"),)),
     ("store.cluster_records", (("heartbeat", "cmd_heartbeat"),)),
     ("store.gc", (("gc", "cmd_gc"),)),
     ("store.package_fetch", (("packages-fetch", "cmd_packages_fetch"),)),

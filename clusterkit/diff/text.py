@@ -27,6 +27,7 @@ from clusterkit.diff.report import ClusterDiff, CostDelta, ImageChange, Report
 from clusterkit.diff.sources import PLATFORM, file_path
 from clusterkit.diff.structure import MISSING, Change
 from clusterkit.images.ref import ImageRef, ImageRefError, parse_image_ref
+from clusterkit_node.image import nvidia_hook
 
 MARKER = "<!-- clusterkit-diff -->"  # lets the PR workflow find and update its own comment
 MARKDOWN_LIMIT = 60_000  # GitHub rejects comments over 65,536 characters
@@ -133,7 +134,29 @@ def _image_details(image: ImageChange) -> list[str]:
         details.append("platform " + _arrow(old.get("platform", ""), new.get("platform", "")))
     if "compressed_size" in image.fields and (_size(old) or _size(new)):
         details.append("size " + _arrow(_size(old), _size(new)))
+    hook = _hook_change(image)
+    if hook:
+        details.append(hook)
     return details
+
+
+def _hook_plan(entry: dict[str, Any]) -> str:
+    """What enroot's NVIDIA hook will do with the lock entry's NVIDIA_* settings ('' when the lock did not read
+    them)."""
+    read_from = entry.get("nvidia_from") or ""
+    if not read_from or read_from.startswith("not read") or not isinstance(entry.get("nvidia"), dict):
+        return ""
+    return nvidia_hook.plan({str(k): str(v) for k, v in entry["nvidia"].items()}).summary()
+
+
+def _hook_change(image: ImageChange) -> str:
+    """One phrase when a re-pin changes what the hook will do (both sides' settings read, by the lock)."""
+    if image.kind != "changed" or "nvidia" not in image.fields:
+        return ""
+    before, after = _hook_plan(image.old or {}), _hook_plan(image.new or {})
+    if not before or not after or before == after:
+        return ""
+    return f"NVIDIA hook: {before} → {after}"
 
 
 def _digest(entry: dict[str, Any] | None) -> str:

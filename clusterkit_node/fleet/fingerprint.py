@@ -4,7 +4,12 @@ Why: each compute node records a fingerprint of its software (driver, EFA, enroo
 the manifest it saw) in <staging>/nodes/<cluster>/<hostname>.json (next to the store, outside the path FSx
 exports to S3; see store/staging.py) and refuses to boot when its NVIDIA driver cannot run a locked image's
 CUDA, per compat_rules.json (shipped next to the zipapp) evaluated by compat.py: a replaced node
-at boot beats a crashed job at hour ten.
+at boot beats a crashed job at hour ten. On a node with a GPU, each locked image's ``NVIDIA_*`` settings are judged
+by enroot's NVIDIA hook rule (image/nvidia_hook.py) with this node's driver, CUDA version and GPUs: a container the
+hook refuses, or one it gives no libcuda, is an error that fails the boot; one it gives no GPU a warning. The
+settings come from the store (the manifest entry the sync recorded from the image's /etc/environment, else that file
+read from the .sqsh), else from the lock (what ``clusterkit lock`` read from the image config); the fingerprint says
+which.
 
 Per cluster: clusters on one platform share the store, and ParallelCluster names compute nodes after their queue
 and compute resource (``gpu-st-p5-1``), so two clusters with the same queues have the same host names; one
@@ -17,7 +22,7 @@ import argparse
 import os
 import re
 import socket
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from clusterkit_node.contract import compat
 from clusterkit_node.contract import profiles as node_profiles
@@ -25,14 +30,17 @@ from clusterkit_node.contract.bundle_files import RULES_NAME, load_rules
 from clusterkit_node.contract.console import EXIT_FAILED, EXIT_OK, UsageError, error, log, now_utc, warn
 from clusterkit_node.contract.layout import FINGERPRINT_TMP_RE, NODES_DIR, TMP_DIR, nodes_dir, tmp_dir
 from clusterkit_node.contract.lock import LockedImage, load_lock
+from clusterkit_node.image import nvidia_hook as hook
+from clusterkit_node.image.image_env import read_nvidia_settings
 from clusterkit_node.image.versions import parse_efa_packages
 from clusterkit_node.node.facts import (
     EFA_PACKAGES,
+    GpuFacts,
     find_tool,
+    gpu_facts,
     imds_facts,
     libfabric_version,
     node_identity,
-    nvidia_facts,
     pyxis_version,
     read_host_text,
     tool_version,
@@ -53,6 +61,43 @@ def image_versions(img: LockedImage, manifest: Dict[str, Any]) -> Tuple[Dict[str
     if entry and entry.get("digest") == img.digest and isinstance(entry.get("versions"), dict):
         return dict(entry["versions"]), "recorded"
     return dict(img.expect), "expected"
+
+
+def image_nvidia(img: LockedImage, manifest: Dict[str, Any], store: str) -> Tuple[Optional[Dict[str, str]], str]:
+    """(the image's NVIDIA_* settings, where they come from): the store's truth first (the manifest entry's record of
+    the image's /etc/environment, else that file read from the .sqsh), else the lock's record; None: unknown."""
+    entry = manifest["images"].get(img.name)
+    if entry and entry.get("digest") == img.digest and isinstance(entry.get("nvidia"), dict):
+        return dict(entry["nvidia"]), "the store's manifest (the image's /etc/environment, read at import)"
+    path = os.path.join(store, img.rel_file)
+    why = f"{path} not in the store"
+    if os.path.isfile(path):
+        found = read_nvidia_settings(path)
+        if found.settings is not None:
+            return found.settings, found.source
+        why = found.source
+    if img.nvidia_from and not img.nvidia_from.startswith("not read"):
+        return dict(img.nvidia), f"the lock ({img.nvidia_from})"
+    return None, f"{why}; the lock did not read them ({img.nvidia_from or 'not recorded'})"
+
+
+def hook_verdicts(images: List[LockedImage], manifest: Dict[str, Any], store: str,
+                  gpus: GpuFacts) -> List[Dict[str, Any]]:
+    """What enroot's NVIDIA hook does with each locked image on this node's GPUs; none without a GPU."""
+    if gpus.driver is None:
+        return []
+    found = []
+    for img in images:
+        settings, source = image_nvidia(img, manifest, store)
+        if settings is None:
+            found.append({"image": img.name, "outcome": "not-judged", "level": "", "settings_from": source,
+                          "reason": "NVIDIA_* settings unknown", "variable": "", "hint": ""})
+            continue
+        verdict = hook.on_gpus(settings, gpus.hook_drivers())
+        found.append({"image": img.name, "outcome": verdict.outcome, "level": hook.NODE_LEVELS[verdict.outcome],
+                      "reason": verdict.reason, "variable": verdict.variable, "settings_from": source,
+                      "hint": hook.node_hint(verdict, hook.Driver(gpus.driver, gpus.cuda))})
+    return found
 
 
 def clean_fingerprint_debris(tmp: str, host: str) -> None:
@@ -88,7 +133,8 @@ def cmd_fingerprint(args: argparse.Namespace) -> int:
              f"recorded without the store's images")
         manifest_sha, manifest = None, empty_manifest()
     queue, resource = node_identity(host)
-    driver, cuda_api, no_driver = nvidia_facts(env)
+    gpus = gpu_facts(env)
+    driver, cuda_api, no_driver = gpus.driver, gpus.cuda, gpus.why
     imds, no_imds = imds_facts(env)
     efa = parse_efa_packages(read_host_text(env, EFA_PACKAGES))
     enroot_exe = find_tool("enroot", env, "/usr/bin/enroot")
@@ -106,6 +152,7 @@ def cmd_fingerprint(args: argparse.Namespace) -> int:
         "kernel": os.uname().release,
         "nvidia_driver": driver,
         "cuda_driver_api": cuda_api,
+        "gpus": [{"name": name, "compute_cap": arch} for name, arch in gpus.kinds()],
         "efa_installer": efa.get("efa_installer"),
         "libfabric": libfabric_version(env, efa.get("libfabric")),
         "enroot": tool_version(env, [enroot_exe, "version"], r"^\s*(\d\S*)") if enroot_exe else None,
@@ -123,6 +170,7 @@ def cmd_fingerprint(args: argparse.Namespace) -> int:
         for f in compat.check(rules, img.name, versions, driver):
             findings.append((f, origin))
     doc["findings"] = [dict(f.as_dict(), versions=origin) for f, origin in findings]
+    doc["nvidia_hook"] = hook_verdicts(images, manifest, store, gpus)
     pyxis, enroot = doc["pyxis"], doc["enroot"]
     pairings = node_profiles.load().pairing_problems(pyxis=pyxis if isinstance(pyxis, str) else None,
                                                      enroot=enroot if isinstance(enroot, str) else None)
@@ -145,10 +193,12 @@ def cmd_fingerprint(args: argparse.Namespace) -> int:
     if driver is None and gpu_images:
         warn(f"fingerprint: no NVIDIA driver answers ({no_driver}): CUDA images "
              f"{', '.join(gpu_images)} cannot use GPUs on this node")
+    if driver is not None and gpus.why:
+        log(f"fingerprint: {gpus.why}: NVIDIA_REQUIRE_* terms on arch are not judged here")
     fatal = []
     for f, origin in findings:
         if f.kind == "driver_for_cuda" and f.level == "error":
-            fatal.append(f)
+            fatal.append(f.image)
             error(f"fingerprint: {f.text()}")
         elif f.level == "error":
             # Image-level: every node would fail the same way, so replacing this one cannot help.
@@ -156,12 +206,23 @@ def cmd_fingerprint(args: argparse.Namespace) -> int:
                  f"the image)")
         else:
             warn(f"fingerprint: {f.text()} (versions {origin})")
+    for item in doc["nvidia_hook"]:
+        line = (f"fingerprint: image {item['image']}: {item['reason']} (NVIDIA_* settings from "
+                f"{item['settings_from']})" + (f"; {item['hint']}" if item["hint"] else ""))
+        if item["level"] == "error":
+            fatal.append(item["image"])
+            error(line)
+        elif item["level"] == "warning":
+            warn(line)
+        elif item["outcome"] == "not-judged":
+            log(f"fingerprint: image {item['image']}: what enroot's NVIDIA hook does with it is not judged: "
+                f"{item['settings_from']} (the head node's image sync reads them when it imports the image)")
     for _pairing, text in pairings:
         warn(f"fingerprint: {text}")
     if fatal:
-        error(f"fingerprint: this node cannot run {len(fatal)} locked image(s); failing its bootstrap so "
-              f"ParallelCluster replaces it (use an AMI with a newer NVIDIA driver, or images built for "
-              f"an older CUDA)")
+        error(f"fingerprint: this node cannot run {len(set(fatal))} locked image(s); failing its bootstrap so "
+              f"ParallelCluster replaces it (use an AMI whose NVIDIA driver runs them, or images built for "
+              f"its CUDA)")
     return EXIT_FAILED if fatal else EXIT_OK
 
 

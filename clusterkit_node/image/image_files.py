@@ -23,9 +23,10 @@ class Entry:
     target: str = ""
 
 
-def list_image(sqsh: str) -> Dict[str, Entry]:
-    """Every path in the image ('/usr/local/cuda' -> Entry), from ``unsquashfs -d '' -lln``."""
-    proc = run(["unsquashfs", "-d", "", "-lln", sqsh])
+def list_image(sqsh: str, only: Sequence[str] = ()) -> Dict[str, Entry]:
+    """Every path in the image ('/usr/local/cuda' -> Entry), from ``unsquashfs -d '' -lln``; ``only``: just those
+    paths (and their parent directories; a missing one is simply absent)."""
+    proc = run(["unsquashfs", "-d", "", "-lln", *(["-no-wildcards", sqsh, *only] if only else [sqsh])])
     if proc.returncode != 0:
         raise RuntimeError("unsquashfs -lln failed: "
                            + proc.stderr.decode("utf-8", "replace").strip()[-300:])

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Tuple
+from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 PREFIX = "NVIDIA_"
 CAPABILITIES = ("compute", "compat32", "display", "graphics", "utility", "video")
@@ -254,7 +254,7 @@ def verdict(settings: Dict[str, str], driver: Driver) -> Verdict:
             return Verdict(REFUSED, f"{name}='{expr}': {detail} on driver {driver.version or '?'} (CUDA "
                            f"{driver.cuda or '?'}): nvidia-container-cli refuses to start the container", name)
         if ok is None and unknown is None:
-            unknown = Verdict(UNKNOWN, f"{name}='{expr}' {why}; the node checks it at boot", name)
+            unknown = Verdict(UNKNOWN, f"{name}='{expr}' {why}", name)
     if p.devices == "none":
         return Verdict(NO_DEVICES, "NVIDIA_VISIBLE_DEVICES is 'none': the driver libraries but no GPU device",
                        "NVIDIA_VISIBLE_DEVICES")
@@ -267,3 +267,33 @@ def verdict(settings: Dict[str, str], driver: Driver) -> Verdict:
         return unknown
     return Verdict(OK, "GPUs and libcuda" + (f"; {', '.join(n for n, _ in p.requirements)} satisfied"
                                              if p.requirements else ""))
+
+
+# What a GPU node makes of each outcome (fingerprint, inspect): a container the hook refuses, or one without libcuda
+# (CUDA error 35), fails every GPU job there, so both are errors; no GPU is fine for a CPU image, so a warning.
+NODE_LEVELS = {REFUSED: "error", NO_LIBCUDA: "error", NO_GPU: "warning", NO_DEVICES: "warning", UNKNOWN: "warning",
+               OK: ""}
+_WORST_FIRST = (REFUSED, NO_LIBCUDA, NO_GPU, NO_DEVICES, UNKNOWN, OK)
+
+
+def on_gpus(settings: Dict[str, str], gpus: Sequence[Driver]) -> Verdict:
+    """The verdict on a node with these GPUs (one ``Driver`` per distinct GPU: the node's driver with that GPU's
+    brand and arch; nvidia-container-cli checks each visible GPU): the worst of them."""
+    found = [verdict(settings, gpu) for gpu in gpus] or [verdict(settings, Driver(None, None))]
+    return min(found, key=lambda v: _WORST_FIRST.index(v.outcome))
+
+
+def node_hint(found: Verdict, driver: Driver) -> str:
+    """What to do about a verdict on a GPU node, one phrase."""
+    if found.outcome == REFUSED and found.variable.startswith("NVIDIA_REQUIRE_"):
+        return (f"use an image built for CUDA {driver.cuda} or older" if driver.cuda else "use an image built for "
+                "this driver's CUDA") + ", or an AMI whose NVIDIA driver meets the requirement"
+    if found.outcome == REFUSED:
+        return "fix the image's NVIDIA_DRIVER_CAPABILITIES (" + ", ".join(CAPABILITIES) + " or all)"
+    if found.outcome == NO_LIBCUDA:
+        return "use an image that sets NVIDIA_DRIVER_CAPABILITIES=compute,utility (or all), as NVIDIA's CUDA images do"
+    if found.outcome in (NO_GPU, NO_DEVICES):
+        return "fine for a CPU image; for GPU work the image must set NVIDIA_VISIBLE_DEVICES=all"
+    if found.outcome == UNKNOWN:
+        return "nvidia-container-cli checks it when a job starts the image"
+    return ""

@@ -13,7 +13,10 @@ import shutil
 import subprocess
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
+
+from clusterkit_node.image.nvidia_hook import Driver
 
 # ParallelCluster names compute nodes <queue>-<st|dy>-<compute resource>-<n> and, unless UseEc2Hostnames
 # is set, uses that name as the hostname. Greedy like PC's own parser: the last -st-/-dy- splits it.
@@ -64,19 +67,55 @@ def first_line(text: str) -> str:
     return lines[0] if lines else ""
 
 
-def nvidia_facts(env: Dict[str, str]) -> Tuple[Optional[str], Optional[str], str]:
-    """(driver version, CUDA driver API version, why unknown). CPU instances of a GPU AMI have
-    nvidia-smi but no device: both unknown, never an error."""
+@dataclass(frozen=True)
+class GpuFacts:
+    """What nvidia-smi says about this node's GPUs; driver None: no driver answers (``why``)."""
+
+    driver: Optional[str]
+    cuda: Optional[str]                            # the driver's CUDA version (nvidia-smi's "CUDA Version")
+    gpus: Tuple[Tuple[str, Optional[str]], ...]    # (name, compute capability or None), one per GPU
+    why: str = ""                                  # why the driver, or the GPUs' compute capability, is unknown
+
+    def kinds(self) -> List[Tuple[str, Optional[str]]]:
+        """The distinct (name, compute capability) pairs, sorted."""
+        return sorted(set(self.gpus), key=lambda g: (g[0], g[1] or ""))
+
+    def hook_drivers(self) -> List[Driver]:
+        """What nvidia-container-cli compares an image's requirements with, one per distinct GPU (the brand: unknown,
+        nvidia-smi's query does not give NVML's brand)."""
+        return [Driver(self.driver, self.cuda, None, arch) for _name, arch in self.kinds()]
+
+
+def gpu_facts(env: Dict[str, str]) -> GpuFacts:
+    """The driver, its CUDA version and each GPU's name and compute capability (``nvidia-smi --query-gpu=
+    name,compute_cap,driver_version``; a driver too old for ``compute_cap`` answers the driver alone, the
+    capability is then unknown). CPU instances of a GPU AMI have nvidia-smi but no device: unknown, never an error."""
     exe = find_tool("nvidia-smi", env, "/usr/bin/nvidia-smi")
     if not exe:
-        return None, None, "nvidia-smi not found"
-    rc, out = run_tool([exe, "--query-gpu=driver_version", "--format=csv,noheader"], env)
-    drivers = sorted({ln.strip() for ln in out.splitlines() if re.fullmatch(r"\d+(\.\d+)+", ln.strip())})
-    if rc != 0 or not drivers:
-        return None, None, f"nvidia-smi: {first_line(out) or f'exit {rc}'}"
+        return GpuFacts(None, None, (), "nvidia-smi not found")
+    why = ""
+    rc, out = run_tool([exe, "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"], env)
+    rows = [ln.rsplit(",", 2) for ln in out.splitlines() if ln.count(",") >= 2] if rc == 0 else []
+    gpus = [(name.strip(), cap.strip(), drv.strip()) for name, cap, drv in rows
+            if re.fullmatch(r"\d+(\.\d+)+", drv.strip())]
+    if not gpus:  # an older driver does not know compute_cap: the driver version alone
+        why = f"compute capability unknown (nvidia-smi: {first_line(out) or f'exit {rc}'})"
+        rc, out = run_tool([exe, "--query-gpu=driver_version", "--format=csv,noheader"], env)
+        gpus = [("", "", ln.strip()) for ln in out.splitlines() if re.fullmatch(r"\d+(\.\d+)+", ln.strip())]
+        if rc != 0 or not gpus:
+            return GpuFacts(None, None, (), f"nvidia-smi: {first_line(out) or f'exit {rc}'}")
     _rc, header = run_tool([exe], env)
     m = re.search(r"CUDA Version:\s*(\d+(?:\.\d+)*)", header)
-    return drivers[0], (m.group(1) if m else None), ""
+    drivers = sorted({drv for _n, _c, drv in gpus})
+    return GpuFacts(drivers[0], m.group(1) if m else None,
+                    tuple((name or "unknown GPU", cap if re.fullmatch(r"\d+\.\d+", cap) else None)
+                          for name, cap, _d in gpus), why)
+
+
+def nvidia_facts(env: Dict[str, str]) -> Tuple[Optional[str], Optional[str], str]:
+    """(driver version, CUDA driver API version, why unknown): gpu_facts' driver part."""
+    facts = gpu_facts(env)
+    return facts.driver, facts.cuda, facts.why if facts.driver is None else ""
 
 
 def imds_facts(env: Dict[str, str]) -> Tuple[Dict[str, Optional[str]], str]:

@@ -16,13 +16,15 @@ import os
 import subprocess
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from clusterkit_node.contract.console import error, format_versions, log, mb, now_utc, warn
 from clusterkit_node.contract.enroot_uri import import_uri
 from clusterkit_node.contract.layout import IMPORT_FILE
 from clusterkit_node.contract.lock import LockedImage
 from clusterkit_node.image.declared_versions import disagreements
+from clusterkit_node.image.image_env import read_nvidia_settings
+from clusterkit_node.image.nvidia_hook import plan as hook_plan
 from clusterkit_node.image.squashfs import check_squashfs, content_sha256
 from clusterkit_node.image.versions import expect_problems, read_versions
 from clusterkit_node.store.atomic_files import ensure_dir, file_size, fsync_dir
@@ -43,7 +45,8 @@ class Result:
 
 
 def manifest_entry(cfg: SyncConfig, img: LockedImage, size: int, compressor: str,
-                   versions: Dict[str, str], status: str, reason: str = "", sha256: str = "") -> Dict[str, Any]:
+                   versions: Dict[str, str], status: str, reason: str = "", sha256: str = "",
+                   nvidia: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     entry = {
         "digest": img.digest,
         "file": img.rel_file,
@@ -57,6 +60,8 @@ def manifest_entry(cfg: SyncConfig, img: LockedImage, size: int, compressor: str
         "versions": versions,
         "status": status,
     }
+    if nvidia is not None:  # the NVIDIA_* settings of the image's /etc/environment (absent: not read)
+        entry["nvidia"] = nvidia
     if reason:
         entry["reason"] = reason
     return entry
@@ -151,6 +156,9 @@ def import_image(cfg: SyncConfig, state: SyncState, img: LockedImage, adopt: boo
         if not adopt:
             remove_partial(work)
         return Result(img, "failed", detail=f"cannot read versions: {exc}")
+    env = read_nvidia_settings(source)
+    if env.settings is None:
+        warn(f"{img.name}: NVIDIA_* settings not recorded: {env.source}; each GPU node's fingerprint reads them")
     for key, (said, read) in sorted(disagreements(img.declared, versions).items()):
         warn(f"{img.name}: the image config declares {key} {said} (recorded in the lock), its binaries say {read}: "
              f"{read} counts")
@@ -176,16 +184,18 @@ def import_image(cfg: SyncConfig, state: SyncState, img: LockedImage, adopt: boo
         if manifest["images"].get(img.name, {}).get("digest") == img.digest:
             del manifest["images"][img.name]
         manifest.setdefault("rejected", {})[img.name] = manifest_entry(
-            cfg, img, size, compressor, versions, "rejected", reason, sha256)
+            cfg, img, size, compressor, versions, "rejected", reason, sha256, env.settings)
         write_manifest(store, manifest)
         return Result(img, "rejected", size, reason)
     point_stable_name(store, img)
-    manifest["images"][img.name] = manifest_entry(cfg, img, size, compressor, versions, "ok", sha256=sha256)
+    manifest["images"][img.name] = manifest_entry(cfg, img, size, compressor, versions, "ok", sha256=sha256,
+                                                  nvidia=env.settings)
     manifest.get("rejected", {}).pop(img.name, None)
     write_manifest(store, manifest)
     elapsed = time.monotonic() - started
     rate = mb(size) / elapsed if elapsed > 0 else 0.0
     verb = "adopted" if adopt else "imported"
     log(f"{img.name}: {verb} {mb(size):.1f} MB in {elapsed:.1f} s ({rate:.1f} MB/s) "
-        f"versions {format_versions(versions)}")
+        f"versions {format_versions(versions)}"
+        + (f"; NVIDIA hook: {hook_plan(env.settings).summary()}" if env.settings is not None else ""))
     return Result(img, "imported", size, f"{elapsed:.1f} s, {rate:.1f} MB/s")

@@ -70,6 +70,10 @@ def check_entries(path: str, doc: Dict[str, Any]) -> None:
             versions = entry.get("versions", {})
             if not isinstance(versions, dict) or not all(isinstance(v, str) for v in versions.values()):
                 raise ValueError(f"{where}.versions: not an object of version strings")
+            # the NVIDIA_* settings of the image's /etc/environment; optional (entries written before have none)
+            nvidia = entry.get("nvidia", {})
+            if not isinstance(nvidia, dict) or not all(isinstance(v, str) for v in nvidia.values()):
+                raise ValueError(f"{where}.nvidia: not an object of NVIDIA_* setting strings")
 
 
 def write_manifest(store: str, manifest: Dict[str, Any]) -> None:

@@ -121,7 +121,7 @@ def write_lock(path: Path, images: list[dict]) -> Path:
     return path
 
 
-CONTENT_KEYS = ("versions", "layout", "big_mb")
+CONTENT_KEYS = ("versions", "layout", "big_mb", "env")
 FAULT_KEYS = ("fail", "sleep", "hold", "rate")
 
 
@@ -165,7 +165,7 @@ class Sandbox:
         return write_lock(self.lock, images)
 
     def set_spec(self, spec: dict) -> None:
-        """Per repository (or "*"): image content (versions, layout, big_mb; used by image() calls
+        """Per repository (or "*"): image content (versions, layout, big_mb, env; used by image() calls
         made afterwards) and registry faults (fail: N | "always", sleep: seconds,
         hold: True until changed, rate: bytes/s; effective at once)."""
         self.specs = spec

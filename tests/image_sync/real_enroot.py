@@ -143,8 +143,9 @@ def _binary(rng: random.Random, size: int, embed: bytes = b"") -> bytes:
 
 def rootfs(seed: str, spec: dict) -> dict:
     """Files of a test image. spec: {"versions": {cuda, nccl, aws_ofi_nccl, efa_installer, libfabric,
-    pytorch}, "layout": "efa-installer" (default) | "source-build", "big_mb": N}. The marker files are
-    where real NGC / AWS images keep them (see clusterkit_node/image/versions.py)."""
+    pytorch}, "layout": "efa-installer" (default) | "source-build", "big_mb": N}; "env" (KEY=VALUE strings) goes
+    to the image config's Env (serve_image), which enroot import writes to the image's /etc/environment. The
+    marker files are where real NGC / AWS images keep them (see clusterkit_node/image/versions.py)."""
     rng = random.Random(seed)
     files: dict = {}
     _write(files, "/etc/os-release", 'NAME="Ubuntu"\nVERSION_ID="22.04"\nID=ubuntu\n')
@@ -199,7 +200,8 @@ def rootfs(seed: str, spec: dict) -> dict:
 
 def serve_image(registry: Registry, repo: str, seed: str, spec: dict) -> tuple[str, int]:
     """Publish the image; returns (digest, compressed size as `clusterkit lock` records it)."""
-    digest = images_fakes.add_rootfs_image(registry.fake, repo, "latest", [rootfs(seed, spec)])
+    digest = images_fakes.add_rootfs_image(registry.fake, repo, "latest", [rootfs(seed, spec)],
+                                           env=tuple(spec.get("env", ())))
     body, _ = registry.fake.manifests[(repo, digest)]
     doc = json.loads(body)
     size = doc["config"]["size"] + sum(layer["size"] for layer in doc["layers"])

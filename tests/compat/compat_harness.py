@@ -92,6 +92,7 @@ def write_fingerprint(store: Path, host: str, legacy: bool = False, **fields) ->
     doc = {
         "ami_id": "ami-0aaaaaaaaaaaaaaaa", "cluster": None, "compute_resource": "p5", "cuda_driver_api": "12.8",
         "efa_installer": "1.38.0", "enroot": "3.5.0", "findings": [], "fingerprint_version": 1,
+        "gpus": [{"name": "NVIDIA H100 80GB HBM3", "compute_cap": "9.0"}], "nvidia_hook": [],
         "hostname": host, "instance_id": "i-0123456789abcdef0", "instance_type": "p5.48xlarge",
         "kernel": "6.1.109-118.189.amzn2023.x86_64", "libfabric": "1.22.0amzn4.0",
         "manifest_sha256": "1" * 64, "nvidia_driver": "570.86.15", "pairing_warnings": [], "pyxis": "0.20.0",

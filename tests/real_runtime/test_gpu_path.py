@@ -11,14 +11,20 @@ nvidia-container-cli):
     ("nvidia-container-cli: initialization error: ...") — everything up to the driver is proven; the driver itself
     only on a GPU machine (benchmarks/gpu_path.py).
 Non-GPU queues (CK_GPU unset) keep today's boot: the cluster fixture boots that way and must pass.
-Stand-ins (see their modules): NVIDIA's packages (the real CLI, repackaged), the head node's fetch is
-replaced by publishing the set as it does (store/package_set.py), FSx is a local directory.
+The head node's fetch runs for real (packages-fetch against a loopback copy of NVIDIA's repository layout).
+Stand-ins (see their modules): NVIDIA's packages (the real CLI, repackaged; nvidia_packages.py), FSx is a local
+directory, an rpm OS's loader path (node_root.py).
 """
 from __future__ import annotations
 
+import functools
+import http.server
 import json
 import os
 import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import nvidia_packages
@@ -31,7 +37,7 @@ from tier import start_node
 
 from clusterkit_node.contract.layout import package_set_dir
 from clusterkit_node.node.selftest_image import write_rootfs
-from clusterkit_node.store.package_set import FORMAT_ARCH, PackageFile, PackageSet, normalize_arch, sha256_file
+from clusterkit_node.store.package_set import normalize_arch
 
 ARCH = normalize_arch(os.uname().machine)
 CLI = "nvidia-container-cli"
@@ -76,26 +82,31 @@ def _srun_cuda(cluster: Cluster, user: str | None) -> subprocess.CompletedProces
                             check=False, timeout=120)
 
 
-def publish_packages(cluster: Cluster) -> Path:
-    """Put the packages in the store as the head node's fetch publishes them: the files, then packages.json."""
-    profile = PROFILES.profiles[cluster.node.profile]
-    fmt = str(profile.package_format.value)
+@contextmanager
+def nvidia_repository() -> Iterator[str]:
+    """NVIDIA's repository layout (deb/<arch>/Packages, rpm/<arch>/repodata) with the stand-in packages, served on
+    loopback (the single-node root shares this machine's network); yields its root URL."""
     repo = nvidia_packages.build_repo()
-    files = nvidia_packages.DEB_FILES if fmt == "deb" else nvidia_packages.RPM_FILES
-    src_dir = repo / fmt / FORMAT_ARCH[(fmt, ARCH)]
-    host_store = cluster.node.host_path(STORE)
-    directory = Path(package_set_dir(str(host_store), CLI, VERSION, cluster.node.profile, ARCH))
-    directory.mkdir(parents=True, exist_ok=True)
-    entries = []
-    for package in (nvidia_packages.LIB_PKG, nvidia_packages.TOOLS_PKG):
-        data = (src_dir / files[package]).read_bytes()
-        (directory / files[package]).write_bytes(data)
-        entries.append(PackageFile(files[package], package, nvidia_packages.FULL_VERSION,
-                                   sha256_file(str(directory / files[package])), len(data)))
-    record = PackageSet(CLI, VERSION, cluster.node.profile, ARCH, fmt, tuple(entries),
-                        f"{src_dir} (test stand-in of NVIDIA's repository)", False)
-    (directory / "packages.json").write_text(record.to_json())
-    return directory
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(repo))
+    handler.log_message = lambda *_args: None  # type: ignore[attr-defined]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def publish_packages(cluster: Cluster) -> Path:
+    """The head node's step, for real: `packages-fetch` from the bundle's zipapp reads the repository's index,
+    downloads and checks each file, and publishes the set with its packages.json (store/package_fetch.py)."""
+    with nvidia_repository() as url:
+        proc = cluster.node.run(["python3", f"{SHARED}/clusterkit_node.pyz", "packages-fetch", "--store", STORE,
+                                 "--os", cluster.node.profile, "--version", VERSION, "--repository", url])
+    assert "error" not in proc.stdout.lower() + proc.stderr.lower(), proc.stdout + proc.stderr
+    return Path(package_set_dir(str(cluster.node.host_path(STORE)), CLI, VERSION, cluster.node.profile, ARCH))
 
 
 def _error_lines(out: str) -> list[str]:
@@ -113,7 +124,7 @@ def test_a_cuda_image_fails_command_not_found_where_the_cli_is_missing(gpu_clust
 def test_gpu_boot_without_packages_fails_with_one_line(gpu_cluster: Cluster) -> None:
     proc = _boot(gpu_cluster)
     assert proc.returncode == 1, proc.stdout
-    (line,) = [ln for ln in _error_lines(proc.stdout + proc.stderr) if "gpu-runtime" in ln][:1]
+    line = [ln for ln in _error_lines(proc.stdout + proc.stderr) if "gpu-runtime" in ln][0]
     assert f"{CLI} is not on this node and the store has no verified packages" in line
     assert "containers.nvidia_container_cli.install: false" in line  # the hint
 

@@ -67,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
                   file=sys.stderr)
         if not errors:
             for item in loaded:
-                line = f"{item.source.display_path}: ok ({item.spec.name}{_acknowledged_note(item.acknowledged)})"
+                line = (f"{item.source.display_path}: ok ({item.spec.name}{_gpu_nodes_note(item)}"
+                        f"{_acknowledged_note(item.acknowledged)})")
                 print(paint(line, OK, sys.stdout))
         for line in read_lines:  # an "ok" after --aws says what the account was asked
             print(line)
@@ -75,6 +76,21 @@ def run(args: argparse.Namespace) -> int:
             print(simulated.simulated_line())
             print(simulated.real_account_line())
     return EXIT_USER_ERROR if errors else 0
+
+
+def _gpu_nodes_note(item: Any) -> str:
+    """``; GPU nodes: nvidia-container-cli 1.18.2 (deb, via the store)`` for the ok line: what GPU queues' nodes
+    install before they take jobs (docs/gpu.md); "" without GPU queues."""
+    from clusterkit.effective.expand import expand_spec, node_profiles
+
+    spec = expand_spec(item.spec)
+    if not any(q.has_gpu for q in spec.queues):
+        return ""
+    if spec.containers.nvidia_container_cli == "off":
+        return "; GPU nodes: no nvidia-container-cli install (install: false)"
+    profile = node_profiles().get(spec.os)
+    fmt = profile.package_format.value if profile else "OS"
+    return f"; GPU nodes: nvidia-container-cli {spec.containers.nvidia_container_cli} ({fmt}, via the store)"
 
 
 def _acknowledged_note(acknowledged: list[Acknowledged]) -> str:

@@ -82,7 +82,7 @@ class ContainerCli:
     def refused(self, version: str) -> Optional[str]:
         """Why ``version`` must not be installed, or None."""
         if version in self.avoid.value:
-            return f"nvidia-container-cli {version} is a known-bad release ({self.avoid.source})"
+            return f"nvidia-container-cli {version} is a known-bad release: {self.avoid.source}"
         return None
 
 

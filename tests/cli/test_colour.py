@@ -44,7 +44,8 @@ def piped(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ok_lines_are_green_on_a_terminal_only() -> None:
-    assert f"{ANSI}32mcluster_configs/p4d-existing.yaml: ok (p4d-existing)" in on_terminal(
+    assert (f"{ANSI}32mcluster_configs/p4d-existing.yaml: ok (p4d-existing; GPU nodes: "
+            "nvidia-container-cli 1.18.2 (deb, via the store))") in on_terminal(
         "validate", "p4d-existing", stream="stdout")
     assert ANSI not in piped("validate", "p4d-existing").stdout
     assert ANSI not in on_terminal("validate", "p4d-existing", stream="stdout", env={"NO_COLOR": "1"})

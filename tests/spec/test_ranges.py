@@ -70,7 +70,7 @@ def test_merge_key_through_the_cli(tmp_path):
     done = subprocess.run([sys.executable, "-m", "clusterkit", "validate", str(path)], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == f"{path}: ok (t)"
+    assert done.stdout.strip() == f"{path}: ok (t; GPU nodes: nvidia-container-cli 1.18.2 (rpm, via the store))"
 
 
 def test_a_merge_that_contains_itself_is_one_line():

@@ -23,6 +23,8 @@ DEMO_LINES = DEMO.count("\n")  # the k-th appended line is line DEMO_LINES + k
 FANOUT = "storage.fsx_lustre.new.throughput_mb_per_tib"
 SMALL_CPU_ROOT = ("    root_volume_gib: 100   #", "    root_volume_gib: 40   #")  # the cpu queue: 100 GiB needed
 
+GPU = "; GPU nodes: nvidia-container-cli 1.18.2 (deb, via the store)"  # what the ok line says of GPU queues
+
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     code = main(list(args))
@@ -57,7 +59,7 @@ acknowledge:
 def test_text_shows_the_id_after_the_position(capsys):
     code, out, err = run(capsys, "validate", "demo")
     assert code == 0
-    assert out == "cluster_configs/demo.yaml: ok (demo; GPU nodes: nvidia-container-cli 1.18.2 (deb, via the store); 1 acknowledged warning: image-combination-untested)\n"
+    assert out == f"cluster_configs/demo.yaml: ok (demo{GPU}; 1 acknowledged warning: image-combination-untested)\n"
     assert err.startswith(f"cluster_configs/demo.yaml:26:30: warning[image-fanout-slow]: {FANOUT}: image fan-out: ")
 
 
@@ -85,7 +87,7 @@ def test_acknowledged_text_and_json(tmp_path, capsys):
     path = demo(tmp_path, ACK_FANOUT)
     code, out, err = run(capsys, "validate", str(path))
     assert (code, err) == (0, "")
-    assert out == f"{path}: ok (demo; GPU nodes: nvidia-container-cli 1.18.2 (deb, via the store); 1 acknowledged warning: image-fanout-slow)\n"
+    assert out == f"{path}: ok (demo{GPU}; 1 acknowledged warning: image-fanout-slow)\n"
     code, out, _ = run(capsys, "validate", "--format", "json", str(path))
     data = json.loads(out)
     assert (code, data["ok"], data["problems"]) == (0, True, [])
@@ -113,7 +115,7 @@ def test_an_unused_acknowledgement_warns_on_its_line(tmp_path, capsys):
     path = demo(tmp_path, ACK_FANOUT + "  - id: capacity-block-partial\n    reason: the old block\n")
     code, out, err = run(capsys, "validate", str(path))
     line = DEMO_LINES + 4  # acknowledge:, the fan-out's id and reason, then this id
-    assert code == 0 and out == f"{path}: ok (demo; GPU nodes: nvidia-container-cli 1.18.2 (deb, via the store); 1 acknowledged warning: image-fanout-slow)\n"
+    assert code == 0 and out == f"{path}: ok (demo{GPU}; 1 acknowledged warning: image-fanout-slow)\n"
     assert err == (f"{path}:{line}:9: warning[acknowledgement-unused]: acknowledge[1].id: capacity-block-partial is "
                    "acknowledged, but this spec raises no such warning (remove the entry: what it accepted is gone)\n")
 
@@ -131,7 +133,7 @@ def test_strict_fails_on_an_unacknowledged_warning(capsys):
 def test_strict_passes_when_every_warning_is_acknowledged(tmp_path, capsys):
     path = demo(tmp_path, ACK_FANOUT)
     assert run(capsys, "validate", "--strict", str(path)) == (
-        0, f"{path}: ok (demo; GPU nodes: nvidia-container-cli 1.18.2 (deb, via the store); 1 acknowledged warning: image-fanout-slow)\n", "")
+        0, f"{path}: ok (demo{GPU}; 1 acknowledged warning: image-fanout-slow)\n", "")
 
 
 def test_strict_fails_on_what_is_left_and_on_unused_entries(tmp_path, capsys):

@@ -436,9 +436,11 @@ def node_profiles() -> profiles.Profiles:
 
 
 def nvidia_container_cli(spec: ClusterSpec) -> str:
-    """The libnvidia-container version GPU nodes install (the spec's, else the pin in node_profiles.json), or off."""
+    """The libnvidia-container version GPU nodes install (the spec's, else the pin in node_profiles.json), or off:
+    also without GPU queues, so the head node fetches nothing for a cluster that would never install it."""
     cli = spec.containers.nvidia_container_cli
-    if not cli.install:
+    gpu_queues = [q for q in spec.queues if has_gpu([cr.instance_type for cr in q.compute_resources])]
+    if not cli.install or not gpu_queues:
         return "off"
     return cli.version or str(node_profiles().container_cli.version.value)
 

@@ -26,7 +26,7 @@ import pytest
 
 from clusterkit_node import commands
 from clusterkit_node.contract.layout import package_set_dir, staging_dir
-from clusterkit_node.store import package_fetch, package_set
+from clusterkit_node.store import package_index, package_set
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("libnvidia-container1", "libnvidia-container-tools")
@@ -288,7 +288,7 @@ def test_plain_http_only_to_loopback(capsys, store: Path) -> None:
 def test_the_environment_overrides_the_profiles_repository(capsys, store: Path, monkeypatch) -> None:
     with serve() as repo:
         add_deb(repo)
-        monkeypatch.setenv(package_fetch.REPOSITORY_ENV, repo.url)
+        monkeypatch.setenv(package_index.REPOSITORY_ENV, repo.url)
         rc = commands.main(["packages-fetch", "--store", str(store), "--os", "ubuntu2204", "--arch", "x86_64"])
     assert rc == 0, capsys.readouterr().err
     assert published(store, "ubuntu2204").is_dir()

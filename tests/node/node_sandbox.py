@@ -3,8 +3,8 @@
 What is real: the bash scripts themselves (bootstrap_scripts/*.sh, run by /bin/bash), coreutils, python3
 (for `python3 -m zipfile`), the zip file, the file system effects. What is a stand-in: every command
 that would act on the machine or the network — scontrol, systemctl, sysctl, enroot, aws, nvidia-smi,
-mountpoint, srun, and the node zipapp clusterkit_node.pyz (the real one belongs to its own tests) — plus the
-files the PC AMI would provide (pyxis .so, enroot hooks, example configs), which are placeholders with known
+mountpoint, dcgmi, hostname, srun, and the node zipapp clusterkit_node.pyz (the real one belongs to its own tests)
+— plus the files the PC AMI would provide (pyxis .so, enroot hooks, example configs), which are placeholders with known
 content.
 
 How commands are recorded: the scripts run with PATH set to ONE directory holding
@@ -39,7 +39,7 @@ SCRIPTS = REPO / "bootstrap_scripts"
 # Real tools the scripts may call (wrapped + recorded). Anything else is not on PATH.
 REAL_TOOLS = ("mkdir", "chmod", "mv", "rm", "ln", "readlink", "stat", "mktemp", "sha256sum", "sort",
               "cat", "python3", "grep", "head")
-STANDINS = ("scontrol", "systemctl", "sysctl", "enroot", "aws", "nvidia-smi", "mountpoint")
+STANDINS = ("scontrol", "systemctl", "sysctl", "enroot", "aws", "nvidia-smi", "mountpoint", "dcgmi", "hostname")
 FORBIDDEN = ("curl", "wget", "git", "make", "gcc", "cc", "pip", "pip3", "dnf", "yum", "apt", "apt-get")
 
 PYXIS_SO = "usr/local/lib/slurm/spank_pyxis.so"
@@ -113,6 +113,46 @@ exit 0
     "systemctl": 'if [ "${1:-}" = is-active ]; then [ "${CK_TEST_UNIT_ACTIVE:-1}" = 1 ]; exit; fi\nexit 0\n',
     "sysctl": "exit 0\n",
     "nvidia-smi": "echo 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-stand-in)'\n",
+    # PC names a compute node's host after its Slurm NodeName (<queue>-<st|dy>-<compute resource>-<n>)
+    "hostname": r"""h="${CK_TEST_HOSTNAME:-gpu-dy-p5-1.demo.pcluster}"
+[ "${1:-}" = -s ] && h="${h%%.*}"
+echo "$h"
+""",
+    # `dcgmi diag -r N`: DCGM's result table; CK_TEST_DCGMI=fail fails the GPU Memory test on GPU 3 and exits 226
+    # (what dcgmi diag exits when a test fails, as tests/node_package/test_gpu_health.py fakes it)
+    "dcgmi": r"""[ "${1:-}" = diag ] || { echo "dcgmi stand-in: unsupported call" >&2; exit 1; }
+memory='Pass                                           '
+[ "${CK_TEST_DCGMI:-pass}" = fail ] && memory='Fail - GPU: 3                                  '
+cat <<EOF
+Successfully ran diagnostic for group.
++---------------------------+------------------------------------------------+
+| Diagnostic                | Result                                         |
++===========================+================================================+
+|-----  Metadata  ----------+------------------------------------------------|
+| DCGM Version              | 3.3.9                                          |
+| Driver Version Detected   | 550.127.05                                     |
+| GPU Device IDs Detected   | 2330,2330,2330,2330,2330,2330,2330,2330        |
+|-----  Deployment  --------+------------------------------------------------|
+| Denylist                  | Pass                                           |
+| NVML Library              | Pass                                           |
+| CUDA Main Library         | Pass                                           |
+| Permissions and OS Blocks | Pass                                           |
+| Persistence Mode          | Pass                                           |
+| Environment Variables     | Pass                                           |
+| Page Retirement/Row Remap | Pass                                           |
+| Graphics Processes        | Pass                                           |
+| Inforom                   | Pass                                           |
++-----  Integration  -------+------------------------------------------------+
+| PCIe                      | Pass - All                                     |
++-----  Hardware  ----------+------------------------------------------------+
+| GPU Memory                | ${memory}|
++-----  Stress  ------------+------------------------------------------------+
+| Memory Bandwidth          | Pass - All                                     |
++---------------------------+------------------------------------------------+
+EOF
+[ "${CK_TEST_DCGMI:-pass}" = fail ] && exit 226
+exit 0
+""",
 }
 
 SRUN_STUB = r"""#!/bin/bash
@@ -135,7 +175,8 @@ ZIPAPP_STANDIN = r'''#!/usr/bin/env python3
 """Stand-in for the node zipapp in node-script tests (`python3 X` runs a script whatever its name).
 
 The node setup commands (REAL below: what the node checks and writes) run the real clusterkit_node package of
-this checkout, with start_path.report answering as the `start-path` stand-in does; they are logged as
+this checkout, with start_path.report answering as the `start-path` stand-in does and gpu-health looking for dcgmi
+in the sandbox's PATH directory (CK_TEST_NODE_PATH), not the test machine's; they are logged as
 "clusterkit_node.pyz:real".
 The other commands record argv: `start-path` answers CK_TEST_START_PATH (with a reason when extract),
 `selftest` exits CK_TEST_SELFTEST_RC, everything else exits CK_TEST_IMAGE_SYNC_RC."""
@@ -143,7 +184,7 @@ import os, sys
 REPO = "@REPO@"
 REAL = ("node-args", "pyxis-line-check",
         "plugstack-loads", "start-path-check", "require-enroot", "enroot-files", "slurm-prolog", "pyxis-files",
-        "node-file", "store-units")
+        "node-file", "store-units", "gpu-health")
 
 
 def standin_report(want_squashfuse, os_name):
@@ -161,6 +202,8 @@ if real:
     sys.path.insert(0, REPO)
     from clusterkit_node.node import start_path
     start_path.report = standin_report
+    from clusterkit_node.node import gpu_health
+    gpu_health.NODE_PATH = os.environ.get("CK_TEST_NODE_PATH", gpu_health.NODE_PATH)
     from clusterkit_node.__main__ import main
     sys.exit(main(sys.argv[1:]))
 if sys.argv[1:2] == ["start-path"]:
@@ -423,6 +466,7 @@ class Sandbox:
             "CK_TEST_IMAGE_SYNC_RC": str(self.image_sync_rc),
             "CK_TEST_START_PATH": self.start_path,
             "CK_TEST_SELFTEST_RC": str(self.selftest_rc),
+            "CK_TEST_NODE_PATH": str(self.bin),
         }
         full_env.update(env or {})
         with open(trace, "w") as tf:

@@ -9,7 +9,8 @@ CKVENV := .venv-checkov
 CLUSTER ?= demo
 CDK := node_modules/.bin/cdk
 # Packages the tests run for real: Slurm + munge, squashfs-tools (image store), qemu-user (runs the aarch64 boot
-# self-test program, tests/node_package/test_start_path.py), libpmix2 + libpmix-dev (Slurm's mpi/pmix plugin
+# self-test program, tests/node_package/test_start_path.py), binutils + binutils-aarch64-linux-gnu (assemble that
+# program's source for both machines, tests/node_package/test_selftest_program.py), libpmix2 + libpmix-dev (Slurm's mpi/pmix plugin
 # loads libpmix.so: srun --mpi=pmix in tests/multinode), mmdebstrap + iproute2 (the multi-node tier builds its
 # Debian training image and its network), libfabric + hwloc + autotools (the image-versions tier builds the real
 # aws-ofi-nccl against them, tests/image_versions/artifacts.py), and what building and running
@@ -21,7 +22,7 @@ DEB_PACKAGES := slurmctld slurmd slurm-client munge libslurm-dev gcc libc6-dev m
 	parallel squashfs-tools squashfuse fuse-overlayfs fuse3 curl zstd pigz busybox-static util-linux \
 	libcap2-bin binutils qemu-user libpmix2 libpmix-dev mmdebstrap iproute2 libfabric-dev libhwloc-dev autoconf \
 	automake libtool zsh bmake golang-go libtirpc-dev libelf-dev libseccomp-dev libcap-dev pkg-config lsb-release \
-	patch dpkg-dev rpm createrepo-c
+	patch dpkg-dev rpm createrepo-c binutils-aarch64-linux-gnu
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(shell node -p "process.versions.node.split('.')[0]" 2>/dev/null)
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 

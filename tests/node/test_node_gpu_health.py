@@ -5,7 +5,7 @@ gpu_health.py: it runs dcgmi, reads its table, drains through scontrol). Stand-i
 `dcgmi diag -r 2` result table, a pass or a failing GPU Memory row with exit 226), `systemctl` (is-active answers
 CK_TEST_UNIT_ACTIVE), `scontrol` (at /opt/slurm/bin, where PC installs it), `hostname`, and the rest of the node
 zipapp (selftest, verify, fingerprint pass). The gpu-health command alone, against more dcgmi outcomes:
-tests/node_package/test_gpu_health.py; against a real slurmctld: tests/real_runtime/test_gpu_health.py.
+tests/node_package/test_gpu_health.py; against a real slurmctld: tests/real_runtime/test_gpu_check_job_start.py.
 """
 from __future__ import annotations
 

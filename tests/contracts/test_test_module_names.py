@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-
 TESTS = Path(__file__).resolve().parents[1]
 
 

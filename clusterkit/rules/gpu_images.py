@@ -74,7 +74,8 @@ def hook_problems(spec: ClusterSpec, marks: Marks, lock: ImageLock | None) -> li
                                           "CUDA or a ParallelCluster version whose AMI driver meets it"))
         elif found.outcome == hook.NO_LIBCUDA:
             problems.append(marks.problem(at, message, "use an image that sets NVIDIA_DRIVER_CAPABILITIES=compute,"
-                                          "utility (or all), as NVIDIA's CUDA images do"))
+                                          "utility (or all), as NVIDIA's CUDA images do (a job can set it in its "
+                                          "own environment: pyxis passes it to the hook)"))
         elif found.outcome in (hook.NO_GPU, hook.NO_DEVICES):
             problems.append(marks.problem(at, message, "a CPU image on a GPU queue is fine; for GPU work use an image "
                                           "that sets NVIDIA_VISIBLE_DEVICES=all", level="warning",

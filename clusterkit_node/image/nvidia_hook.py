@@ -46,8 +46,10 @@ OK = "ok"
 
 def nvidia_settings(env: Iterable[object], host_env: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     """The ``NVIDIA_*`` variables the hook sees, from an image config's ``Env`` (``KEY=VALUE`` strings) or the lines
-    of the image's ``/etc/environment``. ``host_env``: the values enroot substitutes for ``${VAR}`` (pyxis clears
-    the job's environment, so by default none)."""
+    of the image's ``/etc/environment``. ``host_env``: the values enroot substitutes for ``${VAR}``. What this
+    judges is the image as it starts by default: pyxis imports the job's environment into enroot's (pyxis
+    pyxis_slurmstepd.c enroot_import_job_env), and a NVIDIA_* the job sets wins over the image's (98-nvidia.sh
+    keeps a variable already set), measured in tests/real_runtime/test_gpu_path.py."""
     found: Dict[str, str] = {}
     host = host_env or {}
     for item in env:
@@ -269,9 +271,11 @@ def verdict(settings: Dict[str, str], driver: Driver) -> Verdict:
                                              if p.requirements else ""))
 
 
-# What a GPU node makes of each outcome (fingerprint, inspect): a container the hook refuses, or one without libcuda
-# (CUDA error 35), fails every GPU job there, so both are errors; no GPU is fine for a CPU image, so a warning.
-NODE_LEVELS = {REFUSED: "error", NO_LIBCUDA: "error", NO_GPU: "warning", NO_DEVICES: "warning", UNKNOWN: "warning",
+# What a GPU node makes of each outcome (fingerprint, inspect): a container the hook refuses fails every job that
+# starts the image there, an error that stops the node (the hook's rule, as the CUDA driver floor). Without libcuda
+# the image still starts, and a job can ask for compute itself (its NVIDIA_DRIVER_CAPABILITIES reaches the hook), so
+# a warning: failing every GPU node's boot over one image's default would take the whole queue down with it.
+NODE_LEVELS = {REFUSED: "error", NO_LIBCUDA: "warning", NO_GPU: "warning", NO_DEVICES: "warning", UNKNOWN: "warning",
                OK: ""}
 _WORST_FIRST = (REFUSED, NO_LIBCUDA, NO_GPU, NO_DEVICES, UNKNOWN, OK)
 
@@ -291,7 +295,8 @@ def node_hint(found: Verdict, driver: Driver) -> str:
     if found.outcome == REFUSED:
         return "fix the image's NVIDIA_DRIVER_CAPABILITIES (" + ", ".join(CAPABILITIES) + " or all)"
     if found.outcome == NO_LIBCUDA:
-        return "use an image that sets NVIDIA_DRIVER_CAPABILITIES=compute,utility (or all), as NVIDIA's CUDA images do"
+        return ("use an image that sets NVIDIA_DRIVER_CAPABILITIES=compute,utility (or all), as NVIDIA's CUDA images "
+                "do, or set it in the job's environment (pyxis passes it to the hook)")
     if found.outcome in (NO_GPU, NO_DEVICES):
         return "fine for a CPU image; for GPU work the image must set NVIDIA_VISIBLE_DEVICES=all"
     if found.outcome == UNKNOWN:

@@ -67,7 +67,8 @@ def test_refused_and_no_libcuda_are_errors_at_the_image_line(tmp_path):
         "built for that driver's CUDA or a ParallelCluster version whose AMI driver meets it)",
         f"{path}:17:12: containers.images[2].uri: image 'nolib' on GPU queue gpu: NVIDIA_DRIVER_CAPABILITIES is not "
         "set (the hook then gives utility only): the job gets the GPUs but no libcuda (CUDA error 35) (use an image "
-        "that sets NVIDIA_DRIVER_CAPABILITIES=compute,utility (or all), as NVIDIA's CUDA images do)",
+        "that sets NVIDIA_DRIVER_CAPABILITIES=compute,utility (or all), as NVIDIA's CUDA images do (a job can set it "
+        "in its own environment: pyxis passes it to the hook))",
     ]
 
 

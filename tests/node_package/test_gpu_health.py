@@ -1,6 +1,7 @@
 """The deep GPU check at boot (clusterkit_node/node/gpu_health.py) against stand-in dcgmi and scontrol scripts: a pass,
 a failing diagnostic and a hung one drain the node with a reason and exit 1, a check that cannot run is skipped as
-ParallelCluster's own gpu_health_check.sh skips it. The real slurmctld side: tests/real_runtime/test_gpu_check_job_start.py."""
+ParallelCluster's own gpu_health_check.sh skips it. The real slurmctld side:
+tests/real_runtime/test_gpu_check_job_start.py."""
 from __future__ import annotations
 
 import subprocess

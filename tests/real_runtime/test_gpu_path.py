@@ -21,6 +21,7 @@ import functools
 import http.server
 import json
 import os
+import re
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -56,11 +57,14 @@ def gpu_cluster(request, tmp_path_factory):
     try:
         with serve() as registry:
             cluster = bring_up(node, registry, tmp_path_factory.mktemp(f"spec-gpu-{profile}"))
-            tree = tmp_path_factory.mktemp(f"cuda-rootfs-{profile}")
-            write_rootfs(str(tree), os.uname().machine, gpu=True)
-            image = node.fsx / "cuda-style.sqsh"
-            subprocess.run(["mksquashfs", str(tree), str(image), "-noappend", "-all-root", "-quiet"], check=True)
-            image.chmod(0o644)
+            for name, extra in (("cuda-style", ""), ("cuda-debug", "NVIDIA_DEBUG_LOG=1\n")):
+                tree = tmp_path_factory.mktemp(f"{name}-rootfs-{profile}")
+                write_rootfs(str(tree), os.uname().machine, gpu=True)
+                with open(tree / "etc" / "environment", "a", encoding="utf-8") as fh:
+                    fh.write(extra)
+                image = node.fsx / f"{name}.sqsh"
+                subprocess.run(["mksquashfs", str(tree), str(image), "-noappend", "-all-root", "-quiet"], check=True)
+                image.chmod(0o644)
             yield cluster
     finally:
         node.stop()
@@ -186,6 +190,25 @@ def test_a_cuda_image_now_reaches_the_cli_and_fails_only_at_the_driver(gpu_clust
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert DRIVER in out and NOT_FOUND not in out, out
+
+
+def test_the_images_and_the_jobs_nvidia_settings_reach_the_cli(gpu_cluster: Cluster) -> None:
+    """What the hook hands the CLI comes from the image's environment AND the job's: pyxis clears slurmstepd's
+    environment but then imports the job's into enroot's (pyxis 0.24.0 pyxis_slurmstepd.c enroot_set_env ->
+    enroot_import_job_env, deny list without NVIDIA_*), and 98-nvidia.sh keeps a variable already set over the
+    container's (`[ -v key ] || export`). Marker: NVIDIA_DEBUG_LOG, for which the hook passes --debug to the CLI."""
+    debug_line = re.compile(r"nvc\.c:\d+\] ")  # "I1204 ... nvc.c:367] using root /" (pyxis prints the log's tail)
+
+    def srun(image: str, env: dict | None = None) -> str:
+        proc = gpu_cluster.node.run(["srun", f"--container-image={image}", "/bin/sh"], user="ckuser2", check=False,
+                                    timeout=120, env=env)
+        said = proc.stdout + proc.stderr
+        assert proc.returncode != 0 and DRIVER in said, said
+        return said
+
+    assert debug_line.search(srun("/fsx/cuda-debug.sqsh"))  # from the image
+    assert debug_line.search(srun(CUDA_IMAGE, {"NVIDIA_DEBUG_LOG": "1"}))  # from the job
+    assert not debug_line.search(srun(CUDA_IMAGE))  # from neither
 
 
 def test_a_non_gpu_image_still_starts(gpu_cluster: Cluster) -> None:

@@ -10,6 +10,7 @@ Stdlib only, Python 3.9.
 """
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -17,7 +18,8 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
-from clusterkit_node.contract.layout import PACKAGE_SET_NAME, package_set_dir
+from clusterkit_node.contract.layout import PACKAGE_SET_NAME, PACKAGES_DIR, package_set_dir, staging_dir
+from clusterkit_node.store.atomic_files import file_size
 
 FORMATS = ("rpm", "deb")
 _FILE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+~-]*\.(rpm|deb)$")
@@ -106,6 +108,25 @@ def read(store: str, component: str, version: str, os_name: str, arch: str) -> O
     if (found.component, found.version, found.os, found.arch) != (component, version, os_name, arch):
         raise PackageSetError(f"{path}: records {found.component} {found.version} {found.os}-{found.arch}, "
                               f"not {component} {version} {os_name}-{arch}")
+    return found
+
+
+def published(store: str) -> List[Tuple[str, Optional[PackageSet], str]]:
+    """Every set under the store's packages dir, for ``status``: (its directory, the record or None, "" when its
+    files have the recorded sizes, else what is wrong). Sizes only: status stays cheap and lock-free; nodes check
+    sha256 before installing (``verified_paths``)."""
+    root = os.path.join(staging_dir(store), PACKAGES_DIR)
+    found: List[Tuple[str, Optional[PackageSet], str]] = []
+    for record in sorted(glob.glob(os.path.join(root, "*", "*", "*", PACKAGE_SET_NAME))):
+        directory = os.path.dirname(record)
+        try:
+            with open(record, encoding="utf-8") as fh:
+                pset = parse(json.load(fh), record)
+        except (OSError, ValueError, PackageSetError) as exc:
+            found.append((directory, None, f"unreadable record: {exc}"))
+            continue
+        wrong = [f.file for f in pset.files if file_size(os.path.join(directory, f.file)) != f.size]
+        found.append((directory, pset, f"size differs: {', '.join(wrong)}" if wrong else ""))
     return found
 
 

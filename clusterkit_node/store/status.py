@@ -4,7 +4,8 @@ Read-only and lock-free, so it can run while a sync imports: an import in progre
 its partial entry (in the staging directory next to the store, present from the start of the attempt)
 and a live pid. Its SIZE_MB is the bytes the import has written so far (downloaded layers, unpacked
 layers and the squashfs, from the sync's last heartbeat record and the work directory itself) and its
-DETAIL says the pid, the attempt, how long it has run and its throughput (progress.describe_partial).
+DETAIL says the pid, the attempt, how long it has run and its throughput (progress.describe_partial). After the
+table, one line per OS package set the head node published for GPU nodes (package_set.published: sizes only).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any, Dict, Optional
 
 from clusterkit_node.contract.console import EXIT_FAILED, EXIT_OK, error, format_versions, mb, print_table
 from clusterkit_node.contract.lock import load_lock
+from clusterkit_node.store import package_set
 from clusterkit_node.store.atomic_files import file_size
 from clusterkit_node.store.debris import partials, pid_alive
 from clusterkit_node.store.manifest import read_manifest
@@ -76,6 +78,12 @@ def cmd_status(args: argparse.Namespace) -> int:
             if rej:
                 row(name, rej["digest"], "rejected", rej.get("size", 0), rej, rej.get("reason", ""))
     print_table(["NAME", "DIGEST", "STATE", "SIZE_MB", "SYNCED_AT", "VERSIONS", "DETAIL"], rows)
+    for directory, pset, problem in package_set.published(store):  # what GPU nodes install (gpu-runtime)
+        if pset is None or problem:
+            print(f"packages {directory}: corrupt ({problem}): the head node's next sync re-fetches it")
+        else:
+            print(f"packages {pset.component} {pset.version} {pset.os}-{pset.arch}: present ({pset.format}, "
+                  f"{len(pset.files)} files, checked against {pset.verified_against})")
     return EXIT_OK
 
 

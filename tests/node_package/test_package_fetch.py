@@ -388,3 +388,27 @@ def test_two_head_nodes_fetching_at_once_download_each_file_once(store: Path) ->
     assert "published by a concurrent fetch" in said or "present in" in said
     pset = package_set.read(str(store), "nvidia-container-cli", PIN, "ubuntu2204", "x86_64")
     assert pset is not None and json.loads(pset.to_json())["files"]
+
+
+# --- what `status` says of the sets ---------------------------------------------------------------------------------
+
+def test_status_names_each_published_set_and_a_damaged_one(capsys, store: Path) -> None:
+    with serve() as repo:
+        add_deb(repo)
+        add_rpm(repo)
+        assert run(capsys, store, "ubuntu2204", repo)[0] == 0
+        assert run(capsys, store, "rhel9", repo)[0] == 0
+    assert commands.main(["status", "--store", str(store)]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("packages ")]
+    assert len(lines) == 2
+    assert lines[0].startswith(f"packages nvidia-container-cli {PIN} rhel9-x86_64: present (rpm, 2 files, checked "
+                               f"against {repo.url}/rpm/x86_64/repodata/") and lines[0].endswith("-primary.xml.gz)")
+    assert lines[1] == (f"packages nvidia-container-cli {PIN} ubuntu2204-x86_64: present (deb, 2 files, checked "
+                        f"against {repo.url}/deb/amd64/Packages)")
+    victim = published(store, "rhel9") / package_set.read(str(store), "nvidia-container-cli", PIN, "rhel9",
+                                                           "x86_64").files[0].file
+    victim.write_bytes(victim.read_bytes()[:-1])
+    assert commands.main(["status", "--store", str(store)]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("packages ")]
+    assert lines[0] == (f"packages {published(store, 'rhel9')}: corrupt (size differs: {victim.name}): the head "
+                        "node's next sync re-fetches it")

@@ -80,17 +80,19 @@ def run(args: argparse.Namespace) -> int:
 
 def _gpu_nodes_note(item: Any) -> str:
     """``; GPU nodes: nvidia-container-cli 1.18.2 (deb, via the store)`` for the ok line: what GPU queues' nodes
-    install before they take jobs (docs/gpu.md); "" without GPU queues."""
-    from clusterkit.effective.expand import expand_spec, node_profiles
+    install before they take jobs (docs/gpu.md); "" without GPU queues. From the spec, not a second expand: the
+    loader already expanded it once."""
+    from clusterkit.effective.expand import has_gpu, node_profiles, nvidia_container_cli
 
-    spec = expand_spec(item.spec)
-    if not any(q.has_gpu for q in spec.queues):
+    spec = item.spec
+    if not any(has_gpu([cr.instance_type for cr in q.compute_resources]) for q in spec.queues):
         return ""
-    if spec.containers.nvidia_container_cli == "off":
+    cli = nvidia_container_cli(spec)
+    if cli == "off":
         return "; GPU nodes: no nvidia-container-cli install (install: false)"
     profile = node_profiles().get(spec.os)
     fmt = profile.package_format.value if profile else "OS"
-    return f"; GPU nodes: nvidia-container-cli {spec.containers.nvidia_container_cli} ({fmt}, via the store)"
+    return f"; GPU nodes: nvidia-container-cli {cli} ({fmt}, via the store)"
 
 
 def _acknowledged_note(acknowledged: list[Acknowledged]) -> str:

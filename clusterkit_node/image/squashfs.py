@@ -87,7 +87,8 @@ def unsquashfs_can_read(sqsh: str) -> Tuple[bool, str]:
 
 
 def content_sha256(path: str) -> str:
-    """sha256 of the whole file. Recorded when an image is published (the file was just written, so
+    """sha256 of the whole file (any file: store/package_set.py checks OS packages with it). Recorded when an image is
+    published (the file was just written, so
     it is cheap then) and compared by ``verify --deep`` / ``sync --verify-all``: the only check that
     catches same-size corruption inside data blocks, which size and superblock checks cannot see."""
     h = hashlib.sha256()

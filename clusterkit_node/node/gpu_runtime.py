@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
 from clusterkit_node.contract import profiles as node_profiles
 from clusterkit_node.contract.layout import PACKAGE_SET_NAME
@@ -24,8 +24,8 @@ from clusterkit_node.node.facts import find_tool, run_tool
 from clusterkit_node.node.file_set import Changes, NodeProblem, report
 from clusterkit_node.node.start_path import NODE_PATH
 from clusterkit_node.store import package_set
+from clusterkit_node.store.package_index import COMPONENT
 
-COMPONENT = "nvidia-container-cli"
 CLI_PATH = "/usr/bin/nvidia-container-cli"  # where NVIDIA's libnvidia-container-tools package puts it
 INSTALL_TIMEOUT = 300.0
 _VERSION_RE = re.compile(r"^cli-version:\s*([0-9][0-9.]*)\s*$", re.M)
@@ -42,11 +42,9 @@ def installed_version(env: Dict[str, str]) -> Optional[str]:
     return found.group(1) if rc == 0 and found else "broken"
 
 
-def _install_cmd(fmt: str, paths: List[str]) -> List[str]:
-    if fmt == "deb":
-        return ["dpkg", "--install", "--force-confold", *paths]
-    # rpm -U: the files were checked against the store's record; --replacepkgs makes a re-run idempotent
-    return ["rpm", "--upgrade", "--replacepkgs", *paths]
+# How each format installs a set of local files: (the package manager, its arguments before the files).
+# rpm -U --replacepkgs: the files were checked against the store's record, and a re-run is idempotent.
+INSTALL = {"deb": ("dpkg", ("--install", "--force-confold")), "rpm": ("rpm", ("--upgrade", "--replacepkgs"))}
 
 
 def ensure(ch: Changes, store: str, os_name: str, wanted: str, arch: str, env: Dict[str, str]) -> None:
@@ -61,7 +59,8 @@ def ensure(ch: Changes, store: str, os_name: str, wanted: str, arch: str, env: D
                           "failed): reinstall libnvidia-container1 and libnvidia-container-tools, or use an AMI "
                           "without a broken copy")
     if have is not None:
-        ch.log("INFO", f"gpu-runtime: {COMPONENT} {have} is on this node (the AMI's): left alone")
+        ch.log("INFO", f"gpu-runtime: {COMPONENT} {have} is already on this node (the AMI's, or an earlier boot's "
+                       "install): left alone")
         if cli.refused(have):
             ch.log("WARN", f"gpu-runtime: {cli.refused(have)}")
         return
@@ -88,11 +87,11 @@ def ensure(ch: Changes, store: str, os_name: str, wanted: str, arch: str, env: D
         paths = package_set.verified_paths(directory, pset)
     except package_set.PackageSetError as exc:
         raise NodeProblem(f"gpu-runtime: {exc}") from None
-    tool = find_tool("dpkg" if pset.format == "deb" else "rpm", env)
+    manager, options = INSTALL[pset.format]
+    tool = find_tool(manager, env)
     if tool is None:
-        raise NodeProblem(f"gpu-runtime: cannot install {pset.format} packages here (no "
-                          f"{'dpkg' if pset.format == 'deb' else 'rpm'} on PATH)")
-    rc, out = run_tool([tool, *_install_cmd(pset.format, paths)[1:]], env, timeout=INSTALL_TIMEOUT)
+        raise NodeProblem(f"gpu-runtime: cannot install {pset.format} packages here (no {manager} on PATH)")
+    rc, out = run_tool([tool, *options, *paths], env, timeout=INSTALL_TIMEOUT)
     if rc != 0:
         tail = " | ".join(ln.strip() for ln in out.strip().splitlines()[-3:] if ln.strip())
         raise NodeProblem(f"gpu-runtime: installing {', '.join(f.file for f in pset.files)} failed "

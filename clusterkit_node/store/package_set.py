@@ -11,7 +11,6 @@ Stdlib only, Python 3.9.
 from __future__ import annotations
 
 import glob
-import hashlib
 import json
 import os
 import re
@@ -19,6 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 from clusterkit_node.contract.layout import PACKAGE_SET_NAME, PACKAGES_DIR, package_set_dir, staging_dir
+from clusterkit_node.image.squashfs import content_sha256
 from clusterkit_node.store.atomic_files import file_size
 
 FORMATS = ("rpm", "deb")
@@ -130,14 +130,6 @@ def published(store: str) -> List[Tuple[str, Optional[PackageSet], str]]:
     return found
 
 
-def sha256_file(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def verified_paths(directory: str, pset: PackageSet) -> List[str]:
     """The set's files as paths, each checked against its size and sha256 now; PackageSetError on the first that
     differs (a file changed or truncated on the shared file system is never installed)."""
@@ -146,7 +138,7 @@ def verified_paths(directory: str, pset: PackageSet) -> List[str]:
         path = os.path.join(directory, f.file)
         try:
             size = os.stat(path).st_size
-            digest = sha256_file(path) if size == f.size else ""
+            digest = content_sha256(path) if size == f.size else ""
         except OSError as exc:
             raise PackageSetError(f"{path}: unreadable ({exc.strerror})") from None
         if size != f.size or digest != f.sha256:

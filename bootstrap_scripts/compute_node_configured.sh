@@ -69,7 +69,7 @@ check_pyxis_options() {
 # (pyxis_conf.py check_line_start: a queue on another AMI may lack squashfuse or a /dev/fuse users can open).
 check_start_path() {
     ck_node_apply start-path-check --line-path "${LINE_START_PATH}" --want-squashfuse "${PYXIS_USE_SQUASHFUSE}" \
-        --os "${CK_OS}"
+        --single-threaded-in-place "${PYXIS_SINGLE_THREADED_IN_PLACE}" --os "${CK_OS}"
 }
 
 # install_gpu_runtime: a GPU queue's node (CK_GPU=1) needs nvidia-container-cli for every CUDA image: keep the
@@ -87,7 +87,8 @@ run_selftest() {
     local out line rc=0 gpu=()
     if [[ "${CK_GPU}" == 1 ]]; then gpu=(--gpu); fi
     out="$(python3 "${CK_SHARED_DIR}/clusterkit_node.pyz" selftest --path "${LINE_START_PATH}" "${gpu[@]}" \
-        --want-squashfuse "${PYXIS_USE_SQUASHFUSE}" --squash-options "${ENROOT_SQUASH_OPTIONS}" 2>&1)" || rc=$?
+        --want-squashfuse "${PYXIS_USE_SQUASHFUSE}" --single-threaded-in-place "${PYXIS_SINGLE_THREADED_IN_PLACE}" \
+        --squash-options "${ENROOT_SQUASH_OPTIONS}" 2>&1)" || rc=$?
     while IFS= read -r line; do
         [[ -n "${line}" ]] && ck_log INFO "${line}"
     done <<<"${out}"

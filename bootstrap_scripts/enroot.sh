@@ -157,13 +157,16 @@ ck_require_enroot() {
 }
 
 # ck_setup_local_enroot [SLURM_SERVICE]: everything node-local that every node kind needs; the Slurm daemon's PATH
-# drop-in where one runs (none on a login node: no slurmd there, and srun needs no enroot hook).
+# drop-in where one runs (none on a login node: no slurmd there, and srun needs no enroot hook); and the squashfuse
+# enroot runs for in-place starts: the node's multi-threaded squashfuse_ll when it has one (squashfuse_reader.py),
+# before anything measures the start path.
 ck_setup_local_enroot() {
     local -a opts=()
     if mountpoint -q "${CK_ROOT}/scratch"; then
         opts+=(--scratch-mounted)
     fi
     ck_node_setup enroot-files "${opts[@]}" ${1:+--slurm-service "$1"}
+    ck_node_apply squashfuse-reader
 }
 
 ck_systemd_reload_if_dirty() {

@@ -28,6 +28,8 @@ Node setup (the node scripts' bash calls these, writes what they print and logs 
   plugstack-loads --so PLUGIN --etc SLURM_ETC             (compute/login: plugin here, plugstack.conf loads it)
   start-path-check --line-path P [--want-squashfuse 0|1] [--os OS]   (compute: can this node start that way?)
   require-enroot  [--with-pyxis]                          (exit 1 + one line naming every missing piece)
+  squashfuse-reader                                       (both roles: link the node's multi-threaded squashfuse_ll as
+                  the squashfuse enroot runs, /usr/local/bin/squashfuse; say which binary serves in-place starts)
   gpu-runtime     --store DIR --os OS [--version V|off]   (GPU nodes: keep the AMI's nvidia-container-cli or install
                   the store's verified packages; exit 1 + one line)
   enroot-files    [--scratch-mounted] [--slurm-service S] --role R -- KEY=VALUE...   (enroot dirs, enroot.conf,
@@ -93,6 +95,7 @@ COMMAND_TABLE: Tuple[Tuple[str, Tuple[Tuple[str, str], ...]], ...] = (
                          ("start-path-check", "cmd_start_path_check"))),
     ("node.file_set", (("node-file", "cmd_node_file"),)),
     ("node.preflight", (("require-enroot", "cmd_require_enroot"),)),
+    ("node.squashfuse_reader", (("squashfuse-reader", "cmd_squashfuse_reader"),)),
     ("node.gpu_runtime", (("gpu-runtime", "cmd_gpu_runtime"),)),
     ("node.enroot_files", (("enroot-files", "cmd_enroot_files"),)),
     ("node.slurm_prolog", (("slurm-prolog", "cmd_slurm_prolog"),)),

@@ -19,7 +19,7 @@ from clusterkit import paths
 from clusterkit.spec.errors import ClusterKitError, SpecError
 from clusterkit.spec.model import OsName
 
-DEFAULTS = {"region": "us-east-1", "instance_type": "p5.48xlarge", "max_nodes": 2, "os": "ubuntu2204"}
+DEFAULTS = {"region": "us-east-1", "instance_type": "p5.48xlarge", "max_nodes": 2, "os": "ubuntu2404"}
 
 
 class InitRefused(ClusterKitError):

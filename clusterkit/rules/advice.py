@@ -19,7 +19,9 @@ a warning (with its id from ``clusterkit.spec.warning_ids``), so ``validate`` st
 - The start path nodes of the spec's OS will take: ``clusterkit_node.node.start_path.choose`` (what every node runs
   on facts it measures) run on the OS's profile (clusterkit/data/node_profiles.json). Where ParallelCluster's
   AMI lacks squashfuse (alinux2023), pyxis extracts every image onto node-local disk even with
-  ``use_squashfuse`` on: a warning with the fix, and the fan-out figures use the extraction numbers.
+  ``use_squashfuse`` on: a warning with the fix, and the fan-out figures use the extraction numbers. Where its
+  squashfuse reads on one thread (every AMI but ubuntu2404's: node_profiles.json ``squashfuse_ll``), nodes extract
+  too unless ``containers.pyxis.single_threaded_in_place``: a warning predicting each image's start.
 
 A compute subnet too small for max nodes x EFA interfaces is an error, not advice: rules/network.py owns it.
 
@@ -49,6 +51,7 @@ from clusterkit_node.contract.sizing import (
     TEMP_FACTOR,
     data_uncompressed,
 )
+from clusterkit_node.node.squashfuse_reader import THREADS_BY_DEFAULT_SINCE
 from clusterkit_node.node.start_path import SQUASHFUSE, StartFacts, StartPath, choose
 
 GIB = 1024 ** 3
@@ -188,10 +191,17 @@ def start_path(spec: EffectiveSpec) -> StartPath | None:
     profile = _profiles().get(spec.os)
     if profile is None:
         return None
+    reader = profile.squashfuse_ll.value
+    threaded = reader is not None and tuple(int(p) for p in reader.split(".")) >= THREADS_BY_DEFAULT_SINCE
     facts = StartFacts(pyxis=ASSUMED_PYXIS, enroot=ASSUMED_ENROOT, squashfuse=profile.has("squashfuse"),
                        fuse_overlayfs=profile.has("fuse-overlayfs"), fuse_for_users=profile.fuse_for_users,
-                       fuse_detail=f"mode {profile.dev_fuse_mode.value} on ParallelCluster's {spec.os} AMI")
-    return choose(facts, wanted=spec.containers.pyxis.use_squashfuse)
+                       fuse_detail=f"mode {profile.dev_fuse_mode.value} on ParallelCluster's {spec.os} AMI",
+                       multi_threaded_reader=threaded,
+                       reader=(f"squashfuse_ll {reader}, multi-threaded" if threaded else
+                               f"squashfuse, single-threaded; its squashfuse_ll {reader or 'is absent'}"
+                               + (" is older than 0.3.0" if reader else "")))
+    return choose(facts, wanted=spec.containers.pyxis.use_squashfuse,
+                  single_threaded_ok=spec.containers.pyxis.single_threaded_in_place)
 
 
 def _start_path(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[Problem]:
@@ -202,11 +212,24 @@ def _start_path(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> Iterat
         return
     profile = _profiles().get(spec.os)
     assert profile is not None
+    if decided.slow_reader:
+        threaded = _profiles().profiles["ubuntu2404"].squashfuse_ll.value
+        starts = ", ".join(f"{s.name} {s.compressed_bytes / GB:.1f} GB{' (assumed)' if s.assumed else ''}"
+                           for s in sizes)
+        yield m.problem("os", f"containers on {spec.os} nodes start by extraction, not in place: the AMI's "
+                              f"{decided.facts.reader if decided.facts else 'squashfuse'} (reads in place would be up "
+                              f"to 4.5x slower), so every job start first unpacks its image onto node-local disk, "
+                              f"a time that grows with the image ({starts})",
+                        f"use os: ubuntu2404 (its squashfuse_ll {threaded} is multi-threaded) or a custom AMI with "
+                        "squashfuse_ll >= 0.3.0; or, for large images that jobs read little of, containers.pyxis.single_threaded_in_place: true with a reason",
+                        level="warning", id="container-start-extracts-slow-reader")
+        return
     lacking = " or ".join(decided.missing) or f"/dev/fuse usable by users (mode {profile.dev_fuse_mode.value})"
     yield m.problem("os", f"containers on {spec.os} nodes start by extraction, not in place: ParallelCluster's "
                           f"{spec.os} AMI has no {lacking}, so every job start unpacks its whole image onto "
-                          "node-local disk", "use os: ubuntu2204 or ubuntu2404 (their AMIs ship squashfuse) or a "
-                    "custom AMI that adds it; clusterkit/data/node_profiles.json cites the cookbook",
+                          "node-local disk", "use os: ubuntu2404 (its AMI ships squashfuse and a multi-threaded "
+                    "squashfuse_ll) or a custom AMI that adds it; clusterkit/data/node_profiles.json cites the "
+                    "cookbook",
                     level="warning", id="container-start-extracts")
 
 

@@ -14,7 +14,7 @@ from clusterkit.effective.expand import expand_spec
 from clusterkit.effective.node_settings import setting_field
 from clusterkit.rules import aws_limits
 from clusterkit.rules.cluster import acknowledge, identity, settings
-from clusterkit.rules.containers import compat, containers, nvidia_container_cli
+from clusterkit.rules.containers import compat, containers, nvidia_container_cli, single_threaded_in_place
 from clusterkit.rules.limits import AWS_INTEGER_MAX
 from clusterkit.rules.login_nodes import login_nodes
 from clusterkit.rules.network import network
@@ -29,8 +29,8 @@ from clusterkit_node.contract import settings as node
 def check(spec: ClusterSpec, marks: Marks) -> list[Problem]:
     """Every rule, in spec order; errors and warnings together."""
     problems: list[Problem] = []
-    for rule in (identity, network, head_node, storage, queues, login_nodes, containers, nvidia_container_cli, compat,
-                 settings,
+    for rule in (identity, network, head_node, storage, queues, login_nodes, containers, nvidia_container_cli,
+                 single_threaded_in_place, compat, settings,
                  aws_limits.check, acknowledge):
         problems.extend(rule(spec, marks))
     # Catch-alls, after the specific rules (whose messages say more): each field once.

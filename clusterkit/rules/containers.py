@@ -95,6 +95,23 @@ def nvidia_container_cli(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
                         f"pin another release, e.g. {pin.version.value}")
 
 
+def single_threaded_in_place(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
+    """containers.pyxis.single_threaded_in_place: slower jobs by choice only, with the reason written down."""
+    pyxis = spec.containers.pyxis
+    at = "containers.pyxis"
+    if pyxis.single_threaded_in_place and not (pyxis.single_threaded_reason or "").strip():
+        yield m.problem(f"{at}.single_threaded_in_place", "single-threaded in-place starts need a reason: parallel "
+                        "reads run up to 4.5x slower than from an extracted image (docs/images.md)",
+                        "add single_threaded_reason: (e.g. '40 GB images, jobs read under 1 GB of them'), or remove "
+                        "single_threaded_in_place")
+    elif pyxis.single_threaded_reason is not None and not pyxis.single_threaded_in_place:
+        yield m.problem(f"{at}.single_threaded_reason", "a reason without single_threaded_in_place: true changes "
+                        "nothing", "remove single_threaded_reason, or set single_threaded_in_place: true")
+    if pyxis.single_threaded_in_place and not pyxis.use_squashfuse:
+        yield m.problem(f"{at}.single_threaded_in_place", "use_squashfuse is false: nothing starts in place",
+                        "remove single_threaded_in_place, or set use_squashfuse: true")
+
+
 def compat(spec: ClusterSpec, m: Marks) -> list[Problem]:
     """Expected image versions against clusterkit/data/compat_rules.json (warnings; nodes re-check the
     versions recorded at import, with their NVIDIA driver, at boot)."""

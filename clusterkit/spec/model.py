@@ -192,7 +192,12 @@ class Pyxis:
     use_enroot_load: bool = doc("load registry images with enroot load instead of import + create (pyxis >= 0.21; "
                                 "refused where the release's pyxis is not known to have it)", False)
     use_squashfuse: bool = doc("start images in place with squashfuse instead of extracting them for every job "
-                               "(nodes with pyxis >= 0.24; older pyxis keeps extracting)", True)
+                               "(nodes with pyxis >= 0.24 and a multi-threaded squashfuse_ll; others extract)", True)
+    single_threaded_in_place: bool = doc(
+        "start in place even where the node's squashfuse reads on one thread (parallel reads up to 4.5x slower "
+        "than extracted; pays off only for large images that jobs read little of): needs single_threaded_reason",
+        False)
+    single_threaded_reason: str | None = doc("why single-threaded in-place reads are acceptable here", None)
     unlocked_images: Literal["refuse", "import"] = doc(
         "what `--container-image=<registry name>` gets when the name is not in the image lock, on nodes "
         "with pyxis >= 0.24 (locked names always start from the store): refuse, or import it for the job",

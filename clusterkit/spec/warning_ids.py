@@ -13,6 +13,8 @@ from __future__ import annotations
 # id -> what it warns about, one line (docs/spec.md's table says the same).
 WARNINGS: dict[str, str] = {
     "container-start-extracts": "the OS's ParallelCluster AMI has no squashfuse: pyxis extracts every image per job",
+    "container-start-extracts-slow-reader": "the OS's ParallelCluster AMI has no multi-threaded squashfuse_ll: "
+                                            "nodes extract every image per job rather than read it on one thread",
     "image-fanout-slow": "a job start on all max nodes reads every image from FSx for more than 10 minutes",
     "head-root-volume-small": "the head node has no local NVMe and its root volume is too small to import the images",
     "compute-root-volume-small": "a queue without local NVMe has a root volume too small to unpack the largest image",

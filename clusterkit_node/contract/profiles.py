@@ -33,6 +33,7 @@ class NodeProfile:
     python3: Fact
     nvidia_container_cli: Fact = Fact(False, "unsourced: not stated")  # does the AMI ship it (bool)
     package_format: Fact = Fact("rpm", "unsourced: not stated")        # "rpm" or "deb": how its packages come
+    squashfuse_ll: Fact = Fact(None, "unsourced: not stated")  # the version of the AMI's squashfuse_ll, or None
 
     def has(self, program: str) -> bool:
         fact = self.programs.get(program)
@@ -135,8 +136,12 @@ def parse(doc: Any) -> Profiles:
         fmt = _fact(entry, "package_format", where)
         if not isinstance(cli.value, bool) or fmt.value not in ("rpm", "deb"):
             raise ValueError(f"{where}: nvidia_container_cli.present must be true/false, package_format rpm or deb")
+        reader = _fact(entry, "squashfuse_ll", where)
+        if reader.value is not None and not (isinstance(reader.value, str) and re.fullmatch(r"\d+\.\d+\.\d+",
+                                                                                            reader.value)):
+            raise ValueError(f"{where}.squashfuse_ll: expected the AMI's squashfuse_ll version (\"0.5.0\") or null")
         out[os_name] = NodeProfile(os_name, facts, _fact(entry, "hooks_linked", where), mode,
-                                   _fact(entry, "python3", where), cli, fmt)
+                                   _fact(entry, "python3", where), cli, fmt, reader)
     pairings = []
     for i, raw in enumerate(doc.get("pairings", [])):
         where = f"pairings[{i}]"

@@ -91,6 +91,8 @@ SETTINGS: Tuple[Setting, ...] = (
     Setting("PYXIS_EXECUTE_ENTRYPOINT", "0", r"[01]", "0 or 1", spec_field="containers.pyxis.execute_entrypoint"),
     Setting("PYXIS_USE_ENROOT_LOAD", "0", r"[01]", "0 or 1", spec_field="containers.pyxis.use_enroot_load"),
     Setting("PYXIS_USE_SQUASHFUSE", "1", r"[01]", "0 or 1", spec_field="containers.pyxis.use_squashfuse"),
+    Setting("PYXIS_SINGLE_THREADED_IN_PLACE", "0", r"[01]", "0 or 1",
+            spec_field="containers.pyxis.single_threaded_in_place"),
     Setting("CK_ECR_REGISTRIES", "",
             r"([0-9]{12}\.dkr\.ecr(-fips)?\.[a-z]{2}(-[a-z]+)+-[0-9]+\.amazonaws\.com(\.cn)?( +|$))*",
             "space-separated <12-digit account>.dkr.ecr.<region>.amazonaws.com hosts", spec_field="containers.images"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 # read(ranges) -> {range: bytes}; a range past the end of the file comes back short
 RangeReader = Callable[[Sequence[Tuple[int, int]]], Dict[Tuple[int, int], bytes]]
@@ -26,6 +26,7 @@ class Dynamic:
     rpath: Tuple[str, ...]     # searched before LD_LIBRARY_PATH, and only when there is no RUNPATH
     runpath: Tuple[str, ...]   # searched after LD_LIBRARY_PATH, for this object's own NEEDED entries only
     soname: str = ""
+    names: FrozenSet[str] = frozenset()  # every string of the dynamic string table (imported/exported symbol names)
 
 
 def _split(value: Optional[str]) -> Tuple[str, ...]:
@@ -92,4 +93,5 @@ def _read_dynamic(read: RangeReader) -> Optional[Dynamic]:
     runpath = all_of(DT_RUNPATH)
     soname = all_of(DT_SONAME)
     return Dynamic(needed=tuple(all_of(DT_NEEDED)), rpath=_split(rpath[0] if rpath else None),
-                   runpath=_split(runpath[0] if runpath else None), soname=soname[0] if soname else "")
+                   runpath=_split(runpath[0] if runpath else None), soname=soname[0] if soname else "",
+                   names=frozenset(n.decode("utf-8", "surrogateescape") for n in strtab.split(b"\0") if n))

@@ -28,6 +28,9 @@ IMDS_DEFAULT = "http://169.254.169.254"
 # leaves the instance.
 IMDS_HOSTS = ("169.254.169.254", "fd00:ec2::254", "127.0.0.1", "::1", "localhost")
 IMDS_TIMEOUT = 1.0
+# pyxis runs enroot, and enroot its helpers, with a PATH like this one (real-runtime.md: pyxis' epilog
+# uses exactly /usr/local/bin:/usr/bin:/bin); sbin is added for distributions that put fuse tools there.
+NODE_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 
 
 def host_path(env: Dict[str, str], path: str) -> str:

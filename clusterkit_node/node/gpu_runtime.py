@@ -20,9 +20,8 @@ from typing import Dict, Optional
 
 from clusterkit_node.contract import profiles as node_profiles
 from clusterkit_node.contract.layout import PACKAGE_SET_NAME
-from clusterkit_node.node.facts import find_tool, run_tool
+from clusterkit_node.node.facts import NODE_PATH, find_tool, run_tool
 from clusterkit_node.node.file_set import Changes, NodeProblem, report
-from clusterkit_node.node.start_path import NODE_PATH
 from clusterkit_node.store import package_set
 from clusterkit_node.store.package_index import COMPONENT
 

@@ -54,21 +54,23 @@ def knows(version: str, option: str) -> bool:
     return bool(version) and version_key(version) >= version_key(OPTION_SINCE[option])
 
 
-def start_path_check(want: str, os_name: str) -> Tuple[str, str, List[Event]]:
-    """(squashfuse|extract, why extract, the facts lines to log), measured on this node (start_path.py)."""
+def start_path_check(want: str, os_name: str, single_threaded_ok: str = "0") -> Tuple[str, str, List[Event], bool]:
+    """(squashfuse|extract, why extract, the facts lines to log, extract only for a single-threaded reader),
+    measured on this node (start_path.py)."""
     try:
-        lines = start_path.report(want == "1", os_name or None)
+        lines = start_path.report(want == "1", os_name or None, single_threaded_ok == "1")
     except Exception as exc:  # noqa: BLE001 (a node fact that cannot be read must not stop the head node)
-        return "extract", f"the start-path check failed: {exc}", []
-    path, why, events = "extract", "", []
+        return "extract", f"the start-path check failed: {exc}", [], False
+    path, why, events, slow = "extract", "", [], False
     for line in lines:
         if line.startswith("path="):
             path = line[len("path="):]
-        elif line.startswith("why extract: "):
-            why += ("; " if why else "") + line[len("why extract: "):]
+        elif line.startswith(("why extract: ", "slow reader: ")):
+            slow = slow or line.startswith("slow reader: ")
+            why += ("; " if why else "") + line.split(": ", 1)[1]
         elif line:
             events.append(("INFO", line))
-    return path, why, events
+    return path, why, events, slow
 
 
 def options(values: Dict[str, str], so: str) -> Tuple[str, List[Event]]:
@@ -100,12 +102,15 @@ def options(values: Dict[str, str], so: str) -> Tuple[str, List[Event]]:
         events.append(("INFO", f"pyxis {shown} does not know use_squashfuse (ClusterKit writes it for pyxis >= "
                                f"{OPTION_SINCE['use_squashfuse']}): not written{FALLBACK['use_squashfuse']}"))
     else:
-        path, why, facts = start_path_check(values["PYXIS_USE_SQUASHFUSE"], values["CK_OS"])
+        path, why, facts, slow = start_path_check(values["PYXIS_USE_SQUASHFUSE"], values["CK_OS"],
+                                                  values.get("PYXIS_SINGLE_THREADED_IN_PLACE", "0"))
         events += facts
         if path == "squashfuse":
             words.append("use_squashfuse=1")
-            events.append(("INFO", "containers start in place from the store (use_squashfuse=1): squashfuse and "
-                                   "/dev/fuse checked on this node"))
+            events.append(("INFO", "containers start in place from the store (use_squashfuse=1): squashfuse, its "
+                                   "reader and /dev/fuse checked on this node"))
+        elif slow:
+            events.append(("INFO", f"containers start by extraction onto node-local disk, not in place: {why}"))
         else:
             events.append(("WARN", f"containers start by extraction onto node-local disk, not in place: {why}"))
     return " ".join(words), events
@@ -187,16 +192,21 @@ def check_loaded(ch: Changes, etc: str, so: str) -> None:
     ch.log("INFO", f"plugstack.conf loads {so}")
 
 
-def check_line_start(ch: Changes, line_path: str, want: str, os_name: str) -> None:
+def check_line_start(ch: Changes, line_path: str, want: str, os_name: str, single_threaded_ok: str = "0") -> None:
     """A compute node: the head node's line (for the whole cluster) says use_squashfuse=1 only when the head node
-    could start a .sqsh in place. A queue whose AMI differs (a custom AMI without squashfuse, a /dev/fuse users
-    cannot open) cannot: one line in the node's log, instead of in every job."""
+    could start a .sqsh in place with a multi-threaded reader. A queue whose AMI differs (a custom AMI without
+    squashfuse, a /dev/fuse users cannot open) cannot: one line in the node's log, instead of in every job. One whose
+    reader is single-threaded can, only slower: a WARN saying so (its jobs still run)."""
     if line_path != "squashfuse":
         ch.log("INFO", "the plugstack line extracts images (no use_squashfuse=1): pyxis runs enroot create per job")
         return
-    path, why, events = start_path_check(want, os_name)
+    path, why, events, slow = start_path_check(want, os_name, single_threaded_ok)
     for level, message in events:
         ch.log(level, message)
+    if path != "squashfuse" and slow:
+        ch.log("WARN", f"the cluster starts images in place (use_squashfuse=1, chosen on the head node), but here "
+                       f"{why}")
+        return
     if path != "squashfuse":
         raise NodeProblem("the cluster's pyxis.conf starts images in place (use_squashfuse=1, chosen on the head "
                           f"node) but this node cannot: {why} (does this queue use a different AMI than the head "
@@ -217,11 +227,12 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
                                                  "line says (exit 1 with one ERROR line if not)")
     st.add_argument("--line-path", choices=("squashfuse", "extract"), required=True)
     st.add_argument("--want-squashfuse", choices=("0", "1"), default="1")
+    st.add_argument("--single-threaded-in-place", choices=("0", "1"), default="0")
     st.add_argument("--os", default="")
 
 
 def cmd_start_path_check(a: argparse.Namespace) -> int:
-    return report(lambda ch: check_line_start(ch, a.line_path, a.want_squashfuse, a.os))
+    return report(lambda ch: check_line_start(ch, a.line_path, a.want_squashfuse, a.os, a.single_threaded_in_place))
 
 
 def cmd_plugstack_loads(a: argparse.Namespace) -> int:

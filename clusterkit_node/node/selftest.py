@@ -22,9 +22,9 @@ from typing import Dict, List, Optional, Tuple
 
 from clusterkit_node.contract.console import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error, log
 from clusterkit_node.contract.settings import DEFAULT_SQUASH_OPTIONS
-from clusterkit_node.node.facts import find_tool, host_path
+from clusterkit_node.node.facts import NODE_PATH, find_tool, host_path
 from clusterkit_node.node.selftest_image import GPU_PATHS, MESSAGE, write_rootfs
-from clusterkit_node.node.start_path import EXTRACT, NODE_PATH, SQUASHFUSE, UNPRIVILEGED_USER, choose, measure
+from clusterkit_node.node.start_path import EXTRACT, SQUASHFUSE, UNPRIVILEGED_USER, choose, measure
 from clusterkit_node.node.user_dirs import Log, make_all
 
 WORK_DIR = "/var/lib/clusterkit/selftest"
@@ -151,7 +151,9 @@ def _missing(out: str) -> str:
 def cmd_selftest(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     env["PATH"] = NODE_PATH if not env.get("CK_ROOT") else env.get("PATH", NODE_PATH)
-    decided = choose(measure(env), wanted=args.want_squashfuse == "1")
+    facts = measure(env)
+    decided = choose(facts, wanted=args.want_squashfuse == "1",
+                     single_threaded_ok=args.single_threaded_in_place == "1")
     path = args.path or decided.path
     if args.format == "text":
         log(decided.line())
@@ -173,6 +175,8 @@ def cmd_selftest(args: argparse.Namespace) -> int:
         if ids is not None and not make_all(ids[0], ids[1], "selftest", Log(None, echo=args.format == "text")):
             raise RuntimeError(f"could not make {UNPRIVILEGED_USER}'s enroot dirs (user-dirs lines above)")
         ok, detail = start_container(enroot, image, path, work, ids, GPU_PATHS if args.gpu else ())
+        if ok and path == SQUASHFUSE:
+            detail += f"; read with {facts.reader or 'squashfuse'}"
     except (RuntimeError, OSError) as exc:
         ok, detail = False, str(exc)
     if args.format == "json":
@@ -191,6 +195,8 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
                                         "will take (exit 1 if it cannot)")
     p.add_argument("--want-squashfuse", choices=("0", "1"), default="1",
                    help="the spec's pyxis.use_squashfuse (PYXIS_USE_SQUASHFUSE)")
+    p.add_argument("--single-threaded-in-place", choices=("0", "1"), default="0",
+                   help="the spec's pyxis.single_threaded_in_place (PYXIS_SINGLE_THREADED_IN_PLACE)")
     p.add_argument("--path", choices=(SQUASHFUSE, EXTRACT),
                    help="test this start path instead of the one this node's facts choose")
     p.add_argument("--squash-options", default=DEFAULT_SQUASH_OPTIONS, help="mksquashfs options of the store")

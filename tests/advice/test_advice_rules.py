@@ -22,9 +22,9 @@ DIGEST = "sha256:" + "ab" * 32
 
 
 def _spec(tmp_path: Path, *, nodes: int = 8, fsx: str = "", head: str = "", images: dict[str, int | None] | None = None,
-          squash: str = "", extra: str = "", pyxis: str = "", os: str = "ubuntu2204") -> list:
+          squash: str = "", extra: str = "", pyxis: str = "", os: str = "ubuntu2404") -> list:
     """Write t.yaml (+ t.images.lock when images are given) and return the loaded warnings. The OS defaults to
-    ubuntu2204, whose AMI starts images in place: the start-path warning has its own tests below."""
+    ubuntu2404, whose AMI starts images in place: the start-path warning has its own tests below."""
     text = textwrap.dedent(f"""\
         name: t
         region: us-east-1
@@ -144,13 +144,27 @@ def test_an_os_without_squashfuse_warns_that_containers_extract_and_the_fan_out_
     assert start.message == ("containers on alinux2023 nodes start by extraction, not in place: ParallelCluster's "
                              "alinux2023 AMI has no squashfuse, so every job start unpacks its whole image onto "
                              "node-local disk")
-    assert "ubuntu2204" in start.hint and "custom AMI" in start.hint
+    assert "ubuntu2404" in start.hint and "custom AMI" in start.hint
     assert fan.id == "image-fanout-slow" and fan.message.endswith("takes 11.7 min (over 10 min)")
 
 
-@pytest.mark.parametrize("os_name", ["ubuntu2204", "ubuntu2404", "rhel9"])
-def test_an_os_with_squashfuse_starts_in_place_quietly(tmp_path, os_name):
-    assert _spec(tmp_path, nodes=2, fsx=P2_125, images={"a": GIB}, os=os_name) == []
+def test_an_os_with_a_multi_threaded_squashfuse_ll_starts_in_place_quietly(tmp_path):
+    assert _spec(tmp_path, nodes=2, fsx=P2_125, images={"a": GIB}, os="ubuntu2404") == []
+
+
+@pytest.mark.parametrize("os_name, reader", [
+    ("ubuntu2204", "squashfuse, single-threaded; its squashfuse_ll 0.1.103 is older than 0.3.0"),
+    ("rhel9", "squashfuse, single-threaded; its squashfuse_ll 0.1.104 is older than 0.3.0")])
+def test_an_os_whose_squashfuse_reads_on_one_thread_extracts_and_says_each_image(tmp_path, os_name, reader):
+    warnings = _spec(tmp_path, nodes=2, fsx=P2_125, images={"a": GIB, "b": 3 * GIB}, os=os_name)
+    assert [(w.id, w.path) for w in warnings] == [("container-start-extracts-slow-reader", "os")]
+    message = warnings[0].message
+    assert f"containers on {os_name} nodes start by extraction, not in place: the AMI's {reader}" in message
+    assert message.endswith("(a 1.1 GB, b 3.2 GB)"), message
+    assert "os: ubuntu2404 (its squashfuse_ll 0.5.0 is multi-threaded)" in warnings[0].hint
+    # accepted with a reason: in place, quiet
+    assert _spec(tmp_path, nodes=2, fsx=P2_125, images={"a": GIB}, os=os_name,
+                 pyxis="single_threaded_in_place: true\n    single_threaded_reason: big images, small reads") == []
 
 
 def test_no_start_path_warning_without_images_or_with_squashfuse_off(tmp_path):

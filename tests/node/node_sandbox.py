@@ -184,10 +184,10 @@ import os, sys
 REPO = "@REPO@"
 REAL = ("node-args", "pyxis-line-check",
         "plugstack-loads", "start-path-check", "require-enroot", "enroot-files", "slurm-prolog", "pyxis-files",
-        "node-file", "store-units", "gpu-health")
+        "node-file", "store-units", "gpu-health", "squashfuse-reader")
 
 
-def standin_report(want_squashfuse, os_name):
+def standin_report(want_squashfuse, os_name, single_threaded_ok=False):
     path = os.environ.get("CK_TEST_START_PATH", "squashfuse")
     lines = [f"path={path}", "facts: stand-in"]
     if path == "extract":

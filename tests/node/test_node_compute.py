@@ -149,8 +149,8 @@ def test_configured_checks_pass_and_verify_store(compute: Sandbox) -> None:
     store_args = ["--store", str(compute.root / "fsx/containers"), "--lock", f"{shared}/images.lock"]
     # the plugstack line extracts (no use_squashfuse=1), so the self-test starts a container that way
     assert r.calls("clusterkit_node.pyz") == [
-        ["selftest", "--path", "extract", "--want-squashfuse", "1", "--squash-options",
-         "-comp zstd -Xcompression-level 3 -b 128K -no-fragments"],
+        ["selftest", "--path", "extract", "--want-squashfuse", "1", "--single-threaded-in-place", "0",
+         "--squash-options", "-comp zstd -Xcompression-level 3 -b 128K -no-fragments"],
         ["verify", *store_args], ["fingerprint", *store_args, "--cluster", "demo"]]
     assert "srun" not in r.command_names
     assert "selftest: extract start works" in r.stdout
@@ -192,7 +192,8 @@ def test_configured_tests_the_in_place_path_when_the_line_asks_for_it(compute: S
     assert r.returncode == 0, r.stderr
     calls = r.calls("clusterkit_node.pyz")
     assert calls[0][:3] == ["selftest", "--path", "squashfuse"]
-    assert ["start-path-check", "--line-path", "squashfuse", "--want-squashfuse", "1", "--os", "alinux2023"] in \
+    assert ["start-path-check", "--line-path", "squashfuse", "--want-squashfuse", "1", "--single-threaded-in-place",
+            "0", "--os", "alinux2023"] in \
         r.calls("clusterkit_node.pyz:real")
     assert "this node can start images in place" in r.stdout
 

@@ -86,7 +86,7 @@ def test_login_start_is_the_compute_start_with_the_login_role(login: Sandbox) ->
     r = login.run(LOGIN_STAGE0, "start")
     assert r.returncode == 0, r.stderr
     env = login.read("etc/clusterkit/node.env")
-    assert "CK_NODE_ROLE='login'" in env and "CK_CLUSTER='demo'" in env and "CK_OS='ubuntu2204'" in env
+    assert "CK_NODE_ROLE='login'" in env and "CK_CLUSTER='demo'" in env and "CK_OS='ubuntu2404'" in env
     assert "compute_node_start.sh INFO done: Args valid and enroot present for cluster demo" in r.stdout
 
 
@@ -102,7 +102,8 @@ def test_login_configured_sets_up_enroot_and_checks_pyxis_but_runs_no_job_checks
     after = snapshot(login.root)
     assert {p for p in changed_paths(before, after) if after.get(p) and after[p].kind == "f"} == {
         "etc/clusterkit/node.env", "var/log/clusterkit/bootstrap.log", "etc/enroot/enroot.conf",
-        "etc/enroot/hooks.d/50-slurm-pmi.sh", "etc/enroot/hooks.d/50-slurm-pytorch.sh"}
+        "etc/enroot/hooks.d/50-slurm-pmi.sh", "etc/enroot/hooks.d/50-slurm-pytorch.sh",
+        "etc/sysctl.d/99-clusterkit-enroot.conf"}  # ubuntu2404: unprivileged user namespaces (enroot_files.py)
     assert r.calls("systemctl") == []
 
 

@@ -134,7 +134,7 @@ def test_pyxis_options_follow_the_installed_pyxis(tmp_path: Path, monkeypatch: p
                                                   enroot_load: str, words: str, levels: list[str]) -> None:
     so = tmp_path / "spank_pyxis.so"
     so.write_bytes(b"\x7fELF\0" + (f"pyxis: version v{version}\0".encode() if version else b""))
-    monkeypatch.setattr(pyxis_conf.start_path, "report", lambda want, os_name: ["path=squashfuse", "facts: x"])
+    monkeypatch.setattr(pyxis_conf.start_path, "report", lambda want, os_name, st_ok: ["path=squashfuse", "facts: x"])
     values = args.parse("compute", [*BASE, f"PYXIS_USE_ENROOT_LOAD={enroot_load}"], "x.sh")
     line, events = pyxis_conf.options(values, str(so))
     extra = line.split("execute_entrypoint=0")[1].strip()

@@ -245,7 +245,15 @@ def test_compute_checks_of_the_plugin_and_the_line_start(root: Path, monkeypatch
     assert ch.lines == ["INFO the plugstack line extracts images (no use_squashfuse=1): pyxis runs enroot create "
                         "per job"]
     monkeypatch.setattr(pyxis_conf, "start_path_check",
-                        lambda want, os_name: ("extract", "squashfuse not installed", [("INFO", "facts: x")]))
+                        lambda want, os_name, ok: ("extract", "squashfuse not installed", [("INFO", "facts: x")],
+                                                   False))
     with pytest.raises(NodeProblem, match="but this node cannot: squashfuse not installed"):
         pyxis_conf.check_line_start(ch, "squashfuse", "1", "rhel9")
     assert ch.lines[-1] == "INFO facts: x"
+    # a node that could start in place but reads on one thread: its jobs run (slower), one WARN says why
+    monkeypatch.setattr(pyxis_conf, "start_path_check",
+                        lambda want, os_name, ok: ("extract", "its squashfuse reads on one thread", [], True))
+    ch = Changes()
+    pyxis_conf.check_line_start(ch, "squashfuse", "1", "ubuntu2204")
+    assert ch.lines == ["WARN the cluster starts images in place (use_squashfuse=1, chosen on the head node), but "
+                        "here its squashfuse reads on one thread"]

@@ -27,7 +27,8 @@ from clusterkit_node.contract.settings import BY_KEY
 from clusterkit_node.node.selftest_image import MESSAGE, rootfs_files, static_program
 from clusterkit_node.node.start_path import EXTRACT, SQUASHFUSE, StartFacts, choose, fuse_for_users
 
-FULL = StartFacts(pyxis="0.24.0", enroot="4.1.2", squashfuse=True, fuse_overlayfs=True, fuse_for_users=True)
+FULL = StartFacts(pyxis="0.24.0", enroot="4.1.2", squashfuse=True, fuse_overlayfs=True, fuse_for_users=True,
+                  multi_threaded_reader=True, reader="squashfuse_ll 0.6.2 (multi-threaded, /usr/bin/squashfuse_ll)")
 
 
 def facts(**changes: object) -> StartFacts:
@@ -59,6 +60,18 @@ def test_each_missing_piece_extracts_and_says_why(change, missing, reason):
     if missing:
         assert "pcluster build-image" in decided.reasons[0] and "ubuntu2204" in decided.reasons[0]
     assert decided.line().startswith("start path: extract (")
+
+
+def test_a_single_threaded_reader_extracts_unless_the_spec_accepts_it():
+    slow = facts(multi_threaded_reader=False, reader="squashfuse 0.1.104 (single-threaded, /usr/bin/squashfuse)")
+    decided = choose(slow)
+    assert (decided.path, decided.slow_reader, decided.missing) == (EXTRACT, True, [])
+    assert decided.reasons[0].startswith("the squashfuse enroot runs here (squashfuse 0.1.104 (single-threaded")
+    assert "single_threaded_in_place" in decided.reasons[0] and "ubuntu2404" in decided.reasons[0]
+    assert choose(slow, single_threaded_ok=True).path == SQUASHFUSE
+    # a node that cannot start in place at all says that, not the reader
+    assert choose(facts(multi_threaded_reader=False, squashfuse=False)).slow_reader is False
+    assert choose(slow, wanted=False).reasons == ["use_squashfuse is off in the spec"]
 
 
 def test_the_spec_can_turn_it_off():

@@ -96,6 +96,8 @@ DEB_PACKAGES = ("slurmctld slurmd slurm-client munge libslurm-dev gcc make libbs
 # (nvidia_packages.py: dpkg-deb, rpmbuild, createrepo_c) need.
 DEB_PACKAGES += ("bmake golang-go libtirpc-dev libelf-dev libseccomp-dev libcap-dev pkg-config lsb-release patch "
                  "dpkg-dev rpm createrepo-c").split()
+# ... and what building the multi-threaded squashfuse_ll 0.6.2 needs (squashfuse_build.py: autotools are above).
+DEB_PACKAGES += "libfuse3-dev libzstd-dev liblz4-dev".split()
 
 
 class SourcesUnavailable(Exception):

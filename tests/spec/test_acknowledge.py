@@ -151,8 +151,8 @@ BAD = [
     ("unknown id, close to a real one", "  - id: image-fanout-slo\n    reason: ok\n",
      ["{n1}:9: acknowledge[0].id: unknown warning id 'image-fanout-slo' (did you mean 'image-fanout-slow'?)"]),
     ("unknown id, nothing close", "  - id: everything\n    reason: ok\n",
-     ["{n1}:9: acknowledge[0].id: unknown warning id 'everything' (one of container-start-extracts, image-fanout-slow, "
-      "head-root-volume-small, "
+     ["{n1}:9: acknowledge[0].id: unknown warning id 'everything' (one of container-start-extracts, "
+      "container-start-extracts-slow-reader, image-fanout-slow, head-root-volume-small, "
       "compute-root-volume-small, capacity-block-exceeded, capacity-block-partial, capacity-block-size-unlisted, "
       "instance-type-not-in-az, image-expect-incompatible, image-combination-untested, gpu-check-in-job-start, "
       "gpu-check-none)"]),

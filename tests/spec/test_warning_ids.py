@@ -98,6 +98,7 @@ def _unlocked(tmp_path: Path, text: str) -> list[Problem]:
 # id -> a case that raises it: (tmp_path, monkeypatch) -> every warning of that case
 CASES: dict[str, Callable[[Path, pytest.MonkeyPatch], list[Problem]]] = {
     "container-start-extracts": lambda tmp, mp: _warnings(tmp, _extra("os: alinux2023\n"), {"a": GIB}),
+    "container-start-extracts-slow-reader": lambda tmp, mp: _warnings(tmp, _extra("os: ubuntu2204\n"), {"a": GIB}),
     "image-fanout-slow": lambda tmp, mp: load("demo").warnings,
     "head-root-volume-small": lambda tmp, mp: _warnings(
         tmp, _extra("head_node:\n  root_volume_gib: 100\n"), {"a": 20 * GIB, "b": 10 * GIB}),

@@ -221,7 +221,8 @@ def _start_path(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> Iterat
                               f"to 4.5x slower), so every job start first unpacks its image onto node-local disk, "
                               f"a time that grows with the image ({starts})",
                         f"use os: ubuntu2404 (its squashfuse_ll {threaded} is multi-threaded) or a custom AMI with "
-                        "squashfuse_ll >= 0.3.0; or, for large images that jobs read little of, containers.pyxis.single_threaded_in_place: true with a reason",
+                        "squashfuse_ll >= 0.3.0; or, for large images that jobs read little of, "
+                        "containers.pyxis.single_threaded_in_place: true with a reason",
                         level="warning", id="container-start-extracts-slow-reader")
         return
     lacking = " or ".join(decided.missing) or f"/dev/fuse usable by users (mode {profile.dev_fuse_mode.value})"

@@ -26,6 +26,14 @@ comparison in noise. Reported: medians over rounds;
 overhead = container start - `srun true`; overhead / floor; MB read from the store per start. Compare
 the ratios within one run, not absolute times across machines.
 
+The node runs ClusterKit's Slurm prolog as a real cluster does: ParallelCluster's ``Prolog=.../prolog.d/*`` and
+ClusterKit's ``PrologFlags=Alloc`` (node_root.PC_PROLOG_EPILOG), the prolog script the head node writes
+(node/slurm_prolog.py) running this checkout's zipapp, and enroot's per-user parents root's, 0755 (enroot.sh).
+Each round also starts --prolog-option's image and `srun true` with ClusterKit's prolog moved out of prolog.d
+(PC's own stand-in stays), so the prolog's share of a start is measured, not inferred. --use-squashfuse adds
+``use_squashfuse=1`` to the pyxis line (ClusterKit's line for pyxis >= 0.24): the store file is started in place,
+nothing extracted (the floor is then only a reference). --options runs a subset of the squash options.
+
 What it does not measure: FSx for Lustre network throughput or many nodes reading at once (the store is
 a local disk here, so reading fewer bytes matters far less than on FSx, where it is the bottleneck);
 import time (`enroot import`, see squash_options.py for mksquashfs cost); starting in place with squashfuse
@@ -63,6 +71,10 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import runtime_build  # noqa: E402
 import squash_options  # noqa: E402
 from node_root import NODE, USERS, NodeRoot  # noqa: E402
+
+sys.path.insert(0, str(REPO))
+from clusterkit.artifacts.bundle import build_zipapp  # noqa: E402
+from clusterkit_node.node.slurm_prolog import PROLOG, PROLOG_DIR, PROLOG_NAME  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -103,6 +115,8 @@ ENROOT_MOUNT_HOME yes
 class Samples:
     plain: list[float] = field(default_factory=list)
     container: list[float] = field(default_factory=list)
+    plain_no_prolog: list[float] = field(default_factory=list)
+    container_no_prolog: list[float] = field(default_factory=list)
     floor: list[float] = field(default_factory=list)
     floor_rm: list[float] = field(default_factory=list)
     container_bytes: list[int] = field(default_factory=list)
@@ -213,13 +227,31 @@ def drop_caches() -> None:
 
 # -------------------------------------------------------------------------------------------- node
 
-def configure_node(node: NodeRoot) -> None:
-    """The files ClusterKit's head node writes for pyxis and enroot (before slurmd starts)."""
-    node.sh("install -d -m 1777 /run/enroot /var/tmp/enroot /var/tmp/enroot/data /var/tmp/enroot/cache "
-            "/var/tmp/enroot/tmp")
+ZIPAPP = "/opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz"  # what the prolog runs (slurm_prolog.PROLOG)
+PROLOG_PATH = f"{PROLOG_DIR}/{PROLOG_NAME}"
+PROLOG_ASIDE = f"/opt/slurm/etc/scripts/{PROLOG_NAME}.aside"  # outside the Prolog= glob
+
+
+def configure_node(node: NodeRoot, squashfuse: bool) -> None:
+    """The files ClusterKit's head node writes for pyxis and enroot (before slurmd starts), its Slurm prolog and the
+    zipapp that prolog runs; enroot's per-user parents root's, 0755, the shared temp dir 1777 (enroot.sh)."""
+    node.sh("install -d -m 0755 /run/enroot /var/tmp/enroot /var/tmp/enroot/data /var/tmp/enroot/cache && "
+            "install -d -m 1777 /var/tmp/enroot/tmp && install -d -m 0755 /opt/parallelcluster/shared/clusterkit")
     node.write("/etc/enroot/enroot.conf", ENROOT_CONF)
     node.write("/opt/slurm/etc/plugstack.conf", PLUGSTACK)
-    node.write("/opt/slurm/etc/plugstack.conf.d/pyxis.conf", PYXIS_CONF)
+    node.write("/opt/slurm/etc/plugstack.conf.d/pyxis.conf",
+               PYXIS_CONF.replace("\n", " use_squashfuse=1\n") if squashfuse else PYXIS_CONF)
+    with tempfile.NamedTemporaryFile(dir="/tmp", suffix=".pyz") as pyz:  # /tmp: shared with the node root
+        pyz.write(build_zipapp())
+        pyz.flush()
+        node.run(["install", "-m", "0755", pyz.name, ZIPAPP])
+    node.write(PROLOG_PATH, PROLOG, 0o755)
+
+
+def prolog(node: NodeRoot, on: bool) -> None:
+    """ClusterKit's prolog in prolog.d (on) or moved aside (off; PC's own stand-in still runs)."""
+    src, dst = (PROLOG_ASIDE, PROLOG_PATH) if on else (PROLOG_PATH, PROLOG_ASIDE)
+    node.run(["mv", "-f", src, dst])
 
 
 def wait_idle(node: NodeRoot, timeout: float = 300) -> None:
@@ -284,27 +316,36 @@ def report(header: list[str], sizes: dict[str, int], samples: dict[str, Samples]
         print(line)
     print()
     print("| option | .sqsh size MB | median `srun true` s | median container start s | overhead s "
-          "| unsquashfs floor s | overhead / floor | MB read from store per start | MB read by floor |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| unsquashfs floor s | overhead / floor | MB read from store per start | MB read by floor "
+          "| without ClusterKit's prolog: `srun true` s, container start s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     ratios: dict[str, float] = {}
     read_mb: dict[str, float] = {}
     for opt in OPTIONS:
         s = samples[opt.label]
+        if not s.container:
+            continue
         plain, cont, floor = med(s.plain), med(s.container), med(s.floor)
+        without = (f"{med(s.plain_no_prolog):.3f}, {med(s.container_no_prolog):.3f}" if s.container_no_prolog
+                   else "-")
         overhead = cont - plain
         ratios[opt.label] = overhead / floor
         read_mb[opt.label] = med([b / 1e6 for b in s.container_bytes])
-        print(f"| `{opt.options}` ({opt.note}) | {sizes[opt.label] / 1e6:.1f} | {plain:.3f} | {cont:.2f} "
-              f"| {overhead:.2f} | {floor:.2f} | {ratios[opt.label]:.2f} | {read_mb[opt.label]:.1f} "
-              f"| {med([b / 1e6 for b in s.floor_bytes]):.1f} |")
+        print(f"| `{opt.options}` ({opt.note}) | {sizes[opt.label] / 1e6:.1f} | {plain:.3f} | {cont:.3f} "
+              f"| {overhead:.3f} | {floor:.2f} | {ratios[opt.label]:.2f} | {read_mb[opt.label]:.1f} "
+              f"| {med([b / 1e6 for b in s.floor_bytes]):.1f} | {without} |")
+        log(f"{opt.label}: container starts with the prolog {sorted(round(x, 3) for x in s.container)}"
+            + (f", without {sorted(round(x, 3) for x in s.container_no_prolog)}" if s.container_no_prolog else ""))
     print()
-    rm = ", ".join(f"{o.label} {med(samples[o.label].floor_rm):.2f} s" for o in OPTIONS)
+    rm = ", ".join(f"{o.label} {med(samples[o.label].floor_rm):.2f} s" for o in OPTIONS if samples[o.label].floor_rm)
     tiny = med(fixed.tiny) - med(fixed.plain)
     print(f"Size-independent part of the overhead: a tiny image (busybox only, {sizes['tiny'] / 1e3:.0f} kB) "
           f"starts in {med(fixed.tiny):.2f} s against `srun true` {med(fixed.plain):.3f} s, i.e. "
           f"{tiny:.2f} s of pyxis + enroot per start whatever the image.")
     print(f"Not in the floor: removing the extracted tree (median {rm}), which pyxis does inside the step "
           "(`enroot remove`), so it is part of the overhead.")
+    if OURS not in ratios or len(ratios) < 2:
+        return True
     ratio_ok = ratios[OURS] <= GOAL_RATIO
     fewest = min(read_mb.values())
     bytes_ok = read_mb[OURS] <= fewest
@@ -349,7 +390,8 @@ def run(args: argparse.Namespace, work: Path, cleanup: list) -> int:
     bench = node.fsx / "bench"
     bench.mkdir(mode=0o755)
     sizes: dict[str, int] = {}
-    for opt in OPTIONS:
+    options = [o for o in OPTIONS if not args.options or o.label in args.options]
+    for opt in options:
         out = bench / f"{opt.label}.sqsh"
         took = mksquashfs(tree, out, opt.options)
         sizes[opt.label] = out.stat().st_size
@@ -359,7 +401,7 @@ def run(args: argparse.Namespace, work: Path, cleanup: list) -> int:
     shutil.rmtree(tree_dir, ignore_errors=True)
 
     node.start()
-    configure_node(node)
+    configure_node(node, args.use_squashfuse)
     node.start_slurm()
     ver = versions(node, gen)
     log(ver)
@@ -376,7 +418,7 @@ def run(args: argparse.Namespace, work: Path, cleanup: list) -> int:
         fixed.tiny.append(timed_srun(node, store, user, f"{STORE}/tiny.sqsh")[0])
         log(f"round {r + 1}/{args.rounds} tiny image: srun true {fixed.plain[-1]:.3f} s, "
             f"container {fixed.tiny[-1]:.2f} s")
-        order = OPTIONS[r % len(OPTIONS):] + OPTIONS[:r % len(OPTIONS)]
+        order = options[r % len(options):] + options[:r % len(options)]
         for opt in order:
             s = samples[opt.label]
             image = f"{STORE}/{opt.label}.sqsh"
@@ -391,6 +433,13 @@ def run(args: argparse.Namespace, work: Path, cleanup: list) -> int:
             s.floor_bytes.append(floor_bytes)
             log(f"round {r + 1}/{args.rounds} {opt.label}: srun true {plain:.3f} s, container {cont:.2f} s "
                 f"({cont_bytes / 1e6:.1f} MB read), floor {floor:.2f} s ({floor_bytes / 1e6:.1f} MB read)")
+            if opt.label == args.prolog_option:
+                prolog(node, on=False)
+                s.plain_no_prolog.append(timed_srun(node, store, user, None)[0])
+                s.container_no_prolog.append(timed_srun(node, store, user, image)[0])
+                prolog(node, on=True)
+                log(f"round {r + 1}/{args.rounds} {opt.label} without ClusterKit's prolog: srun true "
+                    f"{s.plain_no_prolog[-1]:.3f} s, container {s.container_no_prolog[-1]:.3f} s")
 
     disk = " ".join(sh(["findmnt", "-n", "-o", "SOURCE,FSTYPE", "--target", str(work)]).split())
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -400,8 +449,10 @@ def run(args: argparse.Namespace, work: Path, cleanup: list) -> int:
         f"{Path('/proc/loadavg').read_text().split()[0]} at end.",
         f"Image: synthetic tree (squash_options.build_tree, seed {args.seed}) of {info['files']} files, "
         f"{info['bytes'] / 1e6:.1f} MB, + busybox-static; jobs as {args.user}, one node ({NODE}), "
-        f"container_scope=job; store (/fsx) and the node's /var/tmp (where enroot extracts): two ext4 file "
-        f"systems on loop devices backed by files on {disk}; page cache dropped before every start; "
+        f"container_scope=job{', use_squashfuse=1 (in place)' if args.use_squashfuse else ''}; ClusterKit's "
+        f"prolog (Prolog=prolog.d/*, PrologFlags=Alloc); store (/fsx) and the node's /var/tmp (where enroot "
+        f"extracts): two ext4 file systems on loop devices backed by files on {disk}; page cache dropped before "
+        f"every start; "
         f"medians of {args.rounds} "
         f"rounds, option order rotated each round.",
     ]
@@ -418,6 +469,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--user", choices=["root", *USERS], default="ckuser1",
                     help="who submits the jobs (default ckuser1, an unprivileged user)")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--options", nargs="+", choices=[o.label for o in OPTIONS],
+                    help="only these squash options (default all)")
+    ap.add_argument("--use-squashfuse", action="store_true",
+                    help="use_squashfuse=1 on the pyxis line (ClusterKit's line for pyxis >= 0.24: start in place)")
+    ap.add_argument("--prolog-option", default=OURS, choices=[o.label for o in OPTIONS],
+                    help="the option whose starts are also timed without ClusterKit's prolog (default %(default)s)")
     ap.add_argument("--workdir", default="/tmp",
                     help="where the store's backing file and the node root (whose /var/tmp receives the "
                          "extractions) go: a local disk with about 3.5x --size-mb free (default /tmp)")

@@ -17,7 +17,8 @@ from clusterkit.rules.limits import (
 from clusterkit.spec.errors import Problem
 from clusterkit.spec.model import ClusterSpec
 from clusterkit.spec.yaml_reader import Marks
-from clusterkit_node.contract.settings import STORE_PATTERN, show
+from clusterkit_node.contract.layout import STORE_PATTERN
+from clusterkit_node.contract.settings import show
 
 
 def storage(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:

@@ -9,10 +9,12 @@ bundle, never a traceback.
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from clusterkit_node.contract import compat
 from clusterkit_node.contract.console import UsageError
+
+if TYPE_CHECKING:  # compat (the rules evaluator) is imported by load_rules only: every command imports this module
+    from clusterkit_node.contract import compat
 
 ZIPAPP_NAME = "clusterkit_node.pyz"
 LOCK_NAME = "images.lock"
@@ -41,6 +43,7 @@ def default_rules_path() -> str:
 
 
 def load_rules(path: Optional[str]) -> compat.RuleSet:
+    from clusterkit_node.contract import compat  # noqa: F811 (see the TYPE_CHECKING import)
     path = path or default_rules_path()
     try:
         return compat.load_rules(path)

@@ -11,6 +11,10 @@ import os
 import re
 from typing import Optional
 
+# A store path the nodes accept (the CK_STORE setting's pattern, settings.py): absolute, parts of letters, digits,
+# . _ - that do not start with a dot (so no '..'). Here, not in settings.py, so pyxis' importer checks a store path
+# without importing the settings table.
+STORE_PATTERN = r"(/[A-Za-z0-9_-][A-Za-z0-9._-]*)+"
 MANIFEST_NAME = "manifest.json"
 STAGING_SUFFIX = ".clusterkit"
 LOCK_NAME = "sync.lock"

@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
+from clusterkit_node.contract.layout import STORE_PATTERN
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -41,7 +43,6 @@ class Setting:
         return f"{show(value)} is refused by the nodes' check of {self.key}"
 
 
-STORE_PATTERN = r"(/[A-Za-z0-9_-][A-Za-z0-9._-]*)+"
 DEFAULT_SQUASH_OPTIONS = "-comp zstd -Xcompression-level 3 -b 128K -no-fragments"
 
 SETTINGS: Tuple[Setting, ...] = (

@@ -34,23 +34,20 @@ mid-job never releases). A lease that cannot be written is a warning on stderr, 
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
-import socket
-import subprocess
 import sys
-import time
-from typing import Dict, List, Optional
+from typing import TYPE_CHECKING, Dict, List, Optional
 
-from clusterkit_node.contract import settings as settings_contract
-from clusterkit_node.contract.bundle_files import LOCK_NAME, ZIPAPP_NAME, bundle_dir
 from clusterkit_node.contract.console import UsageError, os_error_line
-from clusterkit_node.contract.enroot_uri import import_uri, parse_request
-from clusterkit_node.contract.layout import inuse_dir, record_path
-from clusterkit_node.contract.lock import LockedImage, find_locked, load_lock
-from clusterkit_node.store.published import RecordError, read_record, serve_problem
+from clusterkit_node.contract.layout import STORE_PATTERN, inuse_dir, record_path
+
+# pyxis runs `get` and `release` for every container step, so each imports only what it uses: `release` what is
+# above, `get` also the image lock, enroot's URI grammar and the sync's record (inside the functions below, marked
+# "get only"), and `enroot` only when it imports. tests/node_package/test_per_job_imports.py holds them to that.
+if TYPE_CHECKING:
+    from clusterkit_node.contract.lock import LockedImage
 
 PROG = "clusterkit importer"
 CK_ROOT = os.environ.get("CK_ROOT", "")  # a throwaway root in tests; the job user gains nothing by it
@@ -59,7 +56,7 @@ POLICIES = ("refuse", "import")
 ENROOT_PATH = "/usr/local/bin:/usr/bin:/bin"  # what pyxis' own enroot calls get
 _ID_RE = re.compile(r"[0-9]{1,10}")
 _STEP_RE = re.compile(r"[0-9]{1,10}|batch|extern|interactive")
-_PATH_RE = re.compile(settings_contract.STORE_PATTERN)  # an absolute path with no '.'-leading part (no '..')
+_PATH_RE = re.compile(STORE_PATTERN)  # an absolute path with no '.'-leading part (no '..'): CK_STORE's pattern
 
 
 class Refused(Exception):
@@ -77,7 +74,7 @@ def node_settings(path: str = NODE_ENV) -> Dict[str, str]:
                     if sep:
                         settings[key] = value
     store, policy = settings.get("CK_STORE", ""), settings.get("CK_UNLOCKED_IMAGES", "refuse")
-    if settings_contract.BY_KEY["CK_STORE"].problem(store) is not None:
+    if not _PATH_RE.fullmatch(store):  # what the settings table's check of CK_STORE accepts (contract/settings.py)
         raise Refused(f"{path}: CK_STORE={store!r} is not an absolute store path (re-run the node's bootstrap)")
     if policy not in POLICIES:
         raise Refused(f"{path}: CK_UNLOCKED_IMAGES={policy!r} is not one of {', '.join(POLICIES)}")
@@ -105,6 +102,7 @@ def store_file(store: str, img: LockedImage) -> Optional[str]:
 
 def serve_check(store: str, img: LockedImage) -> Optional[str]:
     """Why the store's file for img must not be served (see the module docstring), or None."""
+    from clusterkit_node.store.published import RecordError, read_record, serve_problem  # get only
     try:
         files = read_record(CK_ROOT + record_path(store))
     except RecordError as exc:
@@ -118,6 +116,7 @@ def enroot_env() -> Dict[str, str]:
 
 def enroot_import(uri: str) -> str:
     """`enroot import` URI into this step's file (enroot's progress goes to stderr); returns the file."""
+    import subprocess  # only an import runs a program
     target = step_file()
     os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
     if os.path.lexists(target):
@@ -136,6 +135,9 @@ def locked_label(img: LockedImage) -> str:
 
 def resolve(uri: str, settings: Dict[str, str], images: List[LockedImage]) -> str:
     """The squashfs path for URI (see the module docstring); Refused says why there is none."""
+    from clusterkit_node.contract.bundle_files import ZIPAPP_NAME  # get only
+    from clusterkit_node.contract.enroot_uri import import_uri, parse_request
+    from clusterkit_node.contract.lock import find_locked
     store, policy = settings["CK_STORE"], settings.get("CK_UNLOCKED_IMAGES", "refuse")
     cluster = settings.get("CK_CLUSTER", "?")
     request = parse_request(uri)
@@ -150,6 +152,7 @@ def resolve(uri: str, settings: Dict[str, str], images: List[LockedImage]) -> st
             raise Refused(f"{store}/{img.rel_file} (locked {img.name}) is not readable by uid {os.getuid()}: store "
                           f"files must be mode 0644, as image_sync publishes them (check who changed it: ls -l)")
         if policy == "import":
+            import subprocess
             version = subprocess.run(["enroot", "version"], capture_output=True, text=True, env=enroot_env(),
                                      check=False).stdout
             return enroot_import(import_uri(img.enroot_uri, version))
@@ -171,25 +174,32 @@ def resolve(uri: str, settings: Dict[str, str], images: List[LockedImage]) -> st
                   f"--container-image={store}/<name>.sqsh")
 
 
+def _hostname() -> str:
+    """socket.gethostname() without importing socket (glibc's gethostname is uname's nodename)."""
+    return os.uname().nodename
+
+
 def lease_path(store: str) -> str:
     """This step's lease (see the module docstring); Refused when not run by pyxis."""
     step_file()  # the same checks of pyxis' variables
     uid, job = os.environ["SLURM_JOB_UID"], os.environ["SLURM_JOB_ID"]
     step = os.environ.get("SLURM_STEP_ID") or "batch"
-    host = socket.gethostname().split(".")[0] or "localhost"
+    host = _hostname().split(".")[0] or "localhost"
     return os.path.join(CK_ROOT + inuse_dir(store), f"{host}.{job}.{step}.{uid}.json")
 
 
 def take_lease(store: str, img: LockedImage) -> None:
     """Write this step's lease on img's store file: a temp file created exclusively (never through a symlink
     another user put there), renamed into place. Best effort: a warning on stderr, the step goes on."""
+    import json  # get only
+    import time
     try:
         final = lease_path(store)
     except Refused:
         return
     if not os.path.isdir(os.path.dirname(final)):
         return  # a store synced by an older ClusterKit: no leases until its sync creates inuse/
-    doc = {"lease_version": 1, "host": socket.gethostname(), "job": os.environ["SLURM_JOB_ID"],
+    doc = {"lease_version": 1, "host": _hostname(), "job": os.environ["SLURM_JOB_ID"],
            "step": os.environ.get("SLURM_STEP_ID") or "batch", "uid": int(os.environ["SLURM_JOB_UID"]),
            "file": img.rel_file, "digest": img.digest, "created": int(time.time())}
     tmp = f"{final}.tmp-{os.getpid()}"
@@ -230,6 +240,8 @@ def main(argv: List[str]) -> int:
         if len(argv) == 2 and argv[0] == "get":
             if len(argv[1]) > 4096 or any(ord(c) < 0x20 or c == "\x7f" for c in argv[1]):
                 raise Refused(f"{argv[1][:80]!r}: control characters or over 4096 characters in the image name")
+            from clusterkit_node.contract.bundle_files import LOCK_NAME, bundle_dir  # get only
+            from clusterkit_node.contract.lock import load_lock
             settings = node_settings()
             lock = os.path.join(bundle_dir(), LOCK_NAME)
             if not os.path.isfile(lock):

@@ -20,16 +20,18 @@ agent ships), and the job goes on; its container step then fails on its own with
 """
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import os
 import re
 import stat
 import sys
-from typing import List, Optional, Tuple
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from clusterkit_node.contract.console import now_utc
-from clusterkit_node.store.sync_config import parse_enroot_conf
+from clusterkit_node.contract.enroot_conf_syntax import parse_enroot_conf
+
+if TYPE_CHECKING:  # the prolog runs without argparse (prolog(), called by the zipapp's __main__)
+    import argparse
 
 ENROOT_CONF = "/etc/enroot/enroot.conf"
 LOG_FILE = "/var/log/clusterkit/user-dirs.log"
@@ -204,18 +206,25 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     p.add_argument("--log-file", default=LOG_FILE, help=f"append lines here too (default {LOG_FILE}; '' for none)")
 
 
-def cmd_user_dirs(a: argparse.Namespace) -> int:
-    log = Log(CK_ROOT + a.log_file if a.log_file else None)
-    if a.prolog:
-        ids = _prolog_ids()
-        if ids is None:
-            log.say("ERROR", "prolog run without SLURM_JOB_UID, SLURM_JOB_GID and SLURM_JOB_ID: nothing made")
-            return 0
-        try:
-            make_all(*ids, log, a.conf)
-        except Exception as exc:  # noqa: BLE001 (the prolog must not fail: say it and let the job run)
-            log.say("ERROR", f"unexpected {type(exc).__name__}: {exc}")
+def prolog(conf: str = ENROOT_CONF, log_file: str = LOG_FILE) -> int:
+    """``user-dirs --prolog``: the job user's dirs, from Slurm's prolog environment; always 0. The zipapp's
+    ``__main__`` calls this directly for the prolog's exact words (no argparse: it runs for every job)."""
+    log = Log(CK_ROOT + log_file if log_file else None)
+    ids = _prolog_ids()
+    if ids is None:
+        log.say("ERROR", "prolog run without SLURM_JOB_UID, SLURM_JOB_GID and SLURM_JOB_ID: nothing made")
         return 0
+    try:
+        make_all(*ids, log, conf)
+    except Exception as exc:  # noqa: BLE001 (the prolog must not fail: say it and let the job run)
+        log.say("ERROR", f"unexpected {type(exc).__name__}: {exc}")
+    return 0
+
+
+def cmd_user_dirs(a: argparse.Namespace) -> int:
+    if a.prolog:
+        return prolog(a.conf, a.log_file)
+    log = Log(CK_ROOT + a.log_file if a.log_file else None)
     if a.gid is None or a.uid < 0 or a.gid < 0:
         print("user-dirs: error: --uid needs --gid (both >= 0)", file=sys.stderr)
         return 2

@@ -2,14 +2,16 @@
 
 enroot reads its settings from the environment first, then /etc/enroot/enroot.conf, then its built-in
 defaults; the disk preflight and the manifest must see the same values enroot will use, so they are
-resolved here in that order (with enroot.conf's shell-style ``${VAR:-default}`` expansion).
+resolved here in that order (with enroot.conf's shell-style ``${VAR:-default}`` expansion:
+contract/enroot_conf_syntax.py).
 """
 from __future__ import annotations
 
-import re
 import subprocess
 from dataclasses import dataclass
 from typing import Dict
+
+from clusterkit_node.contract.enroot_conf_syntax import expand_shell_vars, parse_enroot_conf
 
 # enroot reads /etc/enroot/enroot.conf; environment variables take precedence over it (enroot docs,
 # doc/configuration.md). CK_ENROOT_CONF points elsewhere (tests; unusual installs).
@@ -19,33 +21,6 @@ ENROOT_CONF_DEFAULT = "/etc/enroot/enroot.conf"
 DEFAULT_SQUASH_OPTIONS = "-comp lzo -noD"
 # Seconds between the progress lines of a running import (``sync --heartbeat``; progress.py).
 DEFAULT_HEARTBEAT = 30.0
-
-
-_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
-
-
-def expand_shell_vars(value: str, env: Dict[str, str]) -> str:
-    """Expand $VAR, ${VAR} and ${VAR:-default} the way enroot's config loader (bash) would."""
-    def repl(m: "re.Match[str]") -> str:
-        name = m.group(1) or m.group(3)
-        got = env.get(name, "")
-        if m.group(1) and m.group(2) is not None and not got:
-            return expand_shell_vars(m.group(2), env)
-        return got
-    return _VAR_RE.sub(repl, value)
-
-
-def parse_enroot_conf(text: str) -> Dict[str, str]:
-    """KEY value pairs of enroot.conf's text (comments and blank lines skipped), values unexpanded."""
-    values: Dict[str, str] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        parts = line.split(None, 1)  # "KEY<spaces or tabs>VALUE"
-        value = parts[1].strip() if len(parts) > 1 else ""
-        values[parts[0]] = value.strip('"').strip("'")
-    return values
 
 
 def enroot_conf(env: Dict[str, str]) -> Dict[str, str]:

@@ -14,6 +14,7 @@ The flow, as on ParallelCluster:
 """
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +48,7 @@ SQUASH = "-comp zstd -Xcompression-level 1 -b 128K -no-fragments"
 def spec_text(registry_host: str, os_name: str) -> str:
     """The demo spec on the fleet's OS, with the training image as its one image."""
     demo = (REPO / "cluster_configs" / "demo.yaml").read_text()
-    demo = demo.replace("\nos: ubuntu2204", f"\nos: {os_name}")
+    demo = re.sub(r"(?m)^os: .*$", f"os: {os_name}", demo, count=1)
     head = demo[:demo.index("containers:\n")]
     tail = demo[demo.index("\nlifecycle:"):]
     return (head + "containers:\n  enroot:\n"
@@ -135,7 +136,8 @@ def bring_up(fleet: Fleet, generation: Generation, registry: FakeRegistry, loopb
               boot_requests, spec_path, loopback_url, timings)
 
 
-PROFILE = "ubuntu2204"  # its AMI has squashfuse: the newer generation starts the store file in place
+# squashfuse + a multi-threaded squashfuse_ll: the newer generation starts the store file in place
+PROFILE = "ubuntu2404"
 
 
 def fleet_up(gen_key: str, layer: Layer, fsx: Path, tmp_path_factory) -> Iterator[Up]:

@@ -10,6 +10,7 @@ head_node.sh -> the image-sync unit's real ``enroot import``), with its own clus
 """
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +40,8 @@ def spec_text(cluster: str, registry_host: str, names: list[str], os_name: str, 
     """The demo spec renamed ``cluster`` on the fleet's OS, with ``names`` as its images (``ck/<name>:v1``) and
     the store's default squash options unless given."""
     demo = (REPO / "cluster_configs" / "demo.yaml").read_text()
-    demo = demo.replace("\nname: demo\n", f"\nname: {cluster}\n").replace("\nos: ubuntu2204", f"\nos: {os_name}")
+    demo = demo.replace("\nname: demo\n", f"\nname: {cluster}\n")
+    demo = re.sub(r"(?m)^os: .*$", f"os: {os_name}", demo, count=1)
     head = demo[:demo.index("containers:\n")]
     tail = demo[demo.index("\nlifecycle:"):]
     images = "".join(f"    - name: {n}\n      uri: {registry_host}/{repository(n)}:{TAG}\n" for n in names)

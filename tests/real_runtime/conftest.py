@@ -24,9 +24,10 @@ def generation(request: pytest.FixtureRequest) -> runtime_build.Generation:
 
 
 
-# The AMIs the tier's nodes are (clusterkit/data/node_profiles.json): alinux2023, the default spec's OS, has no
-# squashfuse; ubuntu2204 has every package. A module may narrow this with its own `node_profile` fixture.
-PROFILES = ("alinux2023", "ubuntu2204")
+# The AMIs the tier's nodes are (clusterkit/data/node_profiles.json): alinux2023 has no squashfuse; ubuntu2404, the
+# default spec's OS, has every package and a multi-threaded squashfuse_ll. A module may narrow this with its own
+# `node_profile` fixture (ubuntu2204, whose squashfuse reads on one thread: test_squashfuse_reader.py).
+PROFILES = ("alinux2023", "ubuntu2404")
 
 
 @pytest.fixture(scope="module", params=PROFILES)

@@ -8,7 +8,8 @@ into it; every daemon and command then runs inside it through ``nsenter --mount 
 The node root (everything else is the host's own directory, bind-mounted read-write):
   /usr        writable overlay (the node's own upper layer): on top, whiteouts for the programs the node profile's
               AMI lacks
-              (clusterkit/data/node_profiles.json: no squashfuse or fuse-overlayfs on alinux2023), then
+              (clusterkit/data/node_profiles.json: no squashfuse or fuse-overlayfs on alinux2023), the REAL
+              multi-threaded squashfuse_ll 0.6.2 where the AMI's is >= 0.3.0 (ubuntu2404: squashfuse_build.py), then
               the aws/systemctl stand-ins in /usr/local/bin, the real enroot (NVIDIA package
               layout: /usr/bin/enroot, /usr/lib/enroot, /usr/share/enroot/hooks.d) and pyxis at ParallelCluster's path
               /usr/local/lib/slurm/spank_pyxis.so, both from tests/real_runtime/runtime_build.py,
@@ -88,6 +89,21 @@ PACKAGE_OF = {"squashfuse": "squashfuse", "fuse-overlayfs": "fuse-overlayfs", "p
               "enroot": None}
 
 
+def multi_threaded_reader(profile: str) -> bool:
+    """Does this AMI's squashfuse_ll read on many threads (>= 0.3.0, node_profiles.json)? Then its node root gets
+    the REAL multi-threaded squashfuse_ll 0.6.2 (squashfuse_build.py) as /usr/bin/squashfuse_ll, standing in for the
+    AMI's (Ubuntu 24.04: 0.5.0); the others keep Debian's single-threaded 0.1.104 (jammy 0.1.103, EPEL 9 0.1.104) or,
+    without squashfuse, none."""
+    version = PROFILES.profiles[profile].squashfuse_ll.value
+    return version is not None and tuple(int(p) for p in version.split(".")) >= (0, 3, 0)
+
+
+def starts_in_place(profile: str) -> bool:
+    """A pyxis >= 0.24 node of this AMI starts store images in place (the start path's rule: squashfuse there and a
+    multi-threaded reader; clusterkit_node/node/start_path.py)."""
+    return PROFILES.profiles[profile].has("squashfuse") and multi_threaded_reader(profile)
+
+
 def hidden_programs(profile: str) -> list[str]:
     """Absolute /usr paths of the host's programs the profile's AMI does not have (its packages' bin files)."""
     paths: set[str] = set()
@@ -111,6 +127,12 @@ def ami_layer(directory: Path, profile: str) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         if not target.exists():
             os.mknod(target, 0o600 | stat.S_IFCHR, os.makedev(0, 0))
+    if multi_threaded_reader(profile):
+        import squashfuse_build
+
+        target = directory / "usr/bin/squashfuse_ll"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(squashfuse_build.build(), target)
     return directory
 
 # Runs as root in the new mount namespace: build the node root, then chroot into it and wait.
@@ -189,7 +211,7 @@ class NodeRoot:
     scratch: Path
     stage: Path
     fsx_at_start: bool = True  # False: /fsx is an empty directory until mount_fsx() (PC's config phase)
-    profile: str = "ubuntu2204"  # the AMI this node is (clusterkit/data/node_profiles.json): what it lacks is hidden
+    profile: str = "ubuntu2404"  # the AMI this node is (clusterkit/data/node_profiles.json): what it lacks is hidden
     fuse_mode: str | None = None  # /dev/fuse mode; None: the profile's
     # A node of a multi-node cluster (tests/multinode): its own network and UTS namespaces and hostname (the
     # fabric gives it an address), and the cluster's one FSx directory; None: the single-node tier's node,

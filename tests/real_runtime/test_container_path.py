@@ -30,7 +30,7 @@ from cluster_flow import (
     unlocked_images,
 )
 from images_fakes import add_rootfs_image
-from node_root import PROFILES
+from node_root import starts_in_place
 
 PRETTY = "ClusterKit test image (busybox)"
 
@@ -75,7 +75,7 @@ def test_slurm_loads_the_exact_plugstack_line_the_head_node_wrote(cluster: Clust
             if not ln.startswith("#")]
     new = _version(generation.pyxis_version) >= (0, 24, 0)
     newer = " importer=/opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz" if new else ""
-    if new and PROFILES.profiles[node.profile].has("squashfuse"):  # the node starts .sqsh files in place
+    if new and starts_in_place(node.profile):  # the node starts .sqsh files in place (a multi-threaded reader)
         newer += " use_squashfuse=1"
     assert line == ["required /usr/local/lib/slurm/spank_pyxis.so runtime_path=/run/pyxis container_scope=job "
                     "sbatch_support=1 execute_entrypoint=0" + newer]

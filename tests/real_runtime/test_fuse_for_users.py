@@ -1,7 +1,7 @@
 """A node whose /dev/fuse users cannot open (mode 0600) never looks healthy while every job fails: with the real
-enroot 4.1.2 + pyxis 0.24.0 and squashfuse installed (ubuntu2204 profile), the head node measures that an
-unprivileged user cannot open /dev/fuse, writes no use_squashfuse=1 and says so in one WARN line; the boot
-self-test starts a container by extraction as ``nobody``; users' jobs start by extraction.
+enroot 4.1.2 + pyxis 0.24.0 and squashfuse and a multi-threaded squashfuse_ll installed (ubuntu2404 profile), the
+head node measures that an unprivileged user cannot open /dev/fuse, writes no use_squashfuse=1 and says so in one
+WARN line; the boot self-test starts a container by extraction as ``nobody``; users' jobs start by extraction.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tier import start_node
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    node = start_node(GENERATIONS["gen4"], tmp_path_factory, "ubuntu2204", fuse_mode="0600")
+    node = start_node(GENERATIONS["gen4"], tmp_path_factory, "ubuntu2404", fuse_mode="0600")
     try:
         with serve() as registry:
             yield bring_up(node, registry, tmp_path_factory.mktemp("spec-fuse0600"))

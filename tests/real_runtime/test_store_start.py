@@ -1,5 +1,6 @@
 """Constant-time starts from the store, with the REAL enroot + pyxis, on nodes as ParallelCluster's AMIs are
-(node profiles: alinux2023 has no squashfuse, ubuntu2204 has it). On pyxis >= 0.24 nodes the head node's
+(node profiles: alinux2023 has no squashfuse, ubuntu2404 has it and a multi-threaded squashfuse_ll). On pyxis >= 0.24
+nodes the head node's
 plugstack line adds ClusterKit's importer, and use_squashfuse=1 only where the node can start a .sqsh in place
 (squashfuse present, /dev/fuse usable by users: measured on the node). Where it can,
 
@@ -24,7 +25,7 @@ import re
 import pytest
 from cluster_flow import IMAGE_ENV, OS_RELEASE, STORE, Cluster, rootfs, slurmd_log, srun_container, unlocked_images
 from images_fakes import add_rootfs_image
-from node_root import PROFILES
+from node_root import starts_in_place
 
 IMPORTER = "/opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz"
 # Behaviour only pyxis >= 0.24 has (what 0.20 does instead is asserted where it can be run)
@@ -36,8 +37,9 @@ def is_new(generation) -> bool:
 
 
 def in_place(cluster: Cluster, generation) -> bool:
-    """Do store starts run in place on this node? pyxis >= 0.24 on an AMI with squashfuse (the profile)."""
-    return is_new(generation) and PROFILES.profiles[cluster.node.profile].has("squashfuse")
+    """Do store starts run in place on this node? pyxis >= 0.24 on an AMI with squashfuse and a multi-threaded
+    squashfuse_ll (the profile)."""
+    return is_new(generation) and starts_in_place(cluster.node.profile)
 
 
 def digest_file(cluster: Cluster) -> str:
@@ -209,7 +211,7 @@ def test_attaching_to_a_running_unnamed_container_needs_the_extraction_path(clus
 
 
 @NEW_ONLY
-@pytest.mark.parametrize("node_profile", ["ubuntu2204"], indirect=True)  # an AMI whose line starts in place
+@pytest.mark.parametrize("node_profile", ["ubuntu2404"], indirect=True)  # an AMI whose line starts in place
 def test_a_compute_node_that_cannot_run_the_lines_squashfuse_path_fails_its_boot(cluster: Cluster, generation) -> None:
     """The head node's AMI has squashfuse and wrote use_squashfuse=1; a queue whose AMI lacks it (a custom AMI)
     must not boot as if it could. squashfuse is made unusable on this node (a non-executable file bound over it,

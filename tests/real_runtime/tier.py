@@ -34,9 +34,11 @@ def check_host() -> None:
         unavailable("needs root (mount namespaces, munged, slurmd)")
     search = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
     missing = [t for t in TOOLS if shutil.which(t, path=search) is None]
-    if missing or not Path("/usr/include/slurm/spank.h").exists():
-        unavailable(f"missing {' '.join(missing) or '/usr/include/slurm/spank.h'} "
-                    f"(apt-get install {' '.join(runtime_build.DEB_PACKAGES)})")
+    # spank.h builds pyxis; fuse3's and zstd's headers the multi-threaded squashfuse_ll (squashfuse_build.py)
+    missing += [h for h in ("/usr/include/slurm/spank.h", "/usr/include/fuse3/fuse_lowlevel.h", "/usr/include/zstd.h")
+                if not Path(h).exists()]
+    if missing:
+        unavailable(f"missing {' '.join(missing)} (apt-get install {' '.join(runtime_build.DEB_PACKAGES)})")
 
 
 _stages: dict[str, Path] = {}
@@ -87,7 +89,7 @@ def nvidia_repo() -> Path:
 
 
 def start_node(gen: runtime_build.Generation, tmp_path_factory: pytest.TempPathFactory,
-               profile: str = "ubuntu2204", fuse_mode: str | None = None) -> NodeRoot:
+               profile: str = "ubuntu2404", fuse_mode: str | None = None) -> NodeRoot:
     """A started node root of ``profile``'s AMI (``fuse_mode``: /dev/fuse's mode, else the profile's) with munged,
     slurmctld and slurmd running (caller stops it)."""
     stage = stage_for(gen.key)

@@ -325,9 +325,11 @@ def prove_reader(node, mode: Mode, image: str) -> str:
     _, err = job.communicate(timeout=120)
     if job.returncode != 0:
         raise RuntimeError(f"{mode.label}: sleep job failed: {err}")
-    want = (LL_IN_NODE,) if mode.ll else ("/usr/bin/squashfuse", "/bin/squashfuse")  # /bin: merged /usr
-    if mode.in_place != bool(seen) or (seen and seen.split(" ")[0] not in want):
-        raise RuntimeError(f"{mode.label}: expected {want[0] if mode.in_place else 'no squashfuse'}, saw {seen!r}")
+    # The exe link reads from the reader's root, which the container's pivot_root may already have moved (it
+    # runs in the container's mount namespace): "/local/libexec/..." or "/bin/squashfuse" happen; match the tail.
+    want = LL_IN_NODE.split("/usr")[1] if mode.ll else "bin/squashfuse"
+    if mode.in_place != bool(seen) or (seen and not seen.split(" ")[0].endswith(want)):
+        raise RuntimeError(f"{mode.label}: expected {want if mode.in_place else 'no squashfuse'}, saw {seen!r}")
     return seen or "no squashfuse process"
 
 

@@ -15,7 +15,7 @@ Jobs, per store, per mode, per round (modes and stores rotated each round):
   * start at two sizes: `srun --container-image=<image>.sqsh true`, the image without and with /data;
   * the whole job: `srun --container-image=<image>.sqsh python3 /ck-bench/job.py N torch`, wall time from
     srun's launch to its end (start, the job, the container's teardown). The job, with the image's own python:
-    (a) `import torch` (931 modules: numpy, sympy, libtorch_cpu 120 MB, ...), timed inside; (b) N readers
+    (a) `import torch` (875 modules: numpy, sympy, libtorch_cpu 120 MB, ...), timed inside; (b) N readers
     (--readers, default 8; forked after the import, as a DataLoader's workers are) reading the shuffled file
     list of /data round-robin, whole files, timed from the fork to the last reader's end: MB/s. The job also
     reports when its python started (the start inside the job) and the bytes it read, checked against /data.
@@ -53,7 +53,7 @@ FSx (its bandwidth, its own read-ahead and caches, many nodes at once); warm cac
 
 Run as root from the repo root (the real-runtime tier's Debian packages, libfuse3-dev, the cached training image
 or mmdebstrap and a Debian mirror; free in --workdir about 3x the image, /dev/shm about 2.5 GB). A default run
-takes about 15 minutes on 2 cores:
+took 5 minutes on 2 cores (plus about 4 minutes once to build the training image):
 
     python3 benchmarks/inplace_job.py [--size-mb 640] [--readers 8] [--rounds 3] [--stores local net]
     python3 benchmarks/inplace_job.py --quick          # 128 MiB of /data, 1 round

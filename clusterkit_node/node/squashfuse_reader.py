@@ -8,16 +8,17 @@ squashfuse"). ``squashfuse_ll`` is multi-threaded by default since 0.3.0 (squash
 squashfuse_ll by default"; 0.2.0 only with ``--enable-multithreading``) and takes enroot's ``-o uid=,gid=`` since
 0.2.0 (older ones fail: ``fuse: unknown option(s)``). So a node that has a multi-threaded ``squashfuse_ll``
 (Ubuntu 24.04's squashfuse 0.5.0, or a custom AMI's) puts it first on the PATH enroot searches, as
-``/usr/local/bin/squashfuse`` (a symlink: ``/usr/bin`` and the OS package stay untouched), and the start path
-(start_path.py) starts images in place only where the reader is multi-threaded.
+``/usr/local/bin/squashfuse`` (a two-line wrapper that runs it with one malloc arena, see TUNABLE; ``/usr/bin`` and
+the OS package stay untouched), and the start path (start_path.py) starts images in place only where the reader is
+multi-threaded.
 
 How a binary is judged, without trusting its name or its ``--help`` (Debian's single-threaded 0.1.104 prints the
 libfuse multi-thread options all the same): its version from ``--help``'s first line, its kind and threading from
 its ELF dynamic string table (image/elf_dynamic.py): the low-level one imports ``fuse_session_new``, and only a
 multi-threaded build calls ``fuse_session_loop_mt`` (ll_main.c, ``#ifdef SQFS_MULTITHREADED``).
 
-``squashfuse-reader`` (both roles, before the start path is chosen; idempotent): link, keep, or remove the link and
-say which binary will serve, one ``LEVEL message`` line each (file_set.py).
+``squashfuse-reader`` (both roles, before the start path is chosen; idempotent): write, keep, or remove the wrapper
+and say which binary will serve, one ``LEVEL message`` line each (file_set.py).
 """
 from __future__ import annotations
 
@@ -26,11 +27,11 @@ import os
 import re
 import shutil
 from dataclasses import asdict, dataclass
-from typing import Callable, Dict, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 from clusterkit_node.image.elf_dynamic import RangeReader, read_dynamic
 from clusterkit_node.node.facts import NODE_PATH, host_path, run_tool
-from clusterkit_node.node.file_set import Changes, NodeProblem, report
+from clusterkit_node.node.file_set import Changes, NodeProblem, remove_file, report, write_file
 
 READER_LINK = "/usr/local/bin/squashfuse"   # first on the PATH enroot searches (start_path.NODE_PATH, PATHs of PC AMIs)
 LOW_LEVEL, HIGH_LEVEL = "squashfuse_ll", "squashfuse"
@@ -107,9 +108,13 @@ def _search_path(env: Dict[str, str]) -> str:
 
 
 def serving(env: Dict[str, str]) -> Optional[Reader]:
-    """What enroot will run as ``squashfuse`` (the first on the node's PATH), judged; None when there is none."""
+    """What enroot will run as ``squashfuse`` (the first on the node's PATH; through ClusterKit's wrapper, the binary
+    it runs), judged; None when there is none."""
     found = shutil.which(HIGH_LEVEL, path=_search_path(env))
-    return probe(found, env) if found else None
+    if found is None:
+        return None
+    target = wrapper_target(found)
+    return probe(host_path(env, target) if target else found, env)
 
 
 def low_level_candidate(env: Dict[str, str]) -> Optional[Reader]:
@@ -129,44 +134,77 @@ def why_not(reader: Reader) -> str:
     return f"{reader.describe()}: it reads on one thread"
 
 
-def link_reader(env: Dict[str, str], log: Callable[[str, str], None]) -> Optional[Reader]:
-    """Make ``READER_LINK`` point at the node's multi-threaded squashfuse_ll when it has one; remove a link of ours
-    that no longer serves; leave a file someone else put there alone. Returns what enroot will run, judged."""
+WRAPPER_MARK = "# clusterkit-squashfuse-reader target="
+SAFE_PATH = re.compile(r"/[A-Za-z0-9._+/-]{1,255}")
+# glibc reads /proc/sys/vm/overcommit_memory the first time a thread's malloc arena shrinks (malloc/arena.c
+# check_may_shrink_heap). Under enroot the reader's root is the container it serves (pivot_root moves every process of
+# the mount namespace), so that open is a FUSE request to itself: answered by a sibling thread, or never when the
+# siblings are being killed at teardown (a zombie, a step that cannot end: docs/benchmarks.md "The whole job in
+# place"). One arena has no per-thread heap to shrink: measured with strace, squashfuse_ll 0.6.2 opened that file once
+# per mount under 8 parallel readers, never with this setting, at the same read time.
+TUNABLE = "glibc.malloc.arena_max=1"
+
+
+def wrapper_text(target: str) -> str:
+    """The /usr/local/bin/squashfuse enroot runs: the multi-threaded squashfuse_ll, with one malloc arena."""
+    if not SAFE_PATH.fullmatch(target) or "/../" in target:
+        raise NodeProblem(f"squashfuse-reader: refusing to write a wrapper for the path {target!r}")
+    return ("#!/bin/sh\n"
+            "# Written by ClusterKit (clusterkit_node/node/squashfuse_reader.py): enroot's in-place reader is this\n"
+            "# node's multi-threaded squashfuse_ll, with one malloc arena (it must never open a file through the\n"
+            "# image it serves). Rewritten or removed at every boot.\n"
+            f"{WRAPPER_MARK}{target}\n"
+            f'GLIBC_TUNABLES="${{GLIBC_TUNABLES:+$GLIBC_TUNABLES:}}{TUNABLE}"\n'
+            "export GLIBC_TUNABLES\n"
+            f'exec {target} "$@"\n')
+
+
+def wrapper_target(path: str) -> Optional[str]:
+    """The squashfuse_ll a ClusterKit wrapper at ``path`` runs, or None when ``path`` is not ours."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096).decode("utf-8", "replace")
+    except OSError:
+        return None
+    for line in head.splitlines():
+        if line.startswith(WRAPPER_MARK):
+            target = line[len(WRAPPER_MARK):]
+            return target if SAFE_PATH.fullmatch(target) else None
+    return None
+
+
+def link_reader(env: Dict[str, str], ch: Changes) -> Optional[Reader]:
+    """Make ``READER_LINK`` a wrapper running the node's multi-threaded squashfuse_ll when it has one; remove a wrapper
+    of ours that no longer serves; leave a file someone else put there alone. Returns what enroot will run, judged."""
     link = host_path(env, READER_LINK)
     candidate = low_level_candidate(env)
-    ours = os.path.islink(link)
+    ours = os.path.lexists(link) and wrapper_target(link) is not None
     if os.path.lexists(link) and not ours:
         current = serving(env)
-        log("INFO", f"squashfuse-reader: {READER_LINK} is not ClusterKit's (a custom AMI's?): left alone; "
-                    f"enroot runs {current.describe() if current else 'nothing runnable'}")
+        ch.log("INFO", f"squashfuse-reader: {READER_LINK} is not ClusterKit's (a custom AMI's?): left alone; "
+                       f"enroot runs {current.describe() if current else 'nothing runnable'}")
         return current
     if candidate is not None and candidate.serves_in_place:
         target = candidate.path
         if env.get("CK_ROOT") and target.startswith(env["CK_ROOT"]):
             target = target[len(env["CK_ROOT"]):]
-        if not ours or os.readlink(link) != target:
-            os.makedirs(os.path.dirname(link), exist_ok=True)
-            tmp = f"{link}.ck-tmp-{os.getpid()}"
-            if os.path.lexists(tmp):
-                os.unlink(tmp)
-            os.symlink(target, tmp)
-            os.replace(tmp, link)
-            log("INFO", f"squashfuse-reader: {READER_LINK} -> {target}: enroot's in-place starts read with "
-                        f"{candidate.describe()}")
-        else:
-            log("INFO", f"squashfuse-reader: {READER_LINK} -> {target} already ({candidate.describe()})")
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        changed = write_file(ch, READER_LINK, "0755", wrapper_text(target).encode())
+        ch.log("INFO", f"squashfuse-reader: {READER_LINK} runs {target}{'' if changed else ' already'}: enroot's "
+                       f"in-place starts read with {candidate.describe()}, {TUNABLE}")
         return serving(env)
     if ours:
-        os.unlink(link)
-        log("WARN", f"squashfuse-reader: removed {READER_LINK}: its squashfuse_ll no longer serves "
-                    f"({why_not(candidate) if candidate else 'gone'})")
+        remove_file(ch, READER_LINK)
+        ch.log("WARN", f"squashfuse-reader: removed ClusterKit's {READER_LINK}: its squashfuse_ll no longer serves "
+                       f"({why_not(candidate) if candidate else 'gone'})")
     if candidate is not None:
-        log("INFO", f"squashfuse-reader: not using {why_not(candidate)}")
+        ch.log("INFO", f"squashfuse-reader: not using {why_not(candidate)}")
     current = serving(env)
-    log("INFO", "squashfuse-reader: enroot runs " + (current.describe() if current else "no squashfuse (none on PATH)")
-        + ("" if current and current.serves_in_place else
-           ": no multi-threaded squashfuse_ll >= 0.3.0 here, so images are extracted unless the spec allows "
-           "single-threaded in-place starts (containers.pyxis.single_threaded_in_place)"))
+    shown = current.describe() if current else "no squashfuse (none on PATH)"
+    slow = "" if current and current.serves_in_place else (
+        ": no multi-threaded squashfuse_ll >= 0.3.0 here, so images are extracted unless the spec allows "
+        "single-threaded in-place starts (containers.pyxis.single_threaded_in_place)")
+    ch.log("INFO", f"squashfuse-reader: enroot runs {shown}{slow}")
     return current
 
 
@@ -178,7 +216,7 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
 def cmd_squashfuse_reader(_args: "argparse.Namespace") -> int:
     def step(ch: Changes) -> None:
         try:
-            link_reader(dict(os.environ), ch.log)
+            link_reader(dict(os.environ), ch)
         except OSError as exc:
             raise NodeProblem(f"squashfuse-reader: cannot write {READER_LINK}: {exc.strerror or exc}") from exc
     return report(step)

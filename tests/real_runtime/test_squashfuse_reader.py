@@ -1,9 +1,11 @@
 """Which squashfuse reads a job's image, checked on the running job with the REAL enroot 4.1.2 + pyxis 0.24.0:
 
   * ubuntu2404 (its AMI's squashfuse_ll is multi-threaded; here the REAL squashfuse_ll 0.6.2 built from
-    ../shared/vendor, squashfuse_build.py): the node links it as /usr/local/bin/squashfuse, the head node writes
+    ../shared/vendor, squashfuse_build.py): the node makes /usr/local/bin/squashfuse run it (squashfuse_reader.py's
+    wrapper, one malloc arena), the head node writes
     use_squashfuse=1, and while a user's job runs in place the FUSE process serving its image IS that binary (the
-    bytes behind /proc/PID/exe), running more than one thread after parallel reads. Without the link (a negative
+    bytes behind /proc/PID/exe) with glibc.malloc.arena_max=1 in its environment, running more than one thread
+    after parallel reads. Without the wrapper (a negative
     control) the same job is served by Debian's single-threaded squashfuse, and the check says so.
   * ubuntu2204 (its squashfuse_ll 0.1.103 is single-threaded and rejects enroot's -o uid=,gid=; here Debian's
     0.1.104): nothing is linked, the head node writes no use_squashfuse=1 and says why in one line, and jobs start by
@@ -42,7 +44,9 @@ def readers_of(image: str) -> list[dict]:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             if image.encode() not in argv or b"-f" not in argv:
                 continue
-            found.append({"pid": pid, "argv": [a.decode() for a in argv if a],
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            tunables = [e.decode() for e in environ if e.startswith(b"GLIBC_TUNABLES=")]
+            found.append({"pid": pid, "argv": [a.decode() for a in argv if a], "tunables": tunables,
                           "exe_sha256": _sha256(f"/proc/{pid}/exe"),
                           "threads": len(os.listdir(f"/proc/{pid}/task"))})
         except OSError:
@@ -84,12 +88,12 @@ def job_readers(cluster: Cluster, user: str = "ckuser1") -> tuple[list[dict], st
 @pytest.mark.parametrize("node_profile", ["ubuntu2404"], indirect=True)
 def test_a_multi_threaded_squashfuse_ll_serves_every_in_place_start(cluster: Cluster) -> None:
     node = cluster.node
-    assert node.run(["readlink", LINK]).stdout.strip() == "/usr/bin/squashfuse_ll"
+    assert "exec /usr/bin/squashfuse_ll \"$@\"" in node.read(LINK)
     linked = [ln for ln in cluster.bootstrap_log.splitlines()
-              if "squashfuse-reader: /usr/local/bin/squashfuse -> /usr/bin/squashfuse_ll" in ln]
-    # the head node links it (and so measures the start path with it), the compute script finds it linked
+              if "squashfuse-reader: /usr/local/bin/squashfuse runs /usr/bin/squashfuse_ll" in ln]
+    # the head node writes it (and so measures the start path with it), the compute script finds it written
     assert [" INFO " in ln and "squashfuse_ll 0.6.2 (multi-threaded" in ln for ln in linked] == [True, True], linked
-    assert "already" in linked[1], linked
+    assert "/usr/bin/squashfuse_ll already" in linked[1], linked
     assert "use_squashfuse=1" in node.read("/opt/slurm/etc/plugstack.conf.d/pyxis.conf")
     assert any("read with squashfuse_ll 0.6.2 (multi-threaded" in ln for ln in cluster.bootstrap_log.splitlines()
                if "selftest" in ln), "the self-test names the reader"
@@ -97,25 +101,27 @@ def test_a_multi_threaded_squashfuse_ll_serves_every_in_place_start(cluster: Clu
     seen, _ = job_readers(cluster)
     (reader,) = seen
     assert reader["exe_sha256"] == _sha256(str(squashfuse_build.build())), reader
-    assert reader["argv"][:2] == ["squashfuse", "-f"] and any(a.startswith("uid=") for a in reader["argv"]), reader
+    assert reader["argv"][:2] == ["/usr/bin/squashfuse_ll", "-f"], reader
+    assert any(a.startswith("uid=") for a in reader["argv"]), reader  # enroot's options, taken
+    assert reader["tunables"] == ["GLIBC_TUNABLES=glibc.malloc.arena_max=1"], reader
     assert reader["threads"] >= 3, reader  # libfuse's multi-threaded loop: the main thread and its workers
 
-    # negative control: without the link enroot finds Debian's single-threaded squashfuse, and the check sees it
-    node.run(["mv", LINK, "/run/ck-squashfuse-link"])
+    # negative control: without the wrapper enroot finds Debian's single-threaded squashfuse, and the check sees it
+    node.run(["mv", LINK, "/run/ck-squashfuse-wrapper"])
     try:
         seen, _ = job_readers(cluster)
         (reader,) = seen
         assert reader["exe_sha256"] == _sha256("/usr/bin/squashfuse"), reader
         assert reader["exe_sha256"] != _sha256(str(squashfuse_build.build()))
     finally:
-        node.run(["mv", "/run/ck-squashfuse-link", LINK])
+        node.run(["mv", "/run/ck-squashfuse-wrapper", LINK])
 
 
 @GEN4
 @pytest.mark.parametrize("node_profile", ["ubuntu2204"], indirect=True)
 def test_a_single_threaded_squashfuse_is_not_trusted_with_in_place_starts(cluster: Cluster) -> None:
     node = cluster.node
-    assert node.run(["test", "-e", LINK], check=False).returncode == 1, "nothing linked"
+    assert node.run(["test", "-e", LINK], check=False).returncode == 1, "no wrapper written"
     log = cluster.bootstrap_log.splitlines()
     assert any("squashfuse-reader: not using squashfuse_ll 0.1.104 (single-threaded, /usr/bin/squashfuse_ll): older "
                "than 0.2.0" in ln for ln in log), "\n".join(ln for ln in log if "squashfuse" in ln)

@@ -27,9 +27,10 @@ process serving the image, its binary and its threads):
     multi-threaded reader): `enroot create` (unsquashfs of the whole image into /var/tmp), start, remove;
   * squashfuse 0.1.104: use_squashfuse=1, enroot runs `squashfuse -f -o uid=U,gid=G` = Debian 12's
     /usr/bin/squashfuse (the high-level one: one thread);
-  * squashfuse_ll 0.6.2: use_squashfuse=1 with /usr/local/bin/squashfuse -> the multi-threaded squashfuse_ll
-    0.6.2 (tests/real_runtime/squashfuse_build.py's build from ../shared/vendor), which is what ClusterKit ships:
-    earlier on PATH than /usr/bin, taking enroot's options unchanged.
+  * squashfuse_ll 0.6.2: use_squashfuse=1 with /usr/local/bin/squashfuse = the wrapper a node's squashfuse-reader
+    writes (squashfuse_reader.wrapper_text: exec the multi-threaded squashfuse_ll 0.6.2, built by
+    tests/real_runtime/squashfuse_build.py from ../shared/vendor, with glibc.malloc.arena_max=1), which is what
+    ClusterKit ships: earlier on PATH than /usr/bin, taking enroot's options unchanged.
 
 Stores (the .sqsh files are the same; --stores picks):
   * local: an ext4 on a loop device at /fsx (read-ahead 128 KiB, Linux's default for a disk), as
@@ -81,6 +82,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # clusterkit, w
 import container_start as cs  # noqa: E402  (also puts tests/real_runtime on sys.path)
 import squashfuse_start as sfs  # noqa: E402
 
+from clusterkit_node.node.squashfuse_reader import wrapper_text  # noqa: E402
+
 REPO = cs.REPO
 sys.path.insert(0, str(REPO / "tests" / "multinode"))
 
@@ -89,7 +92,7 @@ STORE_OPTIONS = "-comp zstd -Xcompression-level 3 -b 128K -no-fragments"  # Clus
 USER = "ckuser1"
 READAHEAD_KB = 128
 LL_IN_NODE = "/usr/local/libexec/clusterkit/squashfuse_ll"  # where the node holds the multi-threaded binary
-LL_LINK = "/usr/local/bin/squashfuse"  # what ClusterKit ships: earlier on PATH than /usr/bin/squashfuse
+LL_LINK = "/usr/local/bin/squashfuse"  # what ClusterKit ships: a wrapper earlier on PATH than /usr/bin/squashfuse
 DELAYFS_SRC = Path(__file__).resolve().parent / "inplace_job" / "delayfs.c"
 # FSx for Lustre SSD: "Disk latencies per file operation (milliseconds, P50): Metadata: sub-ms, Data: sub-ms"
 # (FSx for Lustre user guide, Performance characteristics of SSD and HDD storage classes).
@@ -113,7 +116,7 @@ class Mode:
 MODES = (
     Mode("extracted", False, False, "pyxis default: enroot create = unsquashfs per job"),
     Mode("squashfuse 0.1.104", True, False, "use_squashfuse=1, Debian 12's /usr/bin/squashfuse"),
-    Mode(SHIPPED, True, True, f"use_squashfuse=1, {LL_LINK} -> squashfuse_ll 0.6.2"),
+    Mode(SHIPPED, True, True, f"use_squashfuse=1, {LL_LINK} runs squashfuse_ll 0.6.2 (one malloc arena)"),
 )
 STORES = {"local": "ext4 on a loop device", "net": "the same through delayfs"}
 
@@ -301,8 +304,8 @@ def set_mode(node, store: cs.LoopFs, mode: Mode) -> None:
         fresh = node.read("/var/log/slurmd.log")[before:]
         if "pyxis: version v" not in fresh:
             raise RuntimeError(f"slurmd did not load pyxis with {mode.pyxis_conf.strip()!r}:\n{fresh[-3000:]}")
-    if mode.ll:
-        node.run(["ln", "-sfn", LL_IN_NODE, LL_LINK])
+    if mode.ll:  # exactly the wrapper a node's squashfuse-reader writes (clusterkit_node/node/squashfuse_reader.py)
+        node.write(LL_LINK, wrapper_text(LL_IN_NODE), 0o755)
     else:
         node.run(["rm", "-f", LL_LINK])
 

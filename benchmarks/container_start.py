@@ -232,7 +232,7 @@ PROLOG_PATH = f"{PROLOG_DIR}/{PROLOG_NAME}"
 PROLOG_ASIDE = f"/opt/slurm/etc/scripts/{PROLOG_NAME}.aside"  # outside the Prolog= glob
 
 
-def configure_node(node: NodeRoot, squashfuse: bool) -> None:
+def configure_node(node: NodeRoot, squashfuse: bool = False) -> None:
     """The files ClusterKit's head node writes for pyxis and enroot (before slurmd starts), its Slurm prolog and the
     zipapp that prolog runs; enroot's per-user parents root's, 0755, the shared temp dir 1777 (enroot.sh)."""
     node.sh("install -d -m 0755 /run/enroot /var/tmp/enroot /var/tmp/enroot/data /var/tmp/enroot/cache && "

@@ -25,7 +25,7 @@ from clusterkit_node.store.manifest import read_manifest_bytes
 # Software that must be identical on all nodes of a queue (same AMI, same bootstrap). Instance type and
 # compute resource may differ inside one queue by design, so they describe a node without counting.
 DRIFT_FIELDS = ("ami_id", "kernel", "nvidia_driver", "cuda_driver_api", "efa_installer", "libfabric",
-                "enroot", "pyxis", "slurm", "manifest_sha256")
+                "enroot", "pyxis", "squashfuse_reader", "slurm", "manifest_sha256")
 NODE_FIELDS = ("hostname", "queue", "compute_resource", "instance_type", "instance_id", "recorded_at")
 
 

@@ -45,6 +45,7 @@ from clusterkit_node.node.facts import (
     read_host_text,
     tool_version,
 )
+from clusterkit_node.node.squashfuse_reader import serving
 from clusterkit_node.store.atomic_files import ensure_dir, write_json_atomic
 from clusterkit_node.store.debris import pid_alive
 from clusterkit_node.store.manifest import empty_manifest, read_manifest_bytes
@@ -139,6 +140,7 @@ def cmd_fingerprint(args: argparse.Namespace) -> int:
     efa = parse_efa_packages(read_host_text(env, EFA_PACKAGES))
     enroot_exe = find_tool("enroot", env, "/usr/bin/enroot")
     sinfo = find_tool("sinfo", env, "/opt/slurm/bin/sinfo")
+    reader = serving(env)
     doc = {
         "fingerprint_version": FINGERPRINT_VERSION,
         "hostname": host,
@@ -157,6 +159,7 @@ def cmd_fingerprint(args: argparse.Namespace) -> int:
         "libfabric": libfabric_version(env, efa.get("libfabric")),
         "enroot": tool_version(env, [enroot_exe, "version"], r"^\s*(\d\S*)") if enroot_exe else None,
         "pyxis": pyxis_version(env),
+        "squashfuse_reader": reader.summary() if reader else None,  # what enroot runs for in-place starts
         "slurm": tool_version(env, [sinfo, "--version"], r"^slurm\S*\s+(\S+)") if sinfo else None,
         "manifest_sha256": manifest_sha,
         "rules_as_of": rules.as_of,

@@ -71,6 +71,11 @@ class Reader:
     def as_dict(self) -> Dict[str, object]:
         return asdict(self)
 
+    def summary(self) -> str:
+        """What the fingerprint records and drift compares: kind, version, threads (no path: two AMIs may differ
+        in where they keep the same binary)."""
+        return f"{self.kind} {self.version or '?'} {'multi-threaded' if self.multi_threaded else 'single-threaded'}"
+
 
 def _read_ranges(path: str) -> RangeReader:
     def read(ranges: Sequence[Tuple[int, int]]) -> Dict[Tuple[int, int], bytes]:

@@ -234,7 +234,8 @@ PROLOG_ASIDE = f"/opt/slurm/etc/scripts/{PROLOG_NAME}.aside"  # outside the Prol
 
 def configure_node(node: NodeRoot, squashfuse: bool = False) -> None:
     """The files ClusterKit's head node writes for pyxis and enroot (before slurmd starts), its Slurm prolog and the
-    zipapp that prolog runs; enroot's per-user parents root's, 0755, the shared temp dir 1777 (enroot.sh)."""
+    zipapp that prolog runs, the in-place reader's wrapper; enroot's per-user parents root's, 0755, the shared temp
+    dir 1777 (enroot.sh)."""
     node.sh("install -d -m 0755 /run/enroot /var/tmp/enroot /var/tmp/enroot/data /var/tmp/enroot/cache && "
             "install -d -m 1777 /var/tmp/enroot/tmp && install -d -m 0755 /opt/parallelcluster/shared/clusterkit")
     node.write("/etc/enroot/enroot.conf", ENROOT_CONF)
@@ -246,6 +247,9 @@ def configure_node(node: NodeRoot, squashfuse: bool = False) -> None:
         pyz.flush()
         node.run(["install", "-m", "0755", pyz.name, ZIPAPP])
     node.write(PROLOG_PATH, PROLOG, 0o755)
+    # the squashfuse enroot runs, as every node's boot sets it (squashfuse_reader.py: the node's multi-threaded
+    # squashfuse_ll behind /usr/local/bin/squashfuse where it has one, ubuntu2404's node root does)
+    node.run(["python3", ZIPAPP, "squashfuse-reader"])
 
 
 def prolog(node: NodeRoot, on: bool) -> None:

@@ -441,6 +441,75 @@ def run_round(node, store: cs.LoopFs, mode: Mode, prefix: str, images: Images, r
            f"{images.data_bytes / 1e6 / res['read_s']:.0f} MB/s), {read / 1e6:.0f} MB from the store")
 
 
+# ---------------------------------------------------------------------------------------- cold reads
+
+def _drop_caches() -> None:
+    subprocess.run(["sync"], check=True)
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
+def _read_all(root: Path, readers: int, seed: int) -> tuple[float, int]:
+    """``readers`` parallel `cat`s over /data's files under ``root`` (shuffled), cold: (seconds, bytes)."""
+    files = sorted(str(p) for p in (root / "data").rglob("*") if p.is_file())
+    random.Random(seed).shuffle(files)
+    size = sum(os.path.getsize(f) for f in files)
+    _drop_caches()
+    start = time.perf_counter()
+    subprocess.run(["xargs", "-0", "-P", str(readers), "-n", "64", "cat"], input="\0".join(files).encode(),
+                   stdout=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - start, size
+
+
+def cold_reads(images: Images, host_store: dict[str, Path], extracted_on: Path, ll: Path, readers: int,
+               rounds: int, work: Path) -> dict[tuple[str, str], list[float]]:
+    """The readers alone, both sides cold (page cache dropped after the mount or the extraction): /data of the big
+    image read by ``readers`` parallel `cat`s from the tree extracted onto the node-local ext4 (what an extracted
+    job reads), and through each squashfuse reading the store's .sqsh (on each store), run as enroot runs them
+    (squashfuse_ll with ClusterKit's one malloc arena). Root, on the host: no enroot, no job around it.
+    Returns MB/s per (store, reader)."""
+    name = images.big[len(cs.STORE):].lstrip("/")
+    extracted = extracted_on / "cold-extracted"
+    cs.sh(["unsquashfs", "-f", "-q", "-no-progress", "-d", str(extracted), str(host_store["local"] / name)])
+    mnt = work / "cold-mnt"
+    mnt.mkdir(exist_ok=True)
+    tuned = {**os.environ, "GLIBC_TUNABLES": "glibc.malloc.arena_max=1"}
+    readers_of = [("squashfuse 0.1.104", ["/usr/bin/squashfuse"], dict(os.environ)),
+                  (SHIPPED, [str(ll)], tuned)]
+    out: dict[tuple[str, str], list[float]] = {}
+    for r in range(rounds):
+        secs, size = _read_all(extracted, readers, r)
+        out.setdefault(("node-local disk", "extracted"), []).append(size / 1e6 / secs)
+        for store, directory in host_store.items():
+            for label, argv, env in readers_of:
+                proc = subprocess.Popen([*argv, "-f", str(directory / name), str(mnt)], env=env,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                try:
+                    deadline = time.monotonic() + 20
+                    while subprocess.run(["mountpoint", "-q", str(mnt)]).returncode != 0:
+                        if proc.poll() is not None or time.monotonic() > deadline:
+                            said = proc.stderr.read() if proc.stderr and proc.poll() is not None else ""
+                            raise RuntimeError(f"cold reads: {label} did not mount: {said}")
+                        time.sleep(0.05)
+                    secs, size = _read_all(mnt, readers, r)
+                finally:
+                    subprocess.run(["umount", str(mnt)], check=False)
+                    proc.wait(timeout=30)
+                out.setdefault((store, label), []).append(size / 1e6 / secs)
+                cs.log(f"  cold read {r + 1}/{rounds} {store} {label}: {out[(store, label)][-1]:.0f} MB/s")
+    shutil.rmtree(extracted, ignore_errors=True)
+    return out
+
+
+def cold_table(cold: dict[tuple[str, str], list[float]], readers: int) -> list[str]:
+    base = med(cold[("node-local disk", "extracted")])
+    lines = [f"Cold parallel reads, the reader alone ({readers} parallel `cat`s over /data, page cache dropped after "
+             "the mount or the extraction; medians):", "",
+             "| store | reader | read MB/s | extracted / reader |", "|---|---|---|---|"]
+    for (store, label), values in cold.items():
+        lines.append(f"| {store} | {label} | {med(values):.0f} | {ratio(base, med(values))} |")
+    return lines
+
+
 # -------------------------------------------------------------------------------------------- report
 
 def ratio(a: float, b: float) -> str:
@@ -578,6 +647,10 @@ def run(args: argparse.Namespace, work: Path, cleanup: list) -> int:
             run_round(node, store, mode, prefixes[store_name], images, args.readers, args.module,
                       results[(store_name, mode.label)], f"round {r + 1}/{args.rounds} {store_name} {mode.label}")
 
+    host_store = {"local": bench}
+    if "net" in args.stores:
+        host_store["net"] = Path(prefixes["net"])
+    cold = cold_reads(images, host_store, node.scratch / "vartmp", ll, args.readers, args.rounds, work)
     net_ra = net.readahead_kb() if net.proc else "-"
     disk = " ".join(cs.sh(["findmnt", "-n", "-o", "SOURCE,FSTYPE", "--target", str(work)]).split())
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -608,6 +681,7 @@ def run(args: argparse.Namespace, work: Path, cleanup: list) -> int:
                   f"{len(stuck_readers() - stuck_before - set().union(*(r.stuck for r in results.values())))} "
                   "left blocked.")
     report(header, results, args.stores, modes, images, args.readers)
+    print("\n".join(["", *cold_table(cold, args.readers)]))
     return 0
 
 

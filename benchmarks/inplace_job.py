@@ -536,17 +536,22 @@ def table(results: dict[tuple[str, str], Samples], stores: list[str], modes: lis
     return lines
 
 
-def goals(results: dict[tuple[str, str], Samples], stores: list[str], images: Images) -> list[str]:
+def goals(results: dict[tuple[str, str], Samples], stores: list[str], images: Images,
+          cold: dict[tuple[str, str], list[float]]) -> list[str]:
+    """The issue's goals for the shipped reader. The read goal compares the readers cold on both sides (the cold
+    table): in the whole job an extracted image's reads come from the page cache its extraction just filled."""
     out = []
     for store in stores:
         base, ours = results.get((store, "extracted")), results.get((store, SHIPPED))
-        if base is None or ours is None:
+        if base is None or ours is None or (store, SHIPPED) not in cold:
             continue
-        read = base.mbps(images.data_bytes) / ours.mbps(images.data_bytes)
+        read = med(cold[("node-local disk", "extracted")]) / med(cold[(store, SHIPPED)])
+        warm = base.mbps(images.data_bytes) / ours.mbps(images.data_bytes)
         job = med(ours.wall) / med(base.wall)
         spread = med(ours.start_big) - med(ours.start_small)
-        out.append(f"Goal ({store} store, {SHIPPED}, the shipped default): read within {GOAL_READ_RATIO}x of "
-                   f"extracted: {'MET' if read <= GOAL_READ_RATIO else 'NOT MET'} ({read:.2f}x); whole job <= "
+        out.append(f"Goal ({store} store, {SHIPPED}, the shipped default): parallel reads within {GOAL_READ_RATIO}x "
+                   f"of extracted, both cold: {'MET' if read <= GOAL_READ_RATIO else 'NOT MET'} ({read:.2f}x; "
+                   f"{warm:.2f}x against the whole job's page-cache reads after extraction); whole job <= "
                    f"{GOAL_JOB_RATIO}x: {'MET' if job <= GOAL_JOB_RATIO else 'NOT MET'} ({job:.2f}x); start "
                    f"constant in size (big - small <= {GOAL_START_SPREAD_S} s): "
                    f"{'MET' if spread <= GOAL_START_SPREAD_S else 'NOT MET'} ({spread:+.2f} s; extracted "
@@ -555,9 +560,9 @@ def goals(results: dict[tuple[str, str], Samples], stores: list[str], images: Im
 
 
 def report(header: list[str], results: dict[tuple[str, str], Samples], stores: list[str], modes: list[Mode],
-           images: Images, readers: int) -> None:
+           images: Images, readers: int, cold: dict[tuple[str, str], list[float]]) -> None:
     print("\n\n".join([*header, "\n".join(table(results, stores, modes, images, readers)),
-                       *goals(results, stores, images)]))
+                       "\n".join(cold_table(cold, readers)), *goals(results, stores, images, cold)]))
 
 
 # ---------------------------------------------------------------------------------------------- main
@@ -680,8 +685,7 @@ def run(args: argparse.Namespace, work: Path, cleanup: list) -> int:
                   + f"; warm-ups and proofs: {warm_hung} hung, "
                   f"{len(stuck_readers() - stuck_before - set().union(*(r.stuck for r in results.values())))} "
                   "left blocked.")
-    report(header, results, args.stores, modes, images, args.readers)
-    print("\n".join(["", *cold_table(cold, args.readers)]))
+    report(header, results, args.stores, modes, images, args.readers, cold)
     return 0
 
 

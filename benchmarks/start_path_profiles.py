@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Container start per node profile: which start path each AMI gets, and what it costs.
 
-For each node profile (clusterkit/data/node_profiles.json: alinux2023 lacks squashfuse, ubuntu2204 has it), a
+For each node profile (clusterkit/data/node_profiles.json: alinux2023 lacks squashfuse, ubuntu2204's reads on one
+thread, ubuntu2404's squashfuse_ll on many), a
 ParallelCluster-shaped node root of that AMI (tests/real_runtime/node_root.py: the programs the AMI lacks are
 hidden) is brought up with the REAL enroot 4.1.2 + pyxis 0.24.0 exactly as the tests do
 (tests/real_runtime/cluster_flow.bring_up: head-node scripts, image sync, compute scripts with the boot
@@ -46,7 +47,7 @@ from squash_options import build_tree  # noqa: E402
 
 from clusterkit_node.contract.settings import DEFAULT_SQUASH_OPTIONS  # noqa: E402
 
-PROFILES = ("alinux2023", "ubuntu2204")
+PROFILES = ("alinux2023", "ubuntu2204", "ubuntu2404")
 USER = "ckuser1"
 BENCH = "/fsx/containers/bench.sqsh"
 

@@ -97,7 +97,7 @@ DEB_PACKAGES = ("slurmctld slurmd slurm-client munge libslurm-dev gcc make libbs
 DEB_PACKAGES += ("bmake golang-go libtirpc-dev libelf-dev libseccomp-dev libcap-dev pkg-config lsb-release patch "
                  "dpkg-dev rpm createrepo-c").split()
 # ... and what building the multi-threaded squashfuse_ll 0.6.2 needs (squashfuse_build.py: autotools are above).
-DEB_PACKAGES += "libfuse3-dev libzstd-dev liblz4-dev".split()
+DEB_PACKAGES += "libfuse3-dev libzstd-dev liblz4-dev liblzo2-dev".split()
 
 
 class SourcesUnavailable(Exception):

@@ -12,7 +12,8 @@ Ubuntu 24.04's squashfuse 0.5.0, which ships ``/usr/bin/squashfuse_ll``: package
 Source: ``../shared/vendor/squashfuse-0.6.2.tar.gz`` (vasi/squashfuse tag 0.6.2), sha256-pinned as in the vendor
 README. Recipe: the tree's ``autogen.sh``, ``configure --disable-shared --disable-demo --disable-high-level``
 (multi-threading is the default: configure.ac ``--disable-multithreading`` is not given), ``make squashfuse_ll``.
-The binary links Debian's libfuse3, zstd, lz4, xz and zlib dynamically and its own code statically.
+The binary links Debian's libfuse3, zstd, lz4, lzo, xz and zlib dynamically and its own code statically; the build
+fails if configure left a compression out.
 
 Cached under ``.cache/real-runtime/squashfuse/`` keyed by the source digest and this file; locked for xdist workers.
 Usage: squashfuse_build.py   (prints the path of the built squashfuse_ll)
@@ -35,6 +36,10 @@ SQUASHFUSE = Source("squashfuse", VERSION, "https://github.com/vasi/squashfuse.g
                     "437925319ac150108af4130307f08924eb515cb2",
                     "326c5ec1210485a3697c202553dbe7ca6bd8f28bc63531137b00a745cad0fd67")
 CONFIGURE = ["--disable-shared", "--disable-demo", "--disable-high-level"]
+# every compression mksquashfs can write (enroot's own default is lzo): distributions' builds link them all (Ubuntu
+# noble's squashfuse depends on zlib1g, liblzma5, liblzo2-2, liblz4-1, libzstd1); configure leaves out silently
+# what it cannot find, so the build checks its summary line
+COMPRESSIONS = ("ZLIB", "XZ", "LZO", "LZ4", "ZSTD")
 
 
 def _tarball() -> Path:
@@ -74,6 +79,11 @@ def _build_locked() -> Path:
         tree = work / f"squashfuse-{VERSION}"
         runtime_build._run(["./autogen.sh"], tree, None, log)
         runtime_build._run(["./configure", *CONFIGURE], tree, None, log)
+        summary = next((ln for ln in log.read_text().splitlines() if ln.startswith("Compression support")), "")
+        missing = [c for c in COMPRESSIONS if c not in summary.split(":")[-1].split()]
+        if missing:
+            raise BuildFailed(f"squashfuse {VERSION} configure found no {', '.join(missing)} (install the -dev "
+                              f"packages: runtime_build.DEB_PACKAGES); it said: {summary!r}")
         runtime_build._run(["make", "-j2", "squashfuse_ll"], tree, None, log)
         if out.exists():
             shutil.rmtree(out)

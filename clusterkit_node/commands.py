@@ -28,8 +28,8 @@ Node setup (the node scripts' bash calls these, writes what they print and logs 
   plugstack-loads --so PLUGIN --etc SLURM_ETC             (compute/login: plugin here, plugstack.conf loads it)
   start-path-check --line-path P [--want-squashfuse 0|1] [--os OS]   (compute: can this node start that way?)
   require-enroot  [--with-pyxis]                          (exit 1 + one line naming every missing piece)
-  squashfuse-reader                                       (both roles: link the node's multi-threaded squashfuse_ll as
-                  the squashfuse enroot runs, /usr/local/bin/squashfuse; say which binary serves in-place starts)
+  squashfuse-reader                                       (every node: make the node's multi-threaded squashfuse_ll the
+                  squashfuse enroot runs, a wrapper at /usr/local/bin/squashfuse; say which binary serves in place)
   gpu-runtime     --store DIR --os OS [--version V|off]   (GPU nodes: keep the AMI's nvidia-container-cli or install
                   the store's verified packages; exit 1 + one line)
   enroot-files    [--scratch-mounted] [--slurm-service S] --role R -- KEY=VALUE...   (enroot dirs, enroot.conf,

@@ -178,13 +178,13 @@ def wrapper_target(path: str) -> Optional[str]:
     return None
 
 
-def link_reader(env: Dict[str, str], ch: Changes) -> Optional[Reader]:
+def set_reader(env: Dict[str, str], ch: Changes) -> Optional[Reader]:
     """Make ``READER_LINK`` a wrapper running the node's multi-threaded squashfuse_ll when it has one; remove a wrapper
     of ours that no longer serves; leave a file someone else put there alone. Returns what enroot will run, judged."""
-    link = host_path(env, READER_LINK)
+    wrapper = host_path(env, READER_LINK)
     candidate = low_level_candidate(env)
-    ours = os.path.lexists(link) and wrapper_target(link) is not None
-    if os.path.lexists(link) and not ours:
+    ours = os.path.lexists(wrapper) and wrapper_target(wrapper) is not None
+    if os.path.lexists(wrapper) and not ours:
         current = serving(env)
         ch.log("INFO", f"squashfuse-reader: {READER_LINK} is not ClusterKit's (a custom AMI's?): left alone; "
                        f"enroot runs {current.describe() if current else 'nothing runnable'}")
@@ -193,7 +193,7 @@ def link_reader(env: Dict[str, str], ch: Changes) -> Optional[Reader]:
         target = candidate.path
         if env.get("CK_ROOT") and target.startswith(env["CK_ROOT"]):
             target = target[len(env["CK_ROOT"]):]
-        os.makedirs(os.path.dirname(link), exist_ok=True)
+        os.makedirs(os.path.dirname(wrapper), exist_ok=True)
         changed = write_file(ch, READER_LINK, "0755", wrapper_text(target).encode())
         ch.log("INFO", f"squashfuse-reader: {READER_LINK} runs {target}{'' if changed else ' already'}: enroot's "
                        f"in-place starts read with {candidate.describe()}, {TUNABLE}")
@@ -214,14 +214,14 @@ def link_reader(env: Dict[str, str], ch: Changes) -> Optional[Reader]:
 
 
 def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    sub.add_parser("squashfuse-reader", help="link this node's multi-threaded squashfuse_ll as the squashfuse enroot "
-                                             f"runs ({READER_LINK}) when it has one, and say which binary serves")
+    sub.add_parser("squashfuse-reader", help="make this node's multi-threaded squashfuse_ll the squashfuse enroot "
+                                             f"runs (a wrapper at {READER_LINK}) when it has one; say which serves")
 
 
 def cmd_squashfuse_reader(_args: "argparse.Namespace") -> int:
     def step(ch: Changes) -> None:
         try:
-            link_reader(dict(os.environ), ch)
+            set_reader(dict(os.environ), ch)
         except OSError as exc:
             raise NodeProblem(f"squashfuse-reader: cannot write {READER_LINK}: {exc.strerror or exc}") from exc
     return report(step)

@@ -80,7 +80,7 @@ def test_no_path_reaches_the_wrapper_unchecked(target):
 
 def test_no_multi_threaded_squashfuse_ll_nothing_written_and_it_says_so(env, tmp_path):
     ch = Changes()
-    serving = sr.link_reader(env, ch)
+    serving = sr.set_reader(env, ch)
     assert serving is not None and serving.path == DEBIAN_HL
     assert not (tmp_path / "usr/local/bin/squashfuse").exists()
     assert ch.lines == [
@@ -95,7 +95,7 @@ def test_a_wrapper_of_ours_goes_when_its_binary_no_longer_serves_and_a_foreign_f
     link = tmp_path / "usr/local/bin/squashfuse"
     link.write_text(sr.wrapper_text("/opt/bin/squashfuse_ll"))  # an earlier boot's, its binary since replaced
     ch = Changes()
-    sr.link_reader(env, ch)
+    sr.set_reader(env, ch)
     assert not link.exists()
     assert ch.lines[:2] == ["INFO removed /usr/local/bin/squashfuse",
                             "WARN squashfuse-reader: removed ClusterKit's /usr/local/bin/squashfuse: its squashfuse_ll "
@@ -104,7 +104,7 @@ def test_a_wrapper_of_ours_goes_when_its_binary_no_longer_serves_and_a_foreign_f
                             "in-place start)"]
     shutil.copy(DEBIAN_HL, link)  # a custom AMI's own squashfuse there
     ch = Changes()
-    sr.link_reader(env, ch)
+    sr.set_reader(env, ch)
     assert link.read_bytes() == Path(DEBIAN_HL).read_bytes()
     assert ch.lines == ["INFO squashfuse-reader: /usr/local/bin/squashfuse is not ClusterKit's (a custom AMI's?): left "
                         f"alone; enroot runs squashfuse 0.1.104 (single-threaded, {link})"]

@@ -48,6 +48,11 @@ Reported: medians over --rounds; per store and mode the whole job's seconds and 
 readers' MB/s and extracted's MB/s over it (how many times slower), import seconds and ratio, the start inside
 the job, MB read from the store, and the start (`true`) at both sizes. Compare ratios within one run.
 
+Then, once per round, the readers alone with both sides cold (cold_reads: /data of the big image read by the same
+number of parallel `cat`s from the tree extracted onto the node-local ext4, and through each squashfuse reading the
+store's .sqsh on each store, page cache dropped after the extraction or the mount): the reader's own throughput,
+which the whole job's reads hide (extraction has just filled the page cache). The read goal uses these.
+
 What it does not show: more cores (the readers and squashfuse_ll's threads share 2 cores here; see
 ../shared/reference/domain.md "Reading through squashfuse" for 16 cores); a GPU or a real training step; real
 FSx (its bandwidth, its own read-ahead and caches, many nodes at once); warm caches (a second job on the node).

@@ -98,6 +98,7 @@ def write_fingerprint(store: Path, host: str, legacy: bool = False, **fields) ->
         "manifest_sha256": "1" * 64, "nvidia_driver": "570.86.15", "pairing_warnings": [], "pyxis": "0.20.0",
         "queue": "gpu",
         "recorded_at": "2026-11-30T08:00:00Z", "rules_as_of": "2026-11-30", "slurm": "24.05.8",
+        "squashfuse_reader": "squashfuse_ll 0.5.0 multi-threaded",
     }
     doc.update(fields)
     store.mkdir(parents=True, exist_ok=True)

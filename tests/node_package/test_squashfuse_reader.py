@@ -4,7 +4,7 @@ node's multi-threaded squashfuse_ll.
 Real: Debian 12's own squashfuse 0.1.104 binaries (`make test` installs the package) probed as they are, their ELF
 imports read and their --help run; the wrapper run by /bin/sh and checked by shellcheck; the files written into a
 temp node root (CK_ROOT). The multi-threaded squashfuse_ll 0.6.2 built from ../shared/vendor is probed, and serves
-users' jobs, in tests/real_runtime/test_squashfuse_reader.py.
+users' jobs, in tests/real_runtime/test_inplace_reader.py.
 """
 from __future__ import annotations
 

@@ -214,17 +214,21 @@ def test_attaching_to_a_running_unnamed_container_needs_the_extraction_path(clus
 @pytest.mark.parametrize("node_profile", ["ubuntu2404"], indirect=True)  # an AMI whose line starts in place
 def test_a_compute_node_that_cannot_run_the_lines_squashfuse_path_fails_its_boot(cluster: Cluster, generation) -> None:
     """The head node's AMI has squashfuse and wrote use_squashfuse=1; a queue whose AMI lacks it (a custom AMI)
-    must not boot as if it could. squashfuse is made unusable on this node (a non-executable file bound over it,
-    as absent for `command -v`) and the compute script re-run, as that queue's node would run it."""
+    must not boot as if it could. squashfuse and squashfuse_ll are made unusable on this node (a non-executable
+    file bound over each, as absent for `command -v`) and the compute script re-run, as that queue's node would run
+    it: its squashfuse-reader removes ClusterKit's wrapper (its binary is gone), so nothing named squashfuse is
+    left."""
     assert in_place(cluster, generation)
     script = "/opt/parallelcluster/shared/clusterkit/compute_node_configured.sh"
     node = cluster.node
-    node.run(["sh", "-c", "install -m 0644 /dev/null /run/ck-no-squashfuse && "
-                          "mount --bind /run/ck-no-squashfuse /usr/bin/squashfuse"])
+    programs = ("/usr/bin/squashfuse", "/usr/bin/squashfuse_ll")
+    node.run(["sh", "-c", "install -m 0644 /dev/null /run/ck-no-squashfuse && " + " && ".join(
+        f"mount --bind /run/ck-no-squashfuse {p}" for p in programs)])
     try:
         proc = node.run(["bash", script, *cluster.compute_args], check=False)
     finally:
-        node.run(["umount", "/usr/bin/squashfuse"])
+        for program in programs:
+            node.run(["umount", program])
     assert proc.returncode == 1
     (line,) = [ln for ln in proc.stderr.splitlines() if " ERROR " in ln]
     assert "starts images in place (use_squashfuse=1, chosen on the head node) but this node cannot" in line

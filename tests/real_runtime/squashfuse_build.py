@@ -57,6 +57,20 @@ def stamp_text() -> str:
             f"{hashlib.sha256(Path(__file__).read_bytes()).hexdigest()} squashfuse_build.py\n")
 
 
+def unavailable_reason() -> str | None:
+    """Why the build cannot run here (no cached build and no vendor tarball), or None: node roots of an AMI with a
+    multi-threaded squashfuse_ll need it (node_root.ami_layer), so the tier skips, or fails under CI, with this."""
+    out = CACHE / "squashfuse"
+    stamp = out / ".stamp"
+    if stamp.is_file() and stamp.read_text() == stamp_text() and (out / "squashfuse_ll").is_file():
+        return None
+    try:
+        _tarball()
+    except SourcesUnavailable as exc:
+        return str(exc)
+    return None
+
+
 def build() -> Path:
     """Build (cached) and return the path of the multi-threaded squashfuse_ll."""
     CACHE.mkdir(parents=True, exist_ok=True)

@@ -39,6 +39,11 @@ def check_host() -> None:
                 if not Path(h).exists()]
     if missing:
         unavailable(f"missing {' '.join(missing)} (apt-get install {' '.join(runtime_build.DEB_PACKAGES)})")
+    import squashfuse_build  # ubuntu2404 node roots carry the multi-threaded squashfuse_ll it builds (ami_layer)
+
+    reason = squashfuse_build.unavailable_reason()
+    if reason:
+        unavailable(reason)
 
 
 _stages: dict[str, Path] = {}

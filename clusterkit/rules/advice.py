@@ -51,7 +51,7 @@ from clusterkit_node.contract.sizing import (
     TEMP_FACTOR,
     data_uncompressed,
 )
-from clusterkit_node.node.squashfuse_reader import THREADS_BY_DEFAULT_SINCE
+from clusterkit_node.node.squashfuse_reader import THREADS_BY_DEFAULT_SINCE, version_tuple
 from clusterkit_node.node.start_path import SQUASHFUSE, StartFacts, StartPath, choose
 
 GIB = 1024 ** 3
@@ -192,7 +192,8 @@ def start_path(spec: EffectiveSpec) -> StartPath | None:
     if profile is None:
         return None
     reader = profile.squashfuse_ll.value
-    threaded = reader is not None and tuple(int(p) for p in reader.split(".")) >= THREADS_BY_DEFAULT_SINCE
+    version = version_tuple(reader)
+    threaded = version is not None and version >= THREADS_BY_DEFAULT_SINCE
     facts = StartFacts(pyxis=ASSUMED_PYXIS, enroot=ASSUMED_ENROOT, squashfuse=profile.has("squashfuse"),
                        fuse_overlayfs=profile.has("fuse-overlayfs"), fuse_for_users=profile.fuse_for_users,
                        fuse_detail=f"mode {profile.dev_fuse_mode.value} on ParallelCluster's {spec.os} AMI",

@@ -21,13 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from clusterkit_node.node.facts import NODE_PATH, enroot_version, host_path, pyxis_version
-from clusterkit_node.node.squashfuse_reader import serving
+from clusterkit_node.node.squashfuse_reader import THREADS_BY_DEFAULT_SINCE, serving, version_tuple
 
 SQUASHFUSE, EXTRACT = "squashfuse", "extract"
 PYXIS_SQUASHFUSE_SINCE = (0, 24, 0)  # the pyxis whose importer answers start in place (pyxis_slurmstepd.c)
@@ -35,12 +34,6 @@ ENROOT_NATIVE_OVERLAY_SINCE = (4, 0, 0)  # enroot.in: config::export ENROOT_NATI
 FIX = ("use an AMI that has it: ParallelCluster's Ubuntu AMIs (os: ubuntu2204 or ubuntu2404) ship squashfuse, "
        "or build a custom AMI with `pcluster build-image` that adds it")
 UNPRIVILEGED_USER = "nobody"
-
-
-def version_tuple(text: Optional[str]) -> Optional[Tuple[int, ...]]:
-    if not text or not re.fullmatch(r"\d+(\.\d+){1,3}", text):
-        return None
-    return tuple(int(p) for p in text.split("."))
 
 
 @dataclass(frozen=True)
@@ -180,7 +173,7 @@ def profile_differences(facts: StartFacts, os_name: str) -> List[str]:
             out.append(f"{'has' if have else 'lacks'} {program}, which ParallelCluster's {os_name} AMI "
                        f"{'lacks' if have else 'has'} ({profile.programs[program].source})")
     expected = version_tuple(profile.squashfuse_ll.value)
-    profile_mt = expected is not None and expected >= (0, 3, 0)
+    profile_mt = expected is not None and expected >= THREADS_BY_DEFAULT_SINCE
     if facts.multi_threaded_reader != profile_mt:
         out.append(f"enroot reads in-place images with {facts.reader or 'no squashfuse'}; the {os_name} AMI's "
                    f"squashfuse_ll is {profile.squashfuse_ll.value or 'absent'} ({profile.squashfuse_ll.source})")

@@ -50,6 +50,7 @@ from slurm_cluster import _free_ports  # noqa: E402  (ports the kernel hands out
 
 from clusterkit.render.pcluster_config import CUSTOM_SLURM_SETTINGS  # noqa: E402
 from clusterkit_node.contract import profiles  # noqa: E402
+from clusterkit_node.node.squashfuse_reader import THREADS_BY_DEFAULT_SINCE, version_tuple  # noqa: E402
 
 # slurm.conf lines every node root's Slurm shares (single node here, tests/multinode's fleet too): munge auth, root
 # daemons, the node's own spool and log paths, no cgroups or accounting (none run in a node root).
@@ -94,8 +95,8 @@ def multi_threaded_reader(profile: str) -> bool:
     the REAL multi-threaded squashfuse_ll 0.6.2 (squashfuse_build.py) as /usr/bin/squashfuse_ll, standing in for the
     AMI's (Ubuntu 24.04: 0.5.0); the others keep Debian's single-threaded 0.1.104 (jammy 0.1.103, EPEL 9 0.1.104) or,
     without squashfuse, none."""
-    version = PROFILES.profiles[profile].squashfuse_ll.value
-    return version is not None and tuple(int(p) for p in version.split(".")) >= (0, 3, 0)
+    version = version_tuple(PROFILES.profiles[profile].squashfuse_ll.value)
+    return version is not None and version >= THREADS_BY_DEFAULT_SINCE
 
 
 def starts_in_place(profile: str) -> bool:

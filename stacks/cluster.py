@@ -68,6 +68,7 @@ class ClusterStack(cdk.Stack):
         synthesizer = kwargs.setdefault("synthesizer", cdk.DefaultStackSynthesizer(bucket_prefix=self.assets_prefix))
         super().__init__(scope, construct_id, **kwargs)
         spec = effective
+        link: PlatformLink | None = None
         if spec.platform is not None:
             link = PlatformLink(self, "Platform", platform=spec.platform, cluster_name=spec.name,
                                 availability_zone=spec.availability_zone)
@@ -113,6 +114,11 @@ class ClusterStack(cdk.Stack):
             properties={"ClusterName": spec.name, "ClusterConfiguration": config, "DeletionPolicy": "Delete"})
         # The head node reads the parameter at boot (by name, a literal), so it must be written first.
         cluster.node.add_dependency(parameter)
+        if link is not None:
+            # Nodes mount the platform's /fsx through these rules: they exist before PC's create (its FSx
+            # networking validator checks them) and are deleted only after PC's delete has ended every node.
+            for rule in link.lustre_rules():
+                cluster.node.add_dependency(rule)
         self.cluster_name = spec.name
         self.head_node_instance_id = cluster.get_att_string("headNode.instanceId")
 

@@ -41,3 +41,8 @@ class PlatformLink(Construct):
                                                        allow_all_outbound=False, mutable=True)
         self.security_group = node_group(self, "ClusterSecurityGroup", vpc=vpc, cluster_name=cluster_name)
         open_lustre(nodes=self.security_group, fsx=fsx)
+
+    def lustre_rules(self) -> list[cdk.CfnResource]:
+        """The rule resources between the node group and the platform's FSx group, for the cluster to depend on."""
+        return [c for c in self.node.find_all()
+                if isinstance(c, (ec2.CfnSecurityGroupIngress, ec2.CfnSecurityGroupEgress))]

@@ -48,6 +48,9 @@ class Teardown:
     status: dict[str, str] = field(default_factory=dict)  # stack -> DELETE_COMPLETE | DELETE_FAILED | REFUSED
     failures: list[str] = field(default_factory=list)  # "Stack/LogicalId (Type): why"
     kept: dict[Key, str] = field(default_factory=dict)  # retained resource -> type
+    # resource -> the wave it went in: CloudFormation deletes every resource nothing else depends on at once,
+    # so two resources of one wave go at the same time, in no order anyone can rely on
+    wave: dict[Key, int] = field(default_factory=dict)
 
     def failed(self) -> dict[str, str]:
         return {stack: status for stack, status in self.status.items() if status != "DELETE_COMPLETE"}
@@ -147,7 +150,9 @@ def _delete_stack(stack: str, resources: dict[str, Any], uses: dict[Key, set[Key
                for lid, res in resources.items()}
     remaining = set(resources)
     failed: set[str] = set()
+    wave = 0
     while True:
+        wave += 1
         # Deletable now: nothing still in the stack depends on it (failed resources stay, blocking theirs).
         ready = sorted(lid for lid in remaining - failed
                        if not any(lid in depends[other] for other in remaining if other != lid))
@@ -158,12 +163,15 @@ def _delete_stack(stack: str, resources: dict[str, Any], uses: dict[Key, set[Key
             remaining.discard(lid)
             if res.get("DeletionPolicy") in ("Retain", "RetainExceptOnCreate"):
                 result.kept[(stack, lid)] = res["Type"]
+                result.wave[(stack, lid)] = wave  # it leaves the stack then, and stays in the account
                 continue
             why = _refusal(stack, lid, res, uses, result, buckets_emptied=buckets_emptied)
             if why:
                 failed.add(lid)
                 remaining.add(lid)
                 result.failures.append(f"{stack}/{lid} ({res['Type']}): {why}")
+            else:
+                result.wave[(stack, lid)] = wave
     return "DELETE_FAILED" if remaining else "DELETE_COMPLETE"
 
 

@@ -293,3 +293,31 @@ def test_clusters_come_and_go_and_the_platform_goes_last_cleanly(synthesized: Ca
     last = destroy_all(platform_order, platform_only, buckets_emptied=True)
     assert last.failed() == {}, last.failures
     assert set(last.kept.values()) == set(KEPT_BY_DEFAULT)
+
+
+LUSTRE_RULES = ("AWS::EC2::SecurityGroupIngress", "AWS::EC2::SecurityGroupEgress")
+
+
+def _lustre_rules_on_the_platform(template: dict) -> list[str]:
+    """The Lustre rules between a cluster's node group and the platform's FSx group (they name the imported
+    group): in on both groups, out on the FSx group, for each Lustre port range."""
+    return [lid for lid, res in template["Resources"].items() if res["Type"] in LUSTRE_RULES
+            and "FsxSecurityGroupId" in json.dumps(res["Properties"])]
+
+
+@pytest.mark.parametrize("name", ON_IT)
+def test_the_cluster_goes_before_its_lustre_rules_and_comes_after_them(
+        synthesized: Callable[[str], Synth], name: str) -> None:
+    """The Lustre rules a cluster adds to the platform's FSx group are deleted only after the cluster (its nodes
+    mount /fsx until PC's delete ends), and created before it (PC's FSx networking validator checks them at
+    create). Without the dependency both went in the same wave: the rules could go while nodes still mount."""
+    _, templates, clusters = _platform_world(synthesized)
+    stack = clusters[name][-1]
+    resources = templates[stack]["Resources"]
+    (cluster,) = [lid for lid, res in resources.items() if res["Type"] == "Custom::PclusterCluster"]
+    rules = _lustre_rules_on_the_platform(templates[stack])
+    assert len(rules) == 6, rules
+    assert set(rules) <= set(resources[cluster].get("DependsOn", []))
+    wave = destroy_all(clusters[name], templates, buckets_emptied=True).wave
+    assert all(wave[(stack, cluster)] < wave[(stack, rule)] for rule in rules), (
+        {r: wave[(stack, r)] for r in rules}, wave[(stack, cluster)])

@@ -25,6 +25,7 @@ from constructs import Construct
 from clusterkit.effective.expand import EffectiveSpec, iso_z
 from clusterkit.render.pcluster_config import Refs, bundle_arg, render_config
 from stacks import nag
+from stacks.job_user_guard import job_user_denies
 from stacks.platform_link import PlatformLink
 from stacks.ttl import TtlTeardown
 from stacks.version_guard import ParallelClusterVersionGuard, guard_depends
@@ -39,11 +40,6 @@ if TYPE_CHECKING:
 NODE_POLICY_PATH = "/parallelcluster/"
 # Pulling a locked private ECR image (enroot's registry client): the token, then manifests and layers.
 ECR_PULL_ACTIONS = ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]
-# Every job user holds the compute role, so it may read no SSM parameter at all. An explicit Deny also
-# overrides the one read PC adds itself (CloudWatchAgentServerPolicy: ssm:GetParameter on
-# parameter/AmazonCloudWatch-*), which PC's CloudWatch agent never uses: the cookbook starts it with
-# ``-c file:`` (aws-parallelcluster-environment resources/cloudwatch/partial/_cloudwatch_common.rb).
-SSM_PARAMETER_READS = "ssm:GetParameter*"  # GetParameter, GetParameters, GetParametersByPath, GetParameterHistory
 
 
 PROVIDER_TEMPLATE = ("https://{region}-aws-parallelcluster.s3.{region}.{suffix}/parallelcluster/{version}"
@@ -68,6 +64,7 @@ class ClusterStack(cdk.Stack):
         synthesizer = kwargs.setdefault("synthesizer", cdk.DefaultStackSynthesizer(bucket_prefix=self.assets_prefix))
         super().__init__(scope, construct_id, **kwargs)
         spec = effective
+        self.cluster_name = spec.name
         link: PlatformLink | None = None
         if spec.platform is not None:
             link = PlatformLink(self, "Platform", platform=spec.platform, cluster_name=spec.name,
@@ -90,7 +87,7 @@ class ClusterStack(cdk.Stack):
         head_policy = self._node_policy("HeadNodePolicy", f"{spec.name}-{spec.region}-head-node", bucket,
                                         parameter, ecr)
         compute_policy = self._node_policy("ComputeNodePolicy", f"{spec.name}-{spec.region}-compute-node", bucket,
-                                           None, ecr, deny_parameter_reads=True)
+                                           None, ecr, job_user_guard=True)
 
         provider = cdk.CfnStack(self, "ParallelClusterProvider",
                                 template_url=provider_template_url(spec.parallelcluster_version))
@@ -119,7 +116,6 @@ class ClusterStack(cdk.Stack):
             # networking validator checks them) and are deleted only after PC's delete has ended every node.
             for rule in link.lustre_rules():
                 cluster.node.add_dependency(rule)
-        self.cluster_name = spec.name
         self.head_node_instance_id = cluster.get_att_string("headNode.instanceId")
 
         self._output("ClusterName", spec.name, "ParallelCluster cluster name (not this stack's name)")
@@ -154,7 +150,9 @@ class ClusterStack(cdk.Stack):
                 for r in spec.containers.ecr_repositories]
 
     def _node_policy(self, construct_id: str, name: str, bucket: str, parameter: ssm.IStringParameter | None,
-                     ecr_repositories: list[str], deny_parameter_reads: bool = False) -> iam.ManagedPolicy:
+                     ecr_repositories: list[str], job_user_guard: bool = False) -> iam.ManagedPolicy:
+        """A node role's policy; with ``job_user_guard`` (compute and login nodes, whose role every user holds)
+        also the Denies of stacks/job_user_guard.py over what ParallelCluster grants them."""
         artifacts_arn = cdk.Arn.format(cdk.ArnComponents(service="s3", region="", account="", resource=bucket,
                                                          resource_name=f"{self.assets_prefix}*"), self)
         statements = [iam.PolicyStatement(sid="ReadBootstrapObjects", actions=["s3:GetObject"],
@@ -167,9 +165,8 @@ class ClusterStack(cdk.Stack):
                                                   resources=["*"]))
             statements.append(iam.PolicyStatement(sid="PullLockedEcrImages", actions=ECR_PULL_ACTIONS,
                                                   resources=ecr_repositories))
-        if deny_parameter_reads:
-            statements.append(iam.PolicyStatement(sid="NoParameterReads", effect=iam.Effect.DENY,
-                                                  actions=[SSM_PARAMETER_READS], resources=["*"]))
+        if job_user_guard:
+            statements += job_user_denies(cluster_name=self.cluster_name)
         policy = iam.ManagedPolicy(self, construct_id, managed_policy_name=f"ClusterKit-{name}", path=NODE_POLICY_PATH,
                                    statements=statements,
                                    description=f"ClusterKit {name}: read its bootstrap artifacts "

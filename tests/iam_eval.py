@@ -2,9 +2,10 @@
 
 Why here: the node-role and bucket-policy tests must be able to fail, so they evaluate the policies the
 templates really hold instead of comparing them to a copy. It models what those policies use: action and
-resource globs (``*``, ``?``), NotAction/NotResource, Principal, a few condition operators, and the rule
-"an explicit Deny beats any Allow; no Allow is an implicit deny". Not modelled: SCPs, permission
-boundaries, session policies, ``ForAnyValue``/``ForAllValues``, policy variables (``${aws:username}``).
+resource globs (``*``, ``?``), NotAction/NotResource, Principal, a few condition operators (with the
+``ForAnyValue:``/``ForAllValues:`` set prefixes over multi-valued keys such as ``dynamodb:LeadingKeys``), and
+the rule "an explicit Deny beats any Allow; no Allow is an implicit deny". Not modelled: SCPs, permission
+boundaries, session policies, policy variables (``${aws:username}``).
 
 Conservative where it cannot know: a CloudFormation token it cannot resolve (``UNRESOLVED``) makes an
 Allow's resource match everything and keeps a Deny from applying; an Allow's condition it cannot evaluate
@@ -76,12 +77,13 @@ class Statement:
 
 @dataclass(frozen=True)
 class Request:
-    """One API call. ``context`` None: unknown (Allow conditions hold, Deny conditions do not)."""
+    """One API call. ``context`` None: unknown (Allow conditions hold, Deny conditions do not); a key's value
+    is a string, or a tuple for a multi-valued key (``dynamodb:LeadingKeys``)."""
 
     action: str
     resource: str
     principal: str = ""  # "AWS:<role arn>" or "Service:<name>"
-    context: Mapping[str, str] | None = field(default=None)
+    context: Mapping[str, str | tuple[str, ...]] | None = field(default=None)
 
 
 def _listed(value: Any) -> list[Any]:
@@ -137,28 +139,50 @@ def _any(patterns: Iterable[str], value: str, allow: bool, *, ignore_case: bool 
     return any(_pattern_matches(p, value, allow) for p in patterns)
 
 
-def _condition_holds(condition: Condition, context: Mapping[str, str], allow: bool) -> bool:
-    op = condition.operator.removesuffix("IfExists")
+def _condition_holds(condition: Condition, context: Mapping[str, str | tuple[str, ...]], allow: bool) -> bool:
+    """IAM's condition semantics (IAM User Guide, "Condition operators" and "Multivalued context keys"): a
+    plain operator on a missing key is false (true for a negated one, or with IfExists); ``ForAnyValue:``
+    holds when some value of the key matches, false when the key is missing or empty; ``ForAllValues:``
+    holds when every value matches, true when the key is missing or empty."""
+    qualifier, _, op = condition.operator.rpartition(":")
+    op = op.removesuffix("IfExists")
     negated = "Not" in op
     base = op.replace("Not", "")
     actual = next((v for k, v in context.items() if k.lower() == condition.key.lower()), None)
+    if qualifier in ("ForAnyValue", "ForAllValues"):
+        if any(UNRESOLVED in v for v in condition.values):
+            return allow
+        values = () if actual is None else (actual,) if isinstance(actual, str) else tuple(actual)
+        hits = [_matches(base, v, condition.values) for v in values]
+        if hits and None in hits:
+            return allow
+        outcomes = [not h if negated else h for h in hits]
+        return any(outcomes) if qualifier == "ForAnyValue" else all(outcomes)
+    if base == "Null":  # "true": the key is absent
+        return any((v.lower() == "true") == (actual is None) for v in condition.values)
     if actual is None:
         return negated or condition.operator.endswith("IfExists")
     if any(UNRESOLVED in v for v in condition.values):
         return allow
-    if base in ("StringEquals", "ArnEquals"):
-        hit = actual in condition.values
-    elif base in ("StringLike", "ArnLike"):
-        hit = any(glob(v, actual) for v in condition.values)
-    elif base == "StringEqualsIgnoreCase":
-        hit = actual.lower() in (v.lower() for v in condition.values)
-    elif base == "Bool":
-        hit = actual.lower() in (v.lower() for v in condition.values)
-    elif base == "NumericLessThan":
-        hit = any(float(actual) < float(v) for v in condition.values)
-    else:
+    if not isinstance(actual, str):
+        return allow  # a multi-valued key under a single-valued operator: not modelled
+    hit = _matches(base, actual, condition.values)
+    if hit is None:
         return allow  # an operator this does not model
     return not hit if negated else hit
+
+
+def _matches(base: str, actual: str, values: tuple[str, ...]) -> bool | None:
+    """Whether one context value meets an operator (negation aside); None for an operator not modelled."""
+    if base in ("StringEquals", "ArnEquals"):
+        return actual in values
+    if base in ("StringLike", "ArnLike"):
+        return any(glob(v, actual) for v in values)
+    if base in ("StringEqualsIgnoreCase", "Bool"):
+        return actual.lower() in (v.lower() for v in values)
+    if base == "NumericLessThan":
+        return any(float(actual) < float(v) for v in values)
+    return None
 
 
 def applies(statement: Statement, request: Request) -> bool:

@@ -66,6 +66,19 @@ def _s3_access(entries: list[dict[str, Any]], refs: Mapping[str, str]) -> list[S
     return out
 
 
+def queues_stack_arn(refs: Mapping[str, str], cluster_stack: str) -> str:
+    """PC's nested queues stack (logical id ComputeFleet/Queues): CloudFormation names a nested stack
+    <parent>-<logical id>-<random suffix>."""
+    return (f"arn:aws:cloudformation:{refs['AWS::Region']}:{refs['AWS::AccountId']}:stack/{cluster_stack}-"
+            "ComputeFleetQueuesNestedStackComputeFleetQueuesNestedStackResource-RANDOM/guid")
+
+
+def parent_stack_arn(refs: Mapping[str, str], cluster_stack: str) -> str:
+    """PC's cluster stack, named as the cluster: its HeadNodeLaunchTemplate's metadata holds the head node's
+    WaitCondition presigned URL (pcluster/templates/cluster_stack.py, wait_condition_handle.txt)."""
+    return f"arn:aws:cloudformation:{refs['AWS::Region']}:{refs['AWS::AccountId']}:stack/{cluster_stack}/guid"
+
+
 def compute_role(template: Mapping[str, Any], queue: Mapping[str, Any], refs: Mapping[str, str],
                  cluster_stack: str) -> list[Statement]:
     """Every statement a compute node of ``queue`` holds."""
@@ -76,7 +89,9 @@ def compute_role(template: Mapping[str, Any], queue: Mapping[str, Any], refs: Ma
     if config.get("Monitoring", {}).get("Logs", {}).get("CloudWatch", {}).get("Enabled", True):
         statements += parse(vendored("CloudWatchAgentServerPolicy"), "CloudWatchAgentServerPolicy", refs)
     inline = vendored("pcluster_compute_inline")
-    sub_refs = {**refs, "ClusterStack": cluster_stack}
+    # PC creates compute roles in its nested queues stack (pcluster/templates/queues_stack.py QueuesStack, a
+    # NestedStack whose stack_name property answers the parent's): AWS::StackId there is the nested stack's ARN.
+    sub_refs = {**refs, "ClusterStack": cluster_stack, "AWS::StackId": queues_stack_arn(refs, cluster_stack)}
     for raw in inline["Statement"]:
         raw["Resource"] = [resolve({"Fn::Sub": r}, sub_refs) for r in
                            (raw["Resource"] if isinstance(raw["Resource"], list) else [raw["Resource"]])]

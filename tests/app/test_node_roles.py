@@ -21,7 +21,14 @@ import pytest
 import yaml
 
 from clusterkit.pipeline.loader import CONFIG_DIR, all_spec_paths, load
-from tests.app.node_roles import cluster_configuration, compute_role, template_refs, vendored
+from tests.app.node_roles import (
+    cluster_configuration,
+    compute_role,
+    parent_stack_arn,
+    queues_stack_arn,
+    template_refs,
+    vendored,
+)
 from tests.iam_eval import Decision, Request, Statement, decide, glob, parse, reachable_outside
 
 SPECS = [p.stem for p in all_spec_paths()]
@@ -192,3 +199,102 @@ def test_export_style_s3_access_is_evaluated_as_pc_writes_it(clusters):
 def test_vendored_policies_name_their_source():
     for name in ("AmazonSSMManagedInstanceCore", "CloudWatchAgentServerPolicy", "pcluster_compute_inline"):
         assert vendored(name)["_source"].startswith(("AWS Managed Policy Reference", "ParallelCluster 3.16.1"))
+
+
+# --- what ParallelCluster's own grants let a job do (docs/security.md "What ParallelCluster's grants let a job do")
+# Each case: the request a hostile job user would make, what the role answers now, and what it answered without
+# ClusterKit's Denies (the role as PC writes it: the negative control that shows the case failed before).
+
+def _log_group(cluster: Cluster, name: str, stream: str | None = None) -> str:
+    group = f"arn:aws:logs:{cluster.region}:{cluster.account}:log-group:{name}"
+    return group if stream is None else f"{group}:log-stream:{stream}"
+
+
+def _without_denies(role: list[Statement]) -> list[Statement]:
+    return [s for s in role if s.effect == "Allow"]
+
+
+def _cases(cluster: Cluster) -> list[tuple[str, Request, Decision, Decision]]:
+    """(what, request, decision now, decision without ClusterKit's Denies)."""
+    own = _log_group(cluster, f"/aws/parallelcluster/{cluster.name}-202612061200")
+    table = f"arn:aws:dynamodb:{cluster.region}:{cluster.account}:table/parallelcluster-{cluster.name}"
+    instance = f"arn:aws:ec2:{cluster.region}:{cluster.account}:instance/i-0123456789abcdef0"
+    tag, node_type = "aws:ResourceTag/parallelcluster:cluster-name", "aws:ResourceTag/parallelcluster:node-type"
+    allow, deny, implicit = Decision.ALLOW, Decision.EXPLICIT_DENY, Decision.IMPLICIT_DENY
+    return [
+        # 1. CloudWatch Logs
+        ("shorten the platform's flow-log retention", Request(
+            "logs:PutRetentionPolicy", _log_group(cluster, "/clusterkit/research-east/vpc-flow-logs")), deny, allow),
+        ("shorten this cluster's own log retention", Request("logs:PutRetentionPolicy", own), deny, allow),
+        ("forge events in a CloudTrail group", Request(
+            "logs:PutLogEvents", _log_group(cluster, "aws-cloudtrail-logs-org", "i-1_CloudTrail")), deny, allow),
+        ("forge events in another cluster's group", Request("logs:PutLogEvents", _log_group(
+            cluster, f"/aws/parallelcluster/{cluster.name}-ecr-202612061200", "ip-10-0-0-1.i-1.slurmd")), deny, allow),
+        ("create a log group elsewhere", Request("logs:CreateLogGroup", _log_group(cluster, "/tmp/exfil")), deny, allow),
+        ("PC's agent: a stream in this cluster's group", Request(
+            "logs:CreateLogStream", own), allow, allow),
+        ("PC's agent: events in this cluster's group", Request(
+            "logs:PutLogEvents", f"{own}:log-stream:ip-10-0-0-1.i-1.slurmd"), allow, allow),
+        # 2. DynamoDB: the fleet status item
+        ("stop the whole fleet (COMPUTE_FLEET)", Request(
+            "dynamodb:PutItem", table, context={"dynamodb:LeadingKeys": ("COMPUTE_FLEET",)}), deny, allow),
+        ("stop the whole fleet by UpdateItem", Request(
+            "dynamodb:UpdateItem", table, context={"dynamodb:LeadingKeys": ("COMPUTE_FLEET",)}), deny, allow),
+        ("PC's node: its CLUSTER_CONFIG item", Request(
+            "dynamodb:PutItem", table, context={"dynamodb:LeadingKeys": ("CLUSTER_CONFIG.i-0123456789abcdef0",)}),
+         allow, allow),
+        # 3. CloudFormation: the head node's WaitCondition URL lives in PC's parent stack
+        ("read the head node's WaitCondition URL", Request(
+            "cloudformation:DescribeStackResource", parent_stack_arn(cluster.refs, cluster.name)), implicit, implicit),
+        ("PC's node: its own queues stack", Request(
+            "cloudformation:DescribeStackResource", queues_stack_arn(cluster.refs, cluster.name)), allow, allow),
+        # 4. EC2 user data
+        ("read another instance's userData", Request(
+            "ec2:DescribeInstanceAttribute", instance, context={}), deny, allow),
+        ("read another cluster's userData", Request(
+            "ec2:DescribeInstanceAttribute", instance, context={tag: "other", node_type: "Compute"}), deny, allow),
+        ("read this cluster's head node userData", Request(
+            "ec2:DescribeInstanceAttribute", instance, context={tag: cluster.name, node_type: "HeadNode"}),
+         deny, allow),
+        ("a compute node of this cluster", Request(
+            "ec2:DescribeInstanceAttribute", instance, context={tag: cluster.name, node_type: "Compute"}),
+         allow, allow),
+    ]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_parallelclusters_grants_reach_only_what_its_nodes_do(clusters, name):
+    """Paths 1-4 of the compute-role audit, for every queue of every spec: each hostile request is denied now and
+    was allowed by the role as ParallelCluster writes it; each request PC's own agents make is still allowed."""
+    cluster = clusters[name]
+    for queue in cluster.queues():
+        role = cluster.role(queue)
+        for what, request, now, before in _cases(cluster):
+            assert decide(role, request) is now, (queue["Name"], what)
+            assert decide(_without_denies(role), request) is before, (queue["Name"], what, "without the Denies")
+
+
+def test_the_wait_condition_url_would_be_reachable_from_the_parent_stack(clusters):
+    """The CloudFormation case can fail: PC's compute grant names the nested queues stack; had it named the
+    parent (as its login-node role does: stack/<cluster>/*), a job could read the WaitCondition URL."""
+    cluster = clusters["demo"]
+    role = cluster.role(cluster.queues()[0])
+    parent = parent_stack_arn(cluster.refs, cluster.name)
+    widened = role + parse({"Statement": [{"Effect": "Allow", "Action": "cloudformation:DescribeStackResource",
+                                           "Resource": f"arn:aws:cloudformation:*:*:stack/{cluster.name}/*"}]},
+                           "login-style", cluster.refs)
+    assert decide(widened, Request("cloudformation:DescribeStackResource", parent)) is Decision.ALLOW
+
+
+def test_the_log_group_pattern_fits_pcs_name_and_no_other_cluster(clusters):
+    """PC names the group /aws/parallelcluster/<name>-<%Y%m%d%H%M> (pcluster/templates/cluster_stack.py): the
+    pattern takes that, not a group of a cluster whose name extends this one's."""
+    from stacks.job_user_guard import LOG_GROUP_SUFFIX
+
+    assert len(LOG_GROUP_SUFFIX) == 1 + len("202612061200")
+    cluster = clusters["demo"]
+    role = cluster.role(cluster.queues()[0])
+    for group, decision in (("demo-202612061200", Decision.ALLOW), ("demo-x-202612061200", Decision.EXPLICIT_DENY),
+                            ("demo-2026120612", Decision.EXPLICIT_DENY), ("demo", Decision.EXPLICIT_DENY)):
+        request = Request("logs:PutLogEvents", _log_group(cluster, f"/aws/parallelcluster/{group}", "s"))
+        assert decide(role, request) is decision, group

@@ -41,3 +41,37 @@ def test_transcription_matches_parallelcluster_source():
     vendored = json.loads((REPO / "tests/app/iam_policies/pcluster_compute_inline.json").read_text(encoding="utf-8"))
     assert {s["Sid"]: s["Action"] for s in vendored["Statement"]} == source
     assert set(source) == {"Ec2", "S3GetObj", "CloudFormation", "DynamoDBTable", "SlurmDynamoDBTableQuery"}
+
+
+def _constants() -> dict[str, str]:
+    tree = ast.parse((TEMPLATES.parent / "constants.py").read_text(encoding="utf-8"))
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            out[node.targets[0].id] = node.value.value
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.JoinedStr):  # f"{PCLUSTER_PREFIX}..."
+            out[node.targets[0].id] = "".join(
+                out[v.value.id] if isinstance(v, ast.FormattedValue) else v.value for v in node.value.values)
+    return out
+
+
+def test_the_names_the_job_user_guard_keys_on_are_parallelclusters():
+    """stacks/job_user_guard.py narrows PC's grants by PC's own names: the log group (prefix + cluster name +
+    '-' + a %Y%m%d%H%M stamp at create), the fleet table, the instance tags; the compute role is made in the
+    nested queues stack (so PC's DescribeStackResource grant, Resource AWS::StackId, is that stack's)."""
+    from stacks import job_user_guard as guard
+
+    constants = _constants()
+    assert constants["CW_LOG_GROUP_NAME_PREFIX"] == "/aws/parallelcluster/"
+    assert constants["PCLUSTER_DYNAMODB_PREFIX"] == guard.FLEET_TABLE_PREFIX
+    assert constants["PCLUSTER_CLUSTER_NAME_TAG"] == guard.CLUSTER_NAME_TAG
+    assert constants["PCLUSTER_NODE_TYPE_TAG"] == guard.NODE_TYPE_TAG
+    stack = (TEMPLATES / "cluster_stack.py").read_text(encoding="utf-8")
+    assert ('timestamp = f"{datetime.now(timezone.utc).strftime(\'%Y%m%d%H%M\')}"\n'
+            '                self.log_group_name = f"{CW_LOG_GROUP_NAME_PREFIX}{self.stack.stack_name}-{timestamp}"'
+            ) in stack
+    assert len("202612061200") == guard.LOG_GROUP_SUFFIX.count("?")
+    queues = ast.parse((TEMPLATES / "queues_stack.py").read_text(encoding="utf-8"))
+    (klass,) = [n for n in queues.body if isinstance(n, ast.ClassDef) and n.name == "QueuesStack"]
+    assert [b.id for b in klass.bases] == ["NestedStack"]
+    assert "ComputeNodeIamResources(" in ast.unparse(klass)

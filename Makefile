@@ -18,12 +18,13 @@ CDK := node_modules/.bin/cdk
 # checks the two agree), what building the REAL nvidia-container-cli and packing its deb/rpm stand-ins needs (bmake,
 # golang-go, libtirpc/libelf/libseccomp/libcap headers, pkg-config, lsb-release, patch, dpkg-dev, rpm, createrepo-c:
 # tests/real_runtime/nvidia_build.py, nvidia_packages.py), libfuse3/zstd/lz4/lzo headers (the multi-threaded squashfuse_ll:
-# tests/real_runtime/squashfuse_build.py), and zsh (tests/cli/test_completion_shells.py completes in it).
+# tests/real_runtime/squashfuse_build.py), zsh (tests/cli/test_completion_shells.py completes in it), and iptables
+# (tests/node_package/test_imds_lock_netns.py locks a loopback IMDS in a network namespace).
 DEB_PACKAGES := slurmctld slurmd slurm-client munge libslurm-dev gcc libc6-dev make libbsd-dev makeself jq \
 	parallel squashfs-tools squashfuse fuse-overlayfs fuse3 curl zstd pigz busybox-static util-linux \
 	libcap2-bin binutils qemu-user libpmix2 libpmix-dev mmdebstrap iproute2 libfabric-dev libhwloc-dev autoconf \
 	automake libtool zsh bmake golang-go libtirpc-dev libelf-dev libseccomp-dev libcap-dev pkg-config lsb-release \
-	patch dpkg-dev rpm createrepo-c binutils-aarch64-linux-gnu libfuse3-dev libzstd-dev liblz4-dev liblzo2-dev
+	patch dpkg-dev rpm createrepo-c binutils-aarch64-linux-gnu libfuse3-dev libzstd-dev liblz4-dev liblzo2-dev iptables
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(shell node -p "process.versions.node.split('.')[0]" 2>/dev/null)
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 

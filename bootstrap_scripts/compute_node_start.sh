@@ -4,7 +4,8 @@
 # At OnNodeStart only /home and /opt/parallelcluster/shared are mounted: not /opt/slurm, not /fsx, and
 # not the instance-store NVMe either (ParallelCluster mounts it at the queue's EphemeralVolume MountDir
 # in its config phase, after this script). So this script only checks what must hold before anything
-# else: valid Args (recorded in /etc/clusterkit/node.env) and enroot on the AMI. The enroot layout is
+# else: valid Args (recorded in /etc/clusterkit/node.env), instance metadata for root only (security.compute_imds,
+# before PC's config phase starts slurmd) and enroot on the AMI. The enroot layout is
 # chosen in OnNodeConfigured (compute_node_configured.sh), once /scratch is what it will be. It never
 # compiles, never downloads, never touches /opt/slurm or /fsx.
 # The shared functions, the prologue included (ck_compute_prologue), come from the bundle the head node
@@ -32,6 +33,7 @@ source "${CK_SHARED_DIR}/enroot.sh"
 
 main() {
     ck_compute_prologue "$@"
+    ck_lock_imds
     ck_require_enroot
     ck_log INFO "done: Args valid and enroot present for cluster ${CK_CLUSTER} (${CK_OS}); enroot is configured in OnNodeConfigured"
 }

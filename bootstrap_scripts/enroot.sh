@@ -169,6 +169,13 @@ ck_setup_local_enroot() {
     ck_node_apply squashfuse-reader
 }
 
+# ck_lock_imds: on a compute node, instance metadata (and so the compute role) for root only, now and at every boot
+# (security.compute_imds; clusterkit_node/node/imds_lock.py); login nodes are ParallelCluster's to lock.
+ck_lock_imds() {
+    ck_node_apply imds-lock --mode "${CK_COMPUTE_IMDS}" --role "${CK_NODE_ROLE}"
+    ck_systemd_reload_if_dirty
+}
+
 ck_systemd_reload_if_dirty() {
     if [[ "${CK_SYSTEMD_DIRTY}" == yes ]]; then
         systemctl daemon-reload

@@ -30,6 +30,8 @@ Node setup (the node scripts' bash calls these, writes what they print and logs 
   require-enroot  [--with-pyxis]                          (exit 1 + one line naming every missing piece)
   squashfuse-reader                                       (every node: make the node's multi-threaded squashfuse_ll the
                   squashfuse enroot runs, a wrapper at /usr/local/bin/squashfuse; say which binary serves in place)
+  imds-lock       --mode root_only|all_users --role compute|login [--no-unit]   (compute: instance metadata for
+                  root only, or open again; the boot unit that keeps it so; exit 1 + one line: no iptables)
   gpu-runtime     --store DIR --os OS [--version V|off]   (GPU nodes: keep the AMI's nvidia-container-cli or install
                   the store's verified packages; exit 1 + one line)
   enroot-files    [--scratch-mounted] [--slurm-service S] --role R -- KEY=VALUE...   (enroot dirs, enroot.conf,
@@ -96,6 +98,7 @@ COMMAND_TABLE: Tuple[Tuple[str, Tuple[Tuple[str, str], ...]], ...] = (
     ("node.file_set", (("node-file", "cmd_node_file"),)),
     ("node.preflight", (("require-enroot", "cmd_require_enroot"),)),
     ("node.squashfuse_reader", (("squashfuse-reader", "cmd_squashfuse_reader"),)),
+    ("node.imds_lock", (("imds-lock", "cmd_imds_lock"),)),
     ("node.gpu_runtime", (("gpu-runtime", "cmd_gpu_runtime"),)),
     ("node.enroot_files", (("enroot-files", "cmd_enroot_files"),)),
     ("node.slurm_prolog", (("slurm-prolog", "cmd_slurm_prolog"),)),

@@ -23,9 +23,9 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from clusterkit.effective.expand import EffectiveSpec, iso_z
+from clusterkit.render import job_user_guard
 from clusterkit.render.pcluster_config import Refs, bundle_arg, render_config
 from stacks import nag
-from stacks.job_user_guard import job_user_denies
 from stacks.platform_link import PlatformLink
 from stacks.ttl import TtlTeardown
 from stacks.version_guard import ParallelClusterVersionGuard, guard_depends
@@ -87,7 +87,8 @@ class ClusterStack(cdk.Stack):
         head_policy = self._node_policy("HeadNodePolicy", f"{spec.name}-{spec.region}-head-node", bucket,
                                         parameter, ecr)
         compute_policy = self._node_policy("ComputeNodePolicy", f"{spec.name}-{spec.region}-compute-node", bucket,
-                                           None, ecr, job_user_guard=True)
+                                           None, ecr)
+        job_guard = self._job_user_guard(spec.name, spec.region)
 
         provider = cdk.CfnStack(self, "ParallelClusterProvider",
                                 template_url=provider_template_url(spec.parallelcluster_version))
@@ -101,6 +102,7 @@ class ClusterStack(cdk.Stack):
             security_group_id=security_group_id, file_system_id=file_system_id, assets_bucket=bucket,
             head_node_policy_arn=head_policy.managed_policy_arn,
             compute_node_policy_arn=compute_policy.managed_policy_arn,
+            job_guard_policy_arn=job_guard.managed_policy_arn,
             bundle_arg=bundle_arg(spec), assets_prefix=self.assets_prefix,
             partition=cdk.Aws.PARTITION)
         config = render_config(spec, refs, artifacts)
@@ -150,9 +152,7 @@ class ClusterStack(cdk.Stack):
                 for r in spec.containers.ecr_repositories]
 
     def _node_policy(self, construct_id: str, name: str, bucket: str, parameter: ssm.IStringParameter | None,
-                     ecr_repositories: list[str], job_user_guard: bool = False) -> iam.ManagedPolicy:
-        """A node role's policy; with ``job_user_guard`` (compute and login nodes, whose role every user holds)
-        also the Denies of stacks/job_user_guard.py over what ParallelCluster grants them."""
+                     ecr_repositories: list[str]) -> iam.ManagedPolicy:
         artifacts_arn = cdk.Arn.format(cdk.ArnComponents(service="s3", region="", account="", resource=bucket,
                                                          resource_name=f"{self.assets_prefix}*"), self)
         statements = [iam.PolicyStatement(sid="ReadBootstrapObjects", actions=["s3:GetObject"],
@@ -165,8 +165,6 @@ class ClusterStack(cdk.Stack):
                                                   resources=["*"]))
             statements.append(iam.PolicyStatement(sid="PullLockedEcrImages", actions=ECR_PULL_ACTIONS,
                                                   resources=ecr_repositories))
-        if job_user_guard:
-            statements += job_user_denies(cluster_name=self.cluster_name)
         policy = iam.ManagedPolicy(self, construct_id, managed_policy_name=f"ClusterKit-{name}", path=NODE_POLICY_PATH,
                                    statements=statements,
                                    description=f"ClusterKit {name}: read its bootstrap artifacts "
@@ -180,6 +178,16 @@ class ClusterStack(cdk.Stack):
                             "permissions (ECR User Guide, 'Private registry authentication'); pulls are limited to "
                             "the locked repositories", applies_to=["Resource::*"])
         return policy
+
+    def _job_user_guard(self, cluster: str, region: str) -> iam.ManagedPolicy:
+        """The Denies every user of a compute or login node is held to (clusterkit/render/job_user_guard.py)."""
+        document = job_user_guard.document(cluster, partition=cdk.Aws.PARTITION, region=cdk.Aws.REGION,
+                                           account=cdk.Aws.ACCOUNT_ID)
+        return iam.ManagedPolicy(self, "JobUserGuardPolicy", managed_policy_name=job_user_guard.policy_name(
+                                     cluster, region), path=job_user_guard.POLICY_PATH,
+                                 document=iam.PolicyDocument.from_json(document),
+                                 description=f"ClusterKit {cluster}: what a job user must not do with the compute "
+                                             "role (explicit Denies over ParallelCluster's grants)")
 
     def _output(self, name: str, value: str, description: str) -> None:
         cdk.CfnOutput(self, name, value=value, description=description)

@@ -44,6 +44,7 @@ TIER_OF_FILE = {
     "cli/test_cdk_banner.py": "synth",              # runs the CDK CLI on the app (npx cdk ls)
     "cli/test_validate_simulated.py": "pcluster",   # validate --pcluster in .venv-pcluster
     "compat/test_compat_node_script.py": "node",
+    "node_package/test_imds_lock_netns.py": "system",  # root: iptables in a network namespace
 }
 
 

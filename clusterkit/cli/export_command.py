@@ -10,7 +10,8 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("export", help="concrete ParallelCluster YAML from the deployed stacks, for `pcluster`")
     p.add_argument("name", metavar="NAME")
     p.add_argument("--bucket", required=True, help="S3 bucket for the node artifacts (under clusterkit/<name>/)")
-    p.add_argument("--upload", action="store_true", help="upload the node artifacts (otherwise only print)")
+    p.add_argument("--upload", action="store_true", help="upload the node artifacts and create or update the job-user "
+                                                         "guard IAM policy (otherwise only print)")
     p.add_argument("-o", "--output", help="write the YAML here instead of stdout")
     p.set_defaults(run=run)
 
@@ -28,6 +29,8 @@ def run(args: argparse.Namespace) -> int:
     result = export(loaded, bucket=args.bucket, do_upload=args.upload)
     for uri in result.uploaded:
         print(f"uploaded {uri}", file=sys.stderr)
+    if result.guard:
+        print(f"job-user guard policy: {result.guard}", file=sys.stderr)
     if args.output:
         write_text(Path(args.output), result.text)
         print(f"wrote {args.output}", file=sys.stderr)

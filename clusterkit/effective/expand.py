@@ -424,7 +424,8 @@ def expand_spec(spec: ClusterSpec, *, deploy_time: datetime | None = None) -> Ef
         node=node_settings.resolve({"name": spec.name, "os": spec.os, "region": spec.region,
                                     "storage.fsx_lustre.image_store": store,
                                     "containers.images": containers.ecr_registries,
-                                    "containers.nvidia_container_cli": containers.nvidia_container_cli}, containers),
+                                    "containers.nvidia_container_cli": containers.nvidia_container_cli,
+                                    "security.compute_imds": spec.security.compute_imds}, containers),
         platform=platform,
         login_nodes=tuple(spec.login_nodes),
     )

@@ -70,6 +70,8 @@ class Refs:
     bundle_arg: str  # CK_BUNDLE_PARAMETER=<ssm name> or CK_BUNDLE_URI=s3://<stable key>
     head_node_policy_arn: str | None = None  # None: read access through Iam.S3Access on assets_prefix
     compute_node_policy_arn: str | None = None
+    # the job-user guard (clusterkit/render/job_user_guard.py), on compute queues and login pools in both ways
+    job_guard_policy_arn: str | None = None
     assets_prefix: str = ""
     partition: str = "aws"
 
@@ -90,6 +92,7 @@ def placeholder_refs(eff: EffectiveSpec) -> Refs:
         bundle_arg=bundle_arg(eff),
         head_node_policy_arn="${Cluster.HeadNodePolicyArn}",
         compute_node_policy_arn="${Cluster.ComputeNodePolicyArn}",
+        job_guard_policy_arn="${Cluster.JobGuardPolicyArn}",
         assets_prefix=eff.names.artifact_prefix,
         partition="${AWS::Partition}",
     )
@@ -148,7 +151,8 @@ def _s3(refs: Refs, key: str) -> str:
 
 
 def _iam(refs: Refs, policy_arn: str | None, session_manager: bool) -> dict[str, Any]:
-    """Read access to this role's bootstrap objects only; Session Manager (instead of SSH) where asked.
+    """Read access to this role's bootstrap objects only; Session Manager (instead of SSH) where asked; on the
+    roles every user holds (no Session Manager), the job-user guard.
 
     Compute nodes get no Session Manager: their role is every job user's (PC restricts IMDS on head and
     login nodes only), and AmazonSSMManagedInstanceCore would let each job read every SSM parameter.
@@ -156,6 +160,8 @@ def _iam(refs: Refs, policy_arn: str | None, session_manager: bool) -> dict[str,
     policies = [{"Policy": SSM_CORE.format(partition=refs.partition)}] if session_manager else []
     if policy_arn is not None:
         policies.append({"Policy": policy_arn})
+    if not session_manager and refs.job_guard_policy_arn is not None:
+        policies.append({"Policy": refs.job_guard_policy_arn})
     iam: dict[str, Any] = {"AdditionalIamPolicies": policies} if policies else {}
     if policy_arn is None:
         iam["S3Access"] = [{"BucketName": refs.assets_bucket, "KeyName": f"{refs.assets_prefix}*",

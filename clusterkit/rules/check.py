@@ -19,6 +19,7 @@ from clusterkit.rules.limits import AWS_INTEGER_MAX
 from clusterkit.rules.login_nodes import login_nodes
 from clusterkit.rules.network import network
 from clusterkit.rules.queues import head_node, queues
+from clusterkit.rules.security import compute_imds
 from clusterkit.rules.storage import storage
 from clusterkit.spec.errors import Problem
 from clusterkit.spec.model import ClusterSpec
@@ -30,7 +31,7 @@ def check(spec: ClusterSpec, marks: Marks) -> list[Problem]:
     """Every rule, in spec order; errors and warnings together."""
     problems: list[Problem] = []
     for rule in (identity, network, head_node, storage, queues, login_nodes, containers, nvidia_container_cli,
-                 single_threaded_in_place, compat, settings,
+                 single_threaded_in_place, compat, compute_imds, settings,
                  aws_limits.check, acknowledge):
         problems.extend(rule(spec, marks))
     # Catch-alls, after the specific rules (whose messages say more): each field once.

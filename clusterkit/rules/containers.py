@@ -19,10 +19,15 @@ from clusterkit_node.contract import settings as node
 from clusterkit_node.contract.layout import image_name_problem
 
 
+def pyxis_of(spec: ClusterSpec) -> tuple[int, ...]:
+    """The pyxis every AMI of the spec's ParallelCluster release is known to ship (limits.PC_PYXIS)."""
+    pc = parse_version(spec.parallelcluster_version)
+    return PC_PYXIS.get(pc, OLDEST_PC_PYXIS) if pc else OLDEST_PC_PYXIS
+
+
 def containers(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
     c = spec.containers
-    pc = parse_version(spec.parallelcluster_version)
-    pyxis = PC_PYXIS.get(pc, OLDEST_PC_PYXIS) if pc else OLDEST_PC_PYXIS
+    pyxis = pyxis_of(spec)
     since = PYXIS_OPTION_SINCE["use_enroot_load"]
     if c.pyxis.use_enroot_load and pyxis < since:
         yield m.problem("containers.pyxis.use_enroot_load",

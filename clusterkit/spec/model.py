@@ -269,6 +269,16 @@ class Lifecycle:
 
 
 @dataclass(frozen=True)
+class Security:
+    compute_imds: Literal["root_only", "all_users"] = doc(
+        "who on a compute node may reach the instance metadata service, and with it the compute role's "
+        "credentials: root_only (ParallelCluster's agents run as root; jobs get no instance credentials or "
+        "metadata) or all_users (ParallelCluster's own default on compute nodes): needs compute_imds_reason",
+        node.default("CK_COMPUTE_IMDS"))
+    compute_imds_reason: str | None = doc("why jobs need the instance role (all_users), on one line", None)
+
+
+@dataclass(frozen=True)
 class Acknowledgement:
     id: str = doc("id of the warning to accept, as validate prints it: warning[image-fanout-slow] is image-fanout-slow")
     reason: str = doc("why it is accepted, on one line (validate --format json shows it with the warning)")
@@ -297,6 +307,7 @@ class ClusterSpec:
     containers: Containers = doc("Enroot, Pyxis and the image list", Containers())
     monitoring: Monitoring = doc("logs and metrics", Monitoring())
     lifecycle: Lifecycle = doc("automatic teardown", Lifecycle())
+    security: Security = doc("what job users on compute nodes may reach", Security())
     tags: dict[str, str] = doc("tags on every resource", default_factory=dict)
     acknowledge: tuple[Acknowledgement, ...] = doc(
         "warnings accepted for this cluster, each by id with a reason: validate stops reporting them, so --strict "

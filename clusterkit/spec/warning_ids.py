@@ -32,6 +32,8 @@ WARNINGS: dict[str, str] = {
     "gpu-check-in-job-start": "a queue runs DCGM's deep GPU check in the job's prolog on a type where it outlasts "
                               "ParallelCluster's 180 s job start (aws-parallelcluster#6777)",
     "gpu-check-none": "a GPU queue has no deep GPU check",
+    "compute-imds-job-pulls": "jobs may pull a private ECR image at job time, which needs the compute role's "
+                              "credentials that security.compute_imds: root_only keeps from jobs",
     "acknowledgement-unused": "an acknowledge entry names a warning the spec no longer raises",
     "pcluster-validator": "a warning of ParallelCluster's own validators (validate --pcluster)",
 }
@@ -42,6 +44,8 @@ NOT_ACKNOWLEDGEABLE: dict[str, str] = {
                     "void or none)",
     "image-gpu-requirement-unchecked": "an image's NVIDIA_REQUIRE_* depends on what validate cannot know (the GPU's "
                                        "brand, or the AMI's driver): the nodes judge it",
+    "compute-imds-job-pulls": "jobs may pull a private ECR image at job time, which needs the compute role's "
+                              "credentials that security.compute_imds: root_only keeps from jobs",
     "acknowledgement-unused": "remove the stale acknowledge entry instead",
     "pcluster-validator": "ParallelCluster's own findings are not ClusterKit's to accept; --strict leaves them "
                          "warnings",

@@ -72,6 +72,10 @@ SETTINGS: Tuple[Setting, ...] = (
     # there (clusterkit/effective/gpu_check_place.py), so the Args of other queues, and their nodes, stay as they were.
     Setting("CK_GPU_HEALTH", "off", r"(boot|off)", "boot or off (dcgmi diag at boot, before slurmd starts)"),
     Setting("CK_GPU_HEALTH_BUDGET", "900", r"[1-9][0-9]{0,4}", "seconds dcgmi diag may take at boot, e.g. 900"),
+    # Who on a compute node may reach IMDS (node/imds_lock.py; ParallelCluster locks it on head and login nodes only).
+    Setting("CK_COMPUTE_IMDS", "root_only", r"(root_only|all_users)",
+            "root_only or all_users (who on a compute node may reach the instance metadata service)",
+            spec_field="security.compute_imds"),
     Setting("CK_UNLOCKED_IMAGES", "refuse", r"(refuse|import)",
             "refuse or import (what a job's --container-image that is not in the image lock gets)",
             spec_field="containers.pyxis.unlocked_images"),

@@ -44,12 +44,15 @@ def vendored(name: str) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def _policy_statements(policy: Any, template: Mapping[str, Any], refs: Mapping[str, str]) -> list[Statement]:
+def _policy_statements(policy: Any, template: Mapping[str, Any], refs: Mapping[str, str],
+                       customer: Mapping[str, Mapping[str, Any]]) -> list[Statement]:
     if isinstance(policy, dict) and "Ref" in policy:
         resource = template["Resources"].get(policy["Ref"])
         if resource is not None and resource["Type"] == "AWS::IAM::ManagedPolicy":
             return parse(resource["Properties"]["PolicyDocument"], policy["Ref"], refs)
     arn = resolve(policy, refs)
+    if arn in customer:  # a customer managed policy made outside the template (clusterkit export's guard)
+        return parse(customer[arn], arn.rsplit("/", 1)[-1], refs)
     if not arn.startswith(AWS_MANAGED):
         raise LookupError(f"cannot evaluate policy {arn!r}: neither ours in the template nor AWS managed")
     name = arn.removeprefix(AWS_MANAGED)
@@ -80,12 +83,12 @@ def parent_stack_arn(refs: Mapping[str, str], cluster_stack: str) -> str:
 
 
 def compute_role(template: Mapping[str, Any], queue: Mapping[str, Any], refs: Mapping[str, str],
-                 cluster_stack: str) -> list[Statement]:
-    """Every statement a compute node of ``queue`` holds."""
+                 cluster_stack: str, customer: Mapping[str, Mapping[str, Any]] | None = None) -> list[Statement]:
+    """Every statement a compute node of ``queue`` holds; ``customer``: documents of policies named by ARN."""
     config = cluster_configuration(template)
     iam = queue.get("Iam", {})
     statements = [s for p in iam.get("AdditionalIamPolicies", [])
-                  for s in _policy_statements(p["Policy"], template, refs)]
+                  for s in _policy_statements(p["Policy"], template, refs, customer or {})]
     if config.get("Monitoring", {}).get("Logs", {}).get("CloudWatch", {}).get("Enabled", True):
         statements += parse(vendored("CloudWatchAgentServerPolicy"), "CloudWatchAgentServerPolicy", refs)
     inline = vendored("pcluster_compute_inline")

@@ -95,10 +95,10 @@ def test_assets_are_uploaded_under_the_rendered_keys(synthesized):
 
 def test_node_policies_are_least_privilege(synthesized):
     """Read-only: this cluster's artifact prefix and its bundle parameter (no ECR in the demo); the compute
-    policy also holds the job-user Denies (tests/app/test_node_roles.py evaluates the whole role)."""
+    guard holds only Denies (tests/app/test_node_roles.py evaluates the whole role)."""
     cluster = _template(synthesized, "demo", "cluster")
     policies = cluster.find_resources("AWS::IAM::ManagedPolicy")
-    assert len(policies) == 2
+    assert len(policies) == 3
     denies = []
     for policy in policies.values():
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
@@ -108,7 +108,7 @@ def test_node_policies_are_least_privilege(synthesized):
             assert statement["Action"] in ("s3:GetObject", "ssm:GetParameter")
             wildcard = "*" in json.dumps(statement["Resource"])
             assert not wildcard or json.dumps(statement["Resource"]).endswith('/clusterkit/demo/*"]]}')
-    assert denies == [("ClusterKit-demo-us-east-1-compute-node", sid) for sid in (
+    assert denies == [("ClusterKit-demo-us-east-1-job-guard", sid) for sid in (
         "NoParameterReads", "NoLogRetentionChanges", "LogWritesOnlyToThisCluster", "NodeItemsOnly",
         "NodeItemsOnlyKeyed", "NoItemUpdates", "InstanceAttributesOfThisClusterOnly", "NoHeadNodeInstanceAttributes")]
 

@@ -15,6 +15,7 @@ managed policies are copies (tests/app/iam_policies/, each with its source).
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import aws_cdk as cdk
 import pytest
@@ -60,8 +61,8 @@ class Cluster:
     def queues(self) -> list[dict]:
         return cluster_configuration(self.template)["Scheduling"]["SlurmQueues"]
 
-    def role(self, queue: dict) -> list[Statement]:
-        return compute_role(self.template, queue, self.refs, cluster_stack=self.name)
+    def role(self, queue: dict, customer: dict | None = None) -> list[Statement]:
+        return compute_role(self.template, queue, self.refs, cluster_stack=self.name, customer=customer)
 
     def s3_inside(self, resource: str) -> bool:
         allowed = (self.artifacts, IMAGE_STORE, PC_PUBLIC_BUCKET.format(region=self.region))
@@ -183,9 +184,8 @@ def test_an_unknown_aws_managed_policy_is_an_error(clusters):
 
 def test_export_style_s3_access_is_evaluated_as_pc_writes_it(clusters):
     """``clusterkit export`` gives nodes Iam.S3Access instead of our policy: PC turns it into s3:Get* on the
-    prefix, which stays inside; a whole-bucket entry would not. (S3 only: an exported cluster has no compute
-    policy of ours, so no Deny, and keeps CloudWatchAgentServerPolicy's parameter/AmazonCloudWatch-* read;
-    docs/security.md says so.)"""
+    prefix, which stays inside; a whole-bucket entry would not. (S3 only here; the exported job-user guard is
+    evaluated below.)"""
     cluster = clusters["demo"]
     bucket = f"cdk-hnb659fds-assets-{cluster.account}-{cluster.region}"
     prefix = {"Iam": {"S3Access": [{"BucketName": bucket, "KeyName": "clusterkit/demo/*", "EnableWriteAccess": False}]}}
@@ -229,8 +229,10 @@ def _cases(cluster: Cluster) -> list[tuple[str, Request, Decision, Decision]]:
         ("forge events in a CloudTrail group", Request(
             "logs:PutLogEvents", _log_group(cluster, "aws-cloudtrail-logs-org", "i-1_CloudTrail")), deny, allow),
         ("forge events in another cluster's group", Request("logs:PutLogEvents", _log_group(
-            cluster, f"/aws/parallelcluster/{cluster.name}-ecr-202612061200", "ip-10-0-0-1.i-1.slurmd")), deny, allow),
-        ("create a log group elsewhere", Request("logs:CreateLogGroup", _log_group(cluster, "/tmp/exfil")), deny, allow),
+            cluster, f"/aws/parallelcluster/{cluster.name}-ecr-202612061200", "ip-10-0-0-1.i-1.slurmd")),
+         deny, allow),
+        ("create a log group elsewhere", Request(
+            "logs:CreateLogGroup", _log_group(cluster, "/tmp/exfil")), deny, allow),
         ("PC's agent: a stream in this cluster's group", Request(
             "logs:CreateLogStream", own), allow, allow),
         ("PC's agent: events in this cluster's group", Request(
@@ -289,7 +291,7 @@ def test_the_wait_condition_url_would_be_reachable_from_the_parent_stack(cluster
 def test_the_log_group_pattern_fits_pcs_name_and_no_other_cluster(clusters):
     """PC names the group /aws/parallelcluster/<name>-<%Y%m%d%H%M> (pcluster/templates/cluster_stack.py): the
     pattern takes that, not a group of a cluster whose name extends this one's."""
-    from stacks.job_user_guard import LOG_GROUP_SUFFIX
+    from clusterkit.render.job_user_guard import LOG_GROUP_SUFFIX
 
     assert len(LOG_GROUP_SUFFIX) == 1 + len("202612061200")
     cluster = clusters["demo"]
@@ -298,3 +300,39 @@ def test_the_log_group_pattern_fits_pcs_name_and_no_other_cluster(clusters):
                             ("demo-2026120612", Decision.EXPLICIT_DENY), ("demo", Decision.EXPLICIT_DENY)):
         request = Request("logs:PutLogEvents", _log_group(cluster, f"/aws/parallelcluster/{group}", "s"))
         assert decide(role, request) is decision, group
+
+
+# clusters on a platform are not exported (their node group comes from their own stack: export refuses them)
+EXPORTABLE = [name for name in SPECS if load(name, check_lock=False).spec.platform is None]
+
+
+@pytest.mark.parametrize("name", EXPORTABLE)
+def test_an_exported_config_holds_every_job_user_the_same(clusters, name):
+    """``clusterkit export``'s compute roles (S3Access on the prefix + the guard policy by ARN, its document as
+    --upload creates it) answer every case as the Cluster stack's do; without the guard they answer as PC's."""
+    from clusterkit.deployed.export import guard_document, guard_policy_arn, resolve_refs
+    from clusterkit.effective.expand import expand
+    from clusterkit.render.pcluster_config import render_config
+
+    cluster = clusters[name]
+    effective = expand(load(name))
+
+    class Outputs:
+        def describe_stacks(self, StackName):  # noqa: N803 (boto3's parameter name)
+            ids = {"HeadNodeSubnetId": "subnet-1", "ComputeSubnetId": "subnet-2", "ClusterSecurityGroupId": "sg-1",
+                   "FileSystemId": "fs-0123456789abcdef0"}
+            return {"Stacks": [{"Outputs": [{"OutputKey": k, "OutputValue": v} for k, v in ids.items()]}]}
+
+    bucket = f"cdk-hnb659fds-assets-{cluster.account}-{cluster.region}"  # the prefix Cluster.s3_inside allows
+    refs = dataclasses.replace(resolve_refs(effective, Outputs(), bucket),
+                        job_guard_policy_arn=guard_policy_arn(effective, cluster.account))
+    from clusterkit.artifacts.bundle import node_artifacts
+
+    config = render_config(effective, refs, node_artifacts(load(name)))
+    guard = {refs.job_guard_policy_arn: guard_document(effective, cluster.account)}
+    for queue in config["Scheduling"]["SlurmQueues"]:
+        role = cluster.role(queue, customer=guard)
+        assert _leaks(cluster, role) == [], queue["Name"]
+        for what, request, now, before in _cases(cluster):
+            assert decide(role, request) is now, (queue["Name"], what)
+            assert decide(_without_denies(role), request) is before, (queue["Name"], what)

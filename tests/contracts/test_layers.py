@@ -30,7 +30,7 @@ CDK = {"aws_cdk", "constructs", "cdk_nag", "jsii"}
 STACK_MODULES = sorted((REPO / "stacks").glob("*.py"))
 # What a stack may import from clusterkit at run time (type-only imports: also stack_inputs).
 STACKS_MAY_IMPORT = {"clusterkit.effective.expand", "clusterkit.spec.naming", "clusterkit.render.pcluster_config",
-                     "clusterkit.spec.model"}
+                     "clusterkit.spec.model", "clusterkit.render.job_user_guard", "clusterkit.render"}
 STACKS_MAY_IMPORT_FOR_TYPES = STACKS_MAY_IMPORT | {"clusterkit.artifacts.stack_inputs"}
 NO_FILE_MODULES = {"os", "io", "pathlib", "shutil", "tempfile", "glob", "subprocess", "fileinput", "zipfile", "tarfile"}
 FILE_IO_METHODS = {"open", "read_text", "read_bytes", "write_text", "write_bytes", "mkdir", "makedirs", "touch",

@@ -117,3 +117,32 @@ def test_a_cluster_on_a_platform_is_refused_by_the_pcluster_path(deployed):
                                               r"\(deploy it with `make deploy CLUSTER=train-a`, or export a "
                                               r"standalone spec\)$"):
         export(load("train-a"), bucket="team-artifacts", do_upload=False, session=deployed)
+
+
+def test_export_gives_compute_and_login_roles_the_job_user_guard(deployed):
+    """The exported config names the guard policy on every compute queue (and no head node), and --upload creates
+    it with the same document the Cluster stack deploys; a second export finds it unchanged, a changed document
+    becomes a new default version."""
+    from clusterkit.render import job_user_guard
+
+    loaded = load("demo")
+    account = deployed.client("sts").get_caller_identity()["Account"]
+    arn = f"arn:aws:iam::{account}:policy/parallelcluster/ClusterKit-demo-us-east-1-job-guard"
+    before = export(loaded, bucket="team-artifacts", do_upload=False, session=deployed)
+    assert before.guard == "" and "NOT created: rerun with --upload" in before.text
+    config = yaml.safe_load(before.text)
+    for queue in config["Scheduling"]["SlurmQueues"]:
+        assert {"Policy": arn} in queue["Iam"]["AdditionalIamPolicies"], queue["Name"]
+    assert all(arn not in json.dumps(p) for p in config["HeadNode"]["Iam"].get("AdditionalIamPolicies", []))
+    iam = deployed.client("iam")
+    first = export(loaded, bucket="team-artifacts", do_upload=True, session=deployed)
+    assert first.guard == f"created {arn}"
+    version = iam.get_policy(PolicyArn=arn)["Policy"]["DefaultVersionId"]
+    document = iam.get_policy_version(PolicyArn=arn, VersionId=version)["PolicyVersion"]["Document"]
+    assert document == job_user_guard.document("demo", partition="aws", region="us-east-1", account=account)
+    assert export(loaded, bucket="team-artifacts", do_upload=True, session=deployed).guard == f"unchanged {arn}"
+    iam.create_policy_version(PolicyArn=arn, PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Deny", "Action": "s3:*", "Resource": "*"}]}), SetAsDefault=True)
+    assert export(loaded, bucket="team-artifacts", do_upload=True, session=deployed).guard == f"updated {arn}"
+    version = iam.get_policy(PolicyArn=arn)["Policy"]["DefaultVersionId"]
+    assert iam.get_policy_version(PolicyArn=arn, VersionId=version)["PolicyVersion"]["Document"] == document

@@ -39,7 +39,8 @@ SCRIPTS = REPO / "bootstrap_scripts"
 # Real tools the scripts may call (wrapped + recorded). Anything else is not on PATH.
 REAL_TOOLS = ("mkdir", "chmod", "mv", "rm", "ln", "readlink", "stat", "mktemp", "sha256sum", "sort",
               "cat", "python3", "grep", "head")
-STANDINS = ("scontrol", "systemctl", "sysctl", "enroot", "aws", "nvidia-smi", "mountpoint", "dcgmi", "hostname")
+STANDINS = ("scontrol", "systemctl", "sysctl", "enroot", "aws", "nvidia-smi", "mountpoint", "dcgmi", "hostname",
+            "iptables", "ip6tables", "iptables-restore", "ip6tables-restore")
 FORBIDDEN = ("curl", "wget", "git", "make", "gcc", "cc", "pip", "pip3", "dnf", "yum", "apt", "apt-get")
 
 PYXIS_SO = "usr/local/lib/slurm/spank_pyxis.so"
@@ -112,6 +113,11 @@ exit 0
     # is-active answers from CK_TEST_UNIT_ACTIVE (1: running, the default; 0: not running)
     "systemctl": 'if [ "${1:-}" = is-active ]; then [ "${CK_TEST_UNIT_ACTIVE:-1}" = 1 ]; exit; fi\nexit 0\n',
     "sysctl": "exit 0\n",
+    # iptables as on a node booting: nothing hooked yet (-C fails), everything else succeeds (imds_lock.py)
+    "iptables": '[ "${1:-}" = -C ] && exit 1\nexit 0\n',
+    "ip6tables": '[ "${1:-}" = -C ] && exit 1\nexit 0\n',
+    "iptables-restore": "cat >/dev/null\nexit 0\n",
+    "ip6tables-restore": "cat >/dev/null\nexit 0\n",
     "nvidia-smi": "echo 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-stand-in)'\n",
     # PC names a compute node's host after its Slurm NodeName (<queue>-<st|dy>-<compute resource>-<n>)
     "hostname": r"""h="${CK_TEST_HOSTNAME:-gpu-dy-p5-1.demo.pcluster}"
@@ -175,16 +181,16 @@ ZIPAPP_STANDIN = r'''#!/usr/bin/env python3
 """Stand-in for the node zipapp in node-script tests (`python3 X` runs a script whatever its name).
 
 The node setup commands (REAL below: what the node checks and writes) run the real clusterkit_node package of
-this checkout, with start_path.report answering as the `start-path` stand-in does and gpu-health looking for dcgmi
-in the sandbox's PATH directory (CK_TEST_NODE_PATH), not the test machine's; they are logged as
-"clusterkit_node.pyz:real".
+this checkout, with start_path.report answering as the `start-path` stand-in does and gpu-health (dcgmi) and
+imds-lock (iptables) looking for their tools in the sandbox's PATH directory (CK_TEST_NODE_PATH), not the test
+machine's; they are logged as "clusterkit_node.pyz:real".
 The other commands record argv: `start-path` answers CK_TEST_START_PATH (with a reason when extract),
 `selftest` exits CK_TEST_SELFTEST_RC, everything else exits CK_TEST_IMAGE_SYNC_RC."""
 import os, sys
 REPO = "@REPO@"
 REAL = ("node-args", "pyxis-line-check",
         "plugstack-loads", "start-path-check", "require-enroot", "enroot-files", "slurm-prolog", "pyxis-files",
-        "node-file", "store-units", "gpu-health", "squashfuse-reader")
+        "node-file", "store-units", "gpu-health", "squashfuse-reader", "imds-lock")
 
 
 def standin_report(want_squashfuse, os_name, single_threaded_ok=False):
@@ -204,6 +210,8 @@ if real:
     start_path.report = standin_report
     from clusterkit_node.node import gpu_health
     gpu_health.NODE_PATH = os.environ.get("CK_TEST_NODE_PATH", gpu_health.NODE_PATH)
+    from clusterkit_node.node import imds_lock
+    imds_lock.SBIN_PATH = os.environ.get("CK_TEST_NODE_PATH", "/nonexistent")
     from clusterkit_node.__main__ import main
     sys.exit(main(sys.argv[1:]))
 if sys.argv[1:2] == ["start-path"]:

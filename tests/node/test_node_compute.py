@@ -37,15 +37,18 @@ def compute(sandbox: Sandbox) -> Sandbox:
 # --- OnNodeStart ------------------------------------------------------------------------------------
 
 def test_start_writes_only_its_record(compute: Sandbox) -> None:
-    """OnNodeStart validates and records; enroot's layout waits for OnNodeConfigured (the NVMe is not
-    mounted yet at OnNodeStart)."""
+    """OnNodeStart validates, records and locks IMDS to root (before PC's config phase starts slurmd: the boot unit
+    slurmd requires); enroot's layout waits for OnNodeConfigured (the NVMe is not mounted yet at OnNodeStart)."""
     before = snapshot(compute.root)
     r = compute.run("compute_node_start.sh", *COMPUTE_ARGS)
     assert r.returncode == 0, r.stderr
     after = snapshot(compute.root)
     files = {p for p in changed_paths(before, after) if after.get(p) and after[p].kind == "f"}
-    assert files == {"etc/clusterkit/node.env", "var/log/clusterkit/bootstrap.log"}
-    assert r.calls("systemctl") == [] and r.calls("sysctl") == []
+    assert files == {"etc/clusterkit/node.env", "var/log/clusterkit/bootstrap.log",
+                     "etc/systemd/system/clusterkit-imds-lock.service"}
+    assert compute.root.joinpath("etc/systemd/system/slurmd.service.requires/clusterkit-imds-lock.service").is_symlink()
+    assert [c[0] for c in r.calls("iptables-restore") + r.calls("ip6tables-restore")] == ["--noflush", "--noflush"]
+    assert r.calls("systemctl") == [["daemon-reload"]] and r.calls("sysctl") == []
 
 
 def test_enroot_layout_follows_the_nvme_that_pc_mounts_after_on_node_start(compute: Sandbox) -> None:

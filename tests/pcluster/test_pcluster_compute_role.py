@@ -56,10 +56,10 @@ def _constants() -> dict[str, str]:
 
 
 def test_the_names_the_job_user_guard_keys_on_are_parallelclusters():
-    """stacks/job_user_guard.py narrows PC's grants by PC's own names: the log group (prefix + cluster name +
+    """clusterkit/render/job_user_guard.py narrows PC's grants by PC's own names: the log group (prefix + cluster name +
     '-' + a %Y%m%d%H%M stamp at create), the fleet table, the instance tags; the compute role is made in the
     nested queues stack (so PC's DescribeStackResource grant, Resource AWS::StackId, is that stack's)."""
-    from stacks import job_user_guard as guard
+    from clusterkit.render import job_user_guard as guard
 
     constants = _constants()
     assert constants["CW_LOG_GROUP_NAME_PREFIX"] == "/aws/parallelcluster/"

@@ -36,12 +36,14 @@ def test_shipped_spec_has_a_login_pool_in_the_compute_subnet_and_cluster_group()
 
 
 def test_login_nodes_hold_the_compute_role_without_session_manager():
-    """Every user on a login node is treated as holding its role (as on compute nodes), so: the compute policy (its
-    explicit Deny of ssm:GetParameter*, tests/app/test_node_roles.py), never AmazonSSMManagedInstanceCore."""
+    """Every user on a login node is treated as holding its role (as on compute nodes), so: the compute policy and
+    the job-user guard (its explicit Deny of ssm:GetParameter* among them, tests/app/test_node_roles.py), never
+    AmazonSSMManagedInstanceCore."""
     config = _rendered(SPEC)
     (pool,) = config["LoginNodes"]["Pools"]
     assert pool["Iam"] == config["Scheduling"]["SlurmQueues"][0]["Iam"]
-    assert pool["Iam"] == {"AdditionalIamPolicies": [{"Policy": "${Cluster.ComputeNodePolicyArn}"}]}
+    assert pool["Iam"] == {"AdditionalIamPolicies": [{"Policy": "${Cluster.ComputeNodePolicyArn}"},
+                                                            {"Policy": "${Cluster.JobGuardPolicyArn}"}]}
     assert SSM_CORE.split("/")[-1] not in yaml.safe_dump(pool)
 
 

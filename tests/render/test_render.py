@@ -114,9 +114,10 @@ def test_security_defaults(rendered, name):
 @pytest.mark.parametrize("name", SPECS)
 def test_compute_queues_get_only_their_own_policy(rendered, name):
     """No Session Manager on compute nodes: AmazonSSMManagedInstanceCore allows ssm:GetParameter(s) on every
-    parameter, and every job user holds the compute role (docs/security.md)."""
+    parameter, and every job user holds the compute role (docs/security.md); the job-user guard on each."""
     for queue in rendered[name]["Scheduling"]["SlurmQueues"]:
-        assert queue["Iam"] == {"AdditionalIamPolicies": [{"Policy": "${Cluster.ComputeNodePolicyArn}"}]}
+        assert queue["Iam"] == {"AdditionalIamPolicies": [{"Policy": "${Cluster.ComputeNodePolicyArn}"},
+                                                            {"Policy": "${Cluster.JobGuardPolicyArn}"}]}
 
 
 def test_scripts_are_content_addressed(rendered):

@@ -27,6 +27,13 @@ MOUNT = "storage:\n  fsx_lustre:\n    mount_dir: {}\n"
 EMAIL_HINT = "one address like ops@example.com; SNS mails it a confirmation link"
 
 CASES = [
+    ("all_users IMDS without a reason", _extra("security:\n  compute_imds: all_users\n"),
+     ["11:17: security.compute_imds: all_users gives every job user the compute role's credentials: needs a reason "
+      "(add compute_imds_reason: (e.g. 'jobs read s3://team-data with the node role'), or remove compute_imds "
+      "(root_only))"]),
+    ("an IMDS reason without all_users", _extra("security:\n  compute_imds_reason: jobs read S3\n"),
+     ["11:24: security.compute_imds_reason: a reason without compute_imds: all_users changes nothing (remove "
+      "compute_imds_reason, or set compute_imds: all_users)"]),
     ("unknown top-level key", _extra("regoin: us-east-1\n"),
      ["10:1: regoin: unknown key (did you mean 'region'?)"]),
     ("unknown nested key", _with("        max: 2\n", "        max: 2\n        mni: 1\n"),

@@ -121,6 +121,10 @@ CASES: dict[str, Callable[[Path, pytest.MonkeyPatch], list[Problem]]] = {
         tmp, _with("  - name: gpu\n", "  - name: gpu\n    health_checks: {gpu: prolog}\n")),
     "gpu-check-none": lambda tmp, mp: _warnings(
         tmp, _with("  - name: gpu\n", "  - name: gpu\n    health_checks: {gpu: none}\n")),
+    # a private ECR image, and ParallelCluster 3.16.1's AMIs only known to ship pyxis 0.20 (no importer): jobs pull
+    "compute-imds-job-pulls": lambda tmp, mp: _unlocked(tmp, BASE + "containers:\n  images:\n    - name: app\n"
+                                                        "      uri: 123456789012.dkr.ecr.us-east-1.amazonaws.com/"
+                                                        f"team/app@{DIGEST}\n"),
     # entries added to the demo's own acknowledge block, which ends the file
     "acknowledgement-unused": lambda tmp, mp: load(str(_demo_copy(
         tmp, "  - id: image-fanout-slow\n    reason: demo\n  - id: capacity-block-partial\n"

@@ -13,7 +13,7 @@ from clusterkit.effective.expand import expand_spec, image_platform
 from clusterkit.images import resolve as images
 from clusterkit.images.lock_file import ImageLock, LockError, read_lock
 from clusterkit.paths import CONFIG_DIR
-from clusterkit.pipeline.platform import PLATFORM_FIELDS, merged, name_conflicts, platform_of
+from clusterkit.pipeline.platform import PLATFORM_FIELDS, merged, name_conflicts, platform_of, trust_conflicts
 from clusterkit.rules import advice, gpu_images
 from clusterkit.rules import check as rules
 from clusterkit.spec.errors import Acknowledged, ClusterKitError, Problem, SpecError
@@ -137,6 +137,7 @@ def load(name_or_path: str, *, check_lock: bool = True) -> Loaded:
         # Everywhere, not only in cluster_configs/: outputs are named after the file, stacks after the name.
         problems.append(marks.problem("name", f"'{spec.name}' differs from the file name '{path.stem}'",
                                       f"rename the file to {spec.name}{path.suffix} or set name: {path.stem}"))
+    problems += trust_conflicts(spec, marks, path, on)
     if check_lock:
         stale = _lock_problems(spec, source)
         problems += stale

@@ -217,6 +217,31 @@ def name_conflicts(spec: ClusterSpec, marks: Marks, spec_path: Path, lock: Image
     return problems
 
 
+def trust_conflicts(spec: ClusterSpec, marks: Marks, spec_path: Path, on: LoadedPlatform | None) -> list[Problem]:
+    """One platform, one trust domain: root on any cluster of a platform can rewrite the shared store, its manifest
+    and the published record every other cluster's importer trusts (FSx has no root squash on the store, and
+    without a directory service uid N is one owner on every cluster), so clusters that declare different
+    ``security.trust_domain`` values (one declaring none counts as its own) may not share one."""
+    if on is None:
+        return []
+    mine = spec.security.trust_domain
+    for other in on.members:
+        if other.path.resolve() == spec_path.resolve() or other.spec.security.trust_domain == mine:
+            continue
+        theirs = other.spec.security.trust_domain
+        at = "security.trust_domain" if "security.trust_domain" in marks.keys else "platform"
+        return [marks.problem(
+            at, f"trust domain {_domain(mine)} here but {_domain(theirs)} in {other.spec.name} "
+            f"({display(other.path)}), on the same platform {spec.platform}: root on either cluster can rewrite the "
+            "store the other serves", "give clusters of another trust domain their own platform, or declare the "
+            "same security.trust_domain in both specs")]
+    return []
+
+
+def _domain(value: str | None) -> str:
+    return f"'{value}'" if value is not None else "none declared"
+
+
 def _expect(expect: dict[str, str]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(expect.items())) or "nothing"
 

@@ -276,6 +276,10 @@ class Security:
         "metadata) or all_users (ParallelCluster's own default on compute nodes): needs compute_imds_reason",
         node.default("CK_COMPUTE_IMDS"))
     compute_imds_reason: str | None = doc("why jobs need the instance role (all_users), on one line", None)
+    trust_domain: str | None = doc(
+        "who holds root on this cluster (a team or account name): clusters on one platform share its store, and root "
+        "on any of them can rewrite what every other serves, so all clusters of a platform must declare the same "
+        "one (docs/security.md \"A platform is one trust domain\")", None)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ Why each rule (docs/operations.md "Image garbage collection"):
 - Never a file a running job has open: on the node gc runs on, every process's open descriptors and memory maps
   (``/proc/<pid>/fd``, ``/proc/<pid>/maps``: squashfuse holds the file open, an extracted start maps nothing) by
   device and inode; on every other node, the lease the pyxis importer's ``get`` left in ``<staging>/inuse/`` until
-  its ``release`` (or until older than ``--lease-days``: a node that died never releases).
+  its ``release`` (or until older than ``--lease-days``: a node that died never releases), and never after its job
+  ended where the lease comes from a node of this cluster (lease_jobs.py: the directory is every user's to write).
 - Dry run by default: the table says for every file why it stays or that it would go. ``--apply`` decides again
   under the sync lock (no sync imports, re-points or writes a record meanwhile), then per removed file drops the
   manifest entries and the stable name that point at it, then its entry in the sync's record, then the file.
@@ -38,6 +39,7 @@ from clusterkit_node.store.concurrency import (
     require_sync_lock,
     sync_lock,
 )
+from clusterkit_node.store.lease_jobs import slurm_view
 from clusterkit_node.store.manifest import read_manifest, write_manifest
 from clusterkit_node.store.published import RecordError, read_record
 from clusterkit_node.store.staging import ensure_staging
@@ -49,6 +51,7 @@ STATE_VERSION = 1
 CONTENT_RE = re.compile(r"^[0-9a-f]{64}\.sqsh$")
 LEASE_RE = re.compile(r"^[^.][^/]*\.json$")
 MAX_LEASE_BYTES = 4096
+SCONTROL = "/opt/slurm/bin/scontrol"  # ParallelCluster's Slurm
 
 
 @dataclass
@@ -125,6 +128,8 @@ class Lease:
     file: str
     holder: str
     mtime: float
+    host: str = ""
+    job: str = ""
 
 
 def read_leases(store: str) -> Tuple[List[Lease], List[str]]:
@@ -151,7 +156,11 @@ def read_leases(store: str) -> Tuple[List[Lease], List[str]]:
             bad.append(f"{path}: not a lease ({exc})")
             continue
         holder = f"job {doc.get('job', '?')} step {doc.get('step', '?')} on {doc.get('host', '?')} (lease {name})"
-        leases.append(Lease(path=path, file=file, holder=holder, mtime=st.st_mtime))
+        if doc.get("uid") != st.st_uid:  # the importer writes a lease as the job's user: a lease names its owner
+            bad.append(f"{path}: not a lease (names uid {doc.get('uid')!r}, owned by uid {st.st_uid})")
+            continue
+        leases.append(Lease(path=path, file=file, holder=holder, mtime=st.st_mtime, host=str(doc.get("host", "")),
+                            job=str(doc.get("job", ""))))
     return leases, bad
 
 
@@ -220,8 +229,13 @@ def plan_gc(store: str, args: argparse.Namespace, now: float, quiet: bool = Fals
     for line in bad:
         if not quiet:
             warn(line)
-    active = [lease for lease in leases if lease_active(lease.mtime, now=now, lease_days=args.lease_days)]
-    expired = [lease for lease in leases if not lease_active(lease.mtime, now=now, lease_days=args.lease_days)]
+    view = slurm_view(args.scontrol)
+    if view is None and not quiet:
+        log(f"cannot ask Slurm ({args.scontrol}): leases of this cluster's ended jobs hold until --lease-days")
+    ended = [lease for lease in leases if view is not None and view.ended(lease.host, lease.job)]
+    active = [lease for lease in leases if lease not in ended
+              and lease_active(lease.mtime, now=now, lease_days=args.lease_days)]
+    expired = [lease for lease in leases if lease not in active]
     old_seen = load_state(store)
     seen: Dict[str, float] = {}
     candidates = []
@@ -306,7 +320,8 @@ def cmd_gc(args: argparse.Namespace) -> int:
                 try:
                     os.unlink(lease.path)
                     if not quiet:
-                        log(f"removed expired lease {lease.path} (older than {args.lease_days:g} days)")
+                        log(f"removed expired lease {lease.path} (its job ended, or older than {args.lease_days:g} "
+                            "days)")
                 except OSError:
                     pass
     else:
@@ -339,6 +354,8 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     g.add_argument("--stale-days", type=float, default=DEFAULT_STALE_DAYS, metavar="D",
                    help="a cluster record not refreshed for this long is a cluster that is gone "
                         f"(default {DEFAULT_STALE_DAYS:g})")
+    g.add_argument("--scontrol", default=SCONTROL, metavar="PATH",
+                   help=f"this cluster's scontrol: leases of its nodes' ended jobs hold nothing (default {SCONTROL})")
     g.add_argument("--lease-days", type=float, default=DEFAULT_LEASE_DAYS, metavar="D",
                    help=f"a job's lease older than this no longer protects its file (default {DEFAULT_LEASE_DAYS:g})")
     g.add_argument("--format", choices=("table", "json"), default="table")

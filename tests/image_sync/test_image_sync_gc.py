@@ -212,6 +212,7 @@ def test_gc_removes_only_unreferenced_unheld_files_past_grace_with_records_of_tw
     (staging / "inuse" / "node-b.7.0.1000.json").write_text(json.dumps({
         "lease_version": 1, "host": "node-b", "job": "7", "step": "0", "uid": 1000, "file": rel["leased"],
         "created": int(time.time())}))
+    os.chown(staging / "inuse" / "node-b.7.0.1000.json", 1000, 1000)  # the importer writes it as the job's user
     mapper = subprocess.Popen([sys.executable, "-c", (
         "import mmap, sys, time\n"
         "f = open(sys.argv[1], 'rb'); m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ); f.close()\n"
@@ -310,6 +311,52 @@ def test_importer_lease_protects_a_file_on_other_nodes_until_release(sandbox):
     assert table_of(gone)[old][4] == "removed" and not (sandbox.store / old).exists()
     # the file alpha's lock names now was never a candidate for removal
     assert all(r[4].startswith("kept: referenced by alpha") for f, r in table_of(gone).items() if f != old)
+
+
+def _scontrol(sandbox, nodes: str, jobs: str, rc: int = 0) -> Path:
+    """A stand-in for this cluster's scontrol, answering `-o show node` and `-o show job` in Slurm's one-line format
+    (tests/slurm/test_slurm_lease_jobs.py reads the real one's)."""
+    path = sandbox.root / "scontrol"
+    path.write_text(f"#!/bin/bash\n[ \"$*\" = '-o show node' ] && {{ printf '%s' {nodes!r}; exit {rc}; }}\n"
+                    f"[ \"$*\" = '-o show job' ] && {{ printf '%s' {jobs!r}; exit {rc}; }}\nexit 1\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_a_lease_of_an_ended_job_on_this_cluster_holds_nothing(sandbox):
+    """The lease directory is every job user's to write, so a lease outliving its job must not pin a file for
+    --lease-days: where its host is one of this cluster's nodes and Slurm has the job in a final state (or not at
+    all), gc removes the file and the lease. A running job's lease holds; so does every lease when Slurm cannot be
+    asked; a lease whose owner is not the uid it names is not a lease."""
+    app1 = sandbox.image("app", generation=1)
+    lock = lock_for(sandbox, "alpha", [app1])
+    sandbox.lock = lock
+    assert sync_as(sandbox, lock).returncode == 0
+    assert sandbox.importer(sandbox.locked_uri("app")).returncode == 0
+    inuse = staging_of(sandbox.store) / "inuse"
+    (lease,) = inuse.iterdir()
+    old = json.loads(lease.read_text())["file"]
+    lock_for(sandbox, "alpha", [sandbox.image("app", generation=2)])
+    assert sync_as(sandbox, lock).returncode == 0
+    host = socket.gethostname().split(".")[0]
+    node = f"NodeName={host} Arch=x86_64 CoresPerSocket=1\nNodeName=other-1 Arch=x86_64\n"
+    running = _scontrol(sandbox, node, "JobId=41 JobName=train UserId=root(0) JobState=RUNNING Reason=None\n")
+    kept = gc(sandbox, "--apply", "--grace-hours", "0", "--scontrol", str(running))
+    assert table_of(kept)[old][4].startswith("kept: in use by job 41 step 0 on "), kept.stdout
+    silent = _scontrol(sandbox, node, "", rc=1)  # slurmctld down: nothing judged
+    kept = gc(sandbox, "--apply", "--grace-hours", "0", "--scontrol", str(silent))
+    assert table_of(kept)[old][4].startswith("kept: in use by job 41"), kept.stdout
+    assert "cannot ask Slurm" in kept.stdout
+    # a forged lease beside it, written by another user in this job's name, is no lease at all
+    forged = inuse / f"{host}.41.1.4242.json"
+    forged.write_text(json.dumps({"lease_version": 1, "host": host, "job": "41", "step": "1", "uid": 0, "file": old}))
+    os.chown(forged, 4242, 4242)
+    ended = _scontrol(sandbox, node, "JobId=41 JobName=train UserId=root(0) JobState=COMPLETED Reason=None\n")
+    gone = gc(sandbox, "--apply", "--grace-hours", "0", "--scontrol", str(ended))
+    assert gone.returncode == 0, gone.stderr
+    assert table_of(gone)[old][4] == "removed" and not (sandbox.store / old).exists()
+    assert "not a lease (names uid 0, owned by uid 4242)" in gone.stdout + gone.stderr
+    assert not lease.exists() and "its job ended" in gone.stdout
 
 
 def test_gc_apply_waits_for_the_sync_lock_and_decides_again_under_it(sandbox):

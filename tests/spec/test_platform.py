@@ -87,7 +87,7 @@ def test_a_cluster_on_a_platform_has_no_network_or_storage_of_its_own(world: Pat
     with (world / "train-a.yaml").open("a", encoding="utf-8") as f:
         f.write("storage:\n  fsx_lustre:\n    mount_dir: /lustre\n")
     [error] = _errors(world, "train-a")
-    assert error == ("train-a.yaml:40:1: storage: set by platform research-east (platforms/research-east.yaml); a "
+    assert error == ("train-a.yaml:44:1: storage: set by platform research-east (platforms/research-east.yaml); a "
                      "cluster on a platform has no storage of its own (remove storage: here, or change it in "
                      "platforms/research-east.yaml)")
 
@@ -185,3 +185,23 @@ def test_one_image_name_means_one_expectation_on_a_platform(world: Path) -> None
     assert errors[0].endswith("for the same file on platform research-east: the store keeps one verdict per name "
                               "(state the same expect in both specs (or give one image another name))")
     assert len(errors) == 2 and errors[1].startswith("train-b.yaml:")
+
+
+def test_a_platform_is_one_trust_domain(world: Path) -> None:
+    """Root on any cluster of a platform can rewrite the store every other serves: clusters declaring different
+    trust domains (or one declaring none) may not share it; each is told, naming the other."""
+    _edit(world / "train-b.yaml", "trust_domain: research-team", "trust_domain: vision-team")
+    errors = _errors(world)
+    assert len(errors) == 2, errors
+    assert errors[0].startswith("train-a.yaml:40:17: security.trust_domain: trust domain 'research-team' here but "
+                                "'vision-team' in train-b (")
+    assert errors[0].endswith("on the same platform research-east: root on either cluster can rewrite the store the "
+                              "other serves (give clusters of another trust domain their own platform, or declare "
+                              "the same security.trust_domain in both specs)")
+    _edit(world / "train-b.yaml", "security:\n", "")
+    _edit(world / "train-b.yaml", "  trust_domain: vision-team\n", "")
+    errors = _errors(world)
+    assert errors[0].startswith("train-a.yaml:40:17: security.trust_domain: trust domain 'research-team' here but "
+                                "none declared in train-b (")
+    assert errors[1].startswith("train-b.yaml:5:11: platform: trust domain none declared here but 'research-team' in "
+                                "train-a (")

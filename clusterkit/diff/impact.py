@@ -262,6 +262,46 @@ def classify(change: Change, policies: Policies, ctx: _Context) -> Impact:
     return Impact(RECREATE, f"unknown policy {policy}: treat as not updatable", policy)
 
 
+IMDS_ARG = "CK_COMPUTE_IMDS="  # clusterkit_node/contract/settings.py: security.compute_imds on compute nodes
+
+
+def exposure_notes(changes: list[Change], head: Any) -> list[str]:
+    """What a running compute node keeps until it is replaced, for changes its IAM side does not cover: the IMDS
+    lock (clusterkit_node/node/imds_lock.py) runs at OnNodeStart, which a running node does not run again, while
+    the job-user guard (an IAM policy) applies to every node as soon as the deploy ends."""
+    queues: dict[str, list[str]] = {}
+    for change in changes:
+        path = change.path
+        if len(path) < 4 or path[-3:] != ("CustomActions", "OnNodeStart", "Args") and path[-4:-1] != (
+                "CustomActions", "OnNodeStart", "Args"):
+            continue
+        before, now = _imds(change.old), _imds(change.new)
+        if now is not None and now != before:
+            queues.setdefault(now, []).append(_named(path, "SlurmQueues") or "?")
+    strategy = _Context([], None, head if isinstance(head, dict) else None).strategy
+    when = QUEUE_LABELS.get(strategy, "the compute fleet is stopped").split(": ", 1)[-1]
+    notes = []
+    for mode, names in sorted(queues.items()):
+        listed = ", ".join(sorted(set(names)))
+        if mode == "root_only":
+            notes.append(f"security.compute_imds root_only reaches queue(s) {listed} only as their nodes are "
+                         f"replaced ({when}): until then a running node keeps IMDS, and the compute role, open to "
+                         "its jobs (the job-user guard covers it from this deploy on)")
+        else:
+            notes.append(f"security.compute_imds {mode}: running nodes of queue(s) {listed} keep IMDS locked to "
+                         f"root until they are replaced ({when})")
+    return notes
+
+
+def _imds(value: Any) -> str | None:
+    """The CK_COMPUTE_IMDS value an Args side sets (an element or the whole list)."""
+    items = value if isinstance(value, list) else [value]
+    for item in items:
+        if isinstance(item, str) and item.startswith(IMDS_ARG):
+            return item[len(IMDS_ARG):]
+    return None
+
+
 def default_version() -> str:
     """The version a spec without ``parallelcluster_version`` gets (today's ClusterKit default)."""
     import dataclasses

@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from clusterkit.diff import platforms as diff_platforms
-from clusterkit.diff.impact import Assessed, Assessor, spec_impacts
+from clusterkit.diff.impact import Assessed, Assessor, exposure_notes, spec_impacts
 from clusterkit.diff.platforms import PlatformDiff
 from clusterkit.diff.sources import (
     KINDS,
@@ -188,6 +188,7 @@ def diff_cluster(
     text_only = [file_path(name, k) for k in KINDS
                  if base.get(k) != head.get(k) and docs[k][0] == docs[k][1] and docs[k][0] is not MISSING]
     assessed = assess(rendered, *docs["rendered"]) if rendered else []
+    notes += exposure_notes(rendered, docs["rendered"][1])
     changed = bool(spec or rendered or images or lock or notes)
     if not changed:
         return ClusterDiff(name, "unchanged", text_only=tuple(text_only))

@@ -97,8 +97,8 @@ def test_every_node_policy_is_attachable_by_the_provider(synthesized, name) -> N
     policies = attached_policies(template)
     (cluster,) = template.find_resources("Custom::PclusterCluster").values()
     queues = len(cluster["Properties"]["ClusterConfiguration"]["Scheduling"]["SlurmQueues"])
-    # head node: Session Manager + its policy; each queue: its policy only (docs/security.md)
-    assert {where for where, _ in policies} >= {"HeadNode"} and len(policies) == 2 + queues
+    # head node: Session Manager + its policy; each queue: its policy and the job-user guard (docs/security.md)
+    assert {where for where, _ in policies} >= {"HeadNode"} and len(policies) == 2 + 2 * queues
     assert unattachable(template) == []
 
 
@@ -110,7 +110,7 @@ def test_the_old_policy_path_is_what_the_provider_refuses(synthesized) -> None:
         if resource["Type"] == "AWS::IAM::ManagedPolicy":
             resource["Properties"]["Path"] = "/"
     refused = unattachable(Template.from_json(doc))
-    assert len(refused) == 1 + len(load("demo").spec.queues), refused
+    assert len(refused) == 1 + 2 * len(load("demo").spec.queues), refused
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +137,8 @@ def ecr_cluster(tmp_path_factory) -> Template:
 
 def test_locked_private_ecr_images_can_be_pulled_by_both_node_roles(ecr_cluster: Template) -> None:
     assert unattachable(ecr_cluster) == []
-    policies = ecr_cluster.find_resources("AWS::IAM::ManagedPolicy")
+    policies = {lid: p for lid, p in ecr_cluster.find_resources("AWS::IAM::ManagedPolicy").items()
+                if not lid.startswith("JobUserGuard")}  # the guard holds only Denies
     assert len(policies) == 2
     for policy in policies.values():
         statements = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}

@@ -141,7 +141,17 @@ def prepare(node: NodeRoot, registry: FakeRegistry, workdir: Path, *, with_image
     # A site drop-in (enroot reads /etc/enroot/enroot.conf.d/*.conf after enroot.conf): plain http to
     # the loopback registry. ClusterKit's own enroot.conf stays exactly as the head node writes it.
     node.write("/etc/enroot/enroot.conf.d/90-ck-test-http.conf", "ENROOT_ALLOW_HTTP yes\n")
-    return Prepared(digest, lock, spec_path, list(expand(loaded).node.compute))
+    return Prepared(digest, lock, spec_path, own_network_args(node, list(expand(loaded).node.compute)))
+
+
+def own_network_args(node: NodeRoot, args: list[str]) -> list[str]:
+    """A node root without its own network namespace shares the test machine's: there the IMDS lock (real iptables,
+    clusterkit_node/node/imds_lock.py) would change the machine's own OUTPUT chain, so such a node boots with
+    CK_COMPUTE_IMDS=all_users (which only reads the chains). The lock itself runs in namespaces of its own: in
+    tests/node_package/test_imds_lock_netns.py and on every fleet node (tests/multinode)."""
+    if node.node_name:
+        return args
+    return [("CK_COMPUTE_IMDS=all_users" if a.startswith("CK_COMPUTE_IMDS=") else a) for a in args]
 
 
 def run_stage0(node: NodeRoot) -> str:

@@ -19,7 +19,7 @@ def slurm_env(slurm_cluster, monkeypatch):
 
 def test_the_real_scontrol_says_which_jobs_ended(slurm_env) -> None:
     cluster = slurm_env
-    job = cluster.run("sbatch", "--parsable", "--wrap", "sleep 60").stdout.strip().split(";")[0]
+    job = cluster.run("sbatch", "--parsable", "--output=/dev/null", "--wrap", "sleep 60").stdout.strip().split(";")[0]
     try:
         cluster._wait(lambda: cluster.job_field(job, "%T") == "RUNNING", 20, f"job {job} running")
         view = slurm_view("scontrol")

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 # attach only customer policies whose ARN is policy/parallelcluster* or policy/parallelcluster/*
 # (aws-parallelcluster cloudformation/policies/parallelcluster-policies.yaml, Sid IamPolicy): the node
 # policies live under this IAM path.
-NODE_POLICY_PATH = "/parallelcluster/"
+NODE_POLICY_PATH = job_user_guard.POLICY_PATH
 # Pulling a locked private ECR image (enroot's registry client): the token, then manifests and layers.
 ECR_PULL_ACTIONS = ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]
 
@@ -184,7 +184,7 @@ class ClusterStack(cdk.Stack):
         document = job_user_guard.document(cluster, partition=cdk.Aws.PARTITION, region=cdk.Aws.REGION,
                                            account=cdk.Aws.ACCOUNT_ID)
         return iam.ManagedPolicy(self, "JobUserGuardPolicy", managed_policy_name=job_user_guard.policy_name(
-                                     cluster, region), path=job_user_guard.POLICY_PATH,
+                                     cluster, region), path=NODE_POLICY_PATH,
                                  document=iam.PolicyDocument.from_json(document),
                                  description=f"ClusterKit {cluster}: what a job user must not do with the compute "
                                              "role (explicit Denies over ParallelCluster's grants)")

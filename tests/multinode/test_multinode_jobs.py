@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import pytest
 import runtime_build
@@ -95,3 +96,35 @@ def test_identical_nodes_show_no_drift_and_another_generation_is_named(up) -> No
     finally:
         node.stop()
         fingerprint.unlink(missing_ok=True)
+
+
+# --- IMDS on the fleet's compute nodes (security.compute_imds: root_only, the default) ---------------------------
+
+PROBE = ("import sys, urllib.request\n"
+         "try:\n    print(urllib.request.urlopen(sys.argv[1], timeout=1).status)\n"
+         "except Exception as exc:\n    print(type(exc).__name__)\n")
+
+
+def test_the_boot_locked_imds_to_root_on_every_compute_node(up) -> None:
+    """The real OnNodeStart of every compute node (each in its own network namespace) hooked ClusterKit's chain into
+    OUTPUT: on a stand-in IMDS at 169.254.169.254 in the node's namespace, root is answered and a job user is not,
+    while the jobs above ran across the same nodes."""
+    for node, boot in zip(up.fleet.computes, up.compute_boots):
+        assert "IMDS: root only on this compute node" in boot.output, boot.output
+        rules = node.run(["iptables", "-S"]).stdout.splitlines()
+        assert "-A OUTPUT -d 169.254.169.254/32 -j CLUSTERKIT_IMDS" in rules, rules
+        node.run(["ip", "addr", "add", "169.254.169.254/32", "dev", "lo"])
+        node.spawn("imds-standin", ["python3", "-m", "http.server", "80", "--bind", "169.254.169.254"])
+        try:
+            url = "http://169.254.169.254/"
+            for _ in range(50):
+                if node.run(["python3", "-c", PROBE, url]).stdout.strip() == "200":
+                    break
+                time.sleep(0.1)
+            assert node.run(["python3", "-c", PROBE, url]).stdout.strip() == "200"
+            assert node.run(["python3", "-c", PROBE, url], user="ckuser1").stdout.strip() == "URLError"
+        finally:
+            server = node.daemons.pop("imds-standin")
+            server.kill()
+            server.wait()
+            node.run(["ip", "addr", "del", "169.254.169.254/32", "dev", "lo"], check=False)

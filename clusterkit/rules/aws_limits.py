@@ -179,7 +179,8 @@ def _capacity_blocks(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
 
 
 def _capacity_block_counts(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
-    """A capacity block's instance count (``reservation_instance_count``) beyond the largest block EC2 sells.
+    """A capacity block's instance count (``reservation_instance_count``), or the nodes its compute resource
+    launches (``max``; ``min`` must equal it), beyond the largest block EC2 sells.
 
     A count below 1 is rules/queues.py's; one that is not a size sold (3, 12) is left alone: the block is
     what was bought, and the page notes sizes vary by type and Region.
@@ -190,11 +191,17 @@ def _capacity_block_counts(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
         if queue.capacity_type != "capacity_block":
             continue
         for j, cr in enumerate(queue.compute_resources):
+            if cr.instance_type not in lim.capacity_block_instance_types:
+                continue
+            hint = f"EC2 sells blocks of {', '.join(map(str, lim.capacity_block_counts))} instances"
             count = cr.reservation_instance_count
-            if count is not None and count > most and cr.instance_type in lim.capacity_block_instance_types:
+            if count is not None and count > most:
                 yield m.problem(f"queues[{i}].compute_resources[{j}].reservation_instance_count",
-                                f"{count} instances is more than one Capacity Block holds",
-                                f"EC2 sells blocks of {', '.join(map(str, lim.capacity_block_counts))} instances")
+                                f"{count} instances is more than one Capacity Block holds", hint)
+            # min == max is rules/queues.py's; max is what ParallelCluster launches against the one block
+            if cr.max > most:
+                yield m.problem(f"queues[{i}].compute_resources[{j}].max",
+                                f"{cr.max} instances is more than one Capacity Block holds", hint)
 
 
 def _tags(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:

@@ -97,6 +97,10 @@ CASES = [
      [("30:24: queues[0].compute_resources[0].instance_type: g6e.48xlarge has no Capacity Blocks: EC2 sells none "
        "for the g6e family (Capacity Blocks exist for p4d, p4de, p5, p5e, p5en, p6-b200, p6-b300, p6e-gb200, trn1, "
        "trn2, trn2u; else use ondemand or spot)")]),
+    ("capacity block nodes beyond the largest block, without its count", "p5-capacity-block",
+     "        min: 16\n        max: 16\n", "        min: 100\n        max: 100\n",
+     [("32:14: queues[0].compute_resources[0].max: 100 instances is more than one Capacity Block holds (EC2 sells "
+       "blocks of 1, 2, 4, 8, 16, 32, 64 instances)")]),
     ("capacity block on a size AWS does not list", "p5-capacity-block",
      "instance_type: p5.48xlarge", "instance_type: trn1.2xlarge",
      [("30:24: warning[capacity-block-size-unlisted]: queues[0].compute_resources[0].instance_type: trn1.2xlarge is "

@@ -16,14 +16,22 @@ from pathlib import Path
 from typing import Any, get_args
 
 from clusterkit import paths
+from clusterkit.cli.boundary import EXIT_ENVIRONMENT
 from clusterkit.spec.errors import ClusterKitError, SpecError
+from clusterkit.spec.files import SPEC_SUFFIXES
 from clusterkit.spec.model import OsName
 
 DEFAULTS = {"region": "us-east-1", "instance_type": "p5.48xlarge", "max_nodes": 2, "os": "ubuntu2404"}
 
 
 class InitRefused(ClusterKitError):
-    """The target exists or cannot be written: one line, nothing written."""
+    """The target exists, or its name is not the cluster's: one line, nothing written."""
+
+
+class InitCannotWrite(InitRefused):
+    """The machine refused the write (missing directory, read-only, full): exit 3, as render and lock."""
+
+    exit_code = EXIT_ENVIRONMENT
 
 
 def add_parser(sub: Any) -> None:
@@ -36,8 +44,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--max-nodes", type=int, default=DEFAULTS["max_nodes"],
                    help=f"most compute nodes (default {DEFAULTS['max_nodes']})")
     p.add_argument("--os", choices=get_args(OsName), default=DEFAULTS["os"], help=f"default {DEFAULTS['os']}")
-    p.add_argument("-o", "--output", type=Path, metavar="PATH", help="where to write (default "
-                                                                      "cluster_configs/NAME.yaml of the checkout)")
+    p.add_argument("-o", "--output", metavar="PATH", help="where to write: a directory (NAME.yaml in it; a trailing / "
+                                                         "makes it) or a file named NAME.yaml (default "
+                                                         "cluster_configs/NAME.yaml of the checkout)")
     p.set_defaults(run=run)
 
 
@@ -117,8 +126,24 @@ def _hint(field: str, hint: str) -> str:
     return f"{hint}; {fix}" if hint else fix
 
 
+def target_of(output: str | None, name: str) -> tuple[Path, bool]:
+    """Where the spec goes, and whether its directory is to be made: a directory (existing, or named with a
+    trailing /) gets ``<name>.yaml``; a file must be named ``<name>.yaml`` (validate refuses a spec whose name
+    differs from its file name)."""
+    if output is None:
+        return paths.CONFIG_DIR / f"{name}.yaml", False
+    path = Path(output)
+    if output.endswith(("/", os.sep)) or path.is_dir():
+        return path / f"{name}.yaml", not path.is_dir()
+    if path.stem != name or path.suffix not in SPEC_SUFFIXES:
+        raise InitRefused(f"{_shown(path)}: a spec's file is named after its cluster ({name}.yaml): validate refuses "
+                          f"one whose name differs (use -o {_shown(path.parent / (name + '.yaml'))}, a directory, or "
+                          f"--name {path.stem})")
+    return path, False
+
+
 def run(args: argparse.Namespace) -> int:
-    target: Path = args.output or paths.CONFIG_DIR / f"{args.name}.yaml"
+    target, make_dir = target_of(args.output, args.name)
     if target.exists() or target.is_symlink():
         raise InitRefused(f"{_shown(target)}: already exists; init never overwrites (pick another --name or -o PATH)")
     text = starter_text(name=args.name, region=args.region,
@@ -126,13 +151,15 @@ def run(args: argparse.Namespace) -> int:
                         instance_type=args.instance_type, max_nodes=args.max_nodes, os_name=args.os, target=target)
     _check(text, args.name, target)
     try:
+        if make_dir:
+            target.parent.mkdir(parents=True, exist_ok=True)
         with target.open("x", encoding="utf-8") as out:  # exclusive: never replaces a file made meanwhile
             out.write(text)
     except FileExistsError:
         raise InitRefused(f"{_shown(target)}: already exists; init never overwrites (pick another --name or -o "
                           "PATH)") from None
     except OSError as exc:
-        raise InitRefused(f"{_shown(target)}: cannot write: {exc.strerror} (choose a writable -o PATH)") from None
+        raise InitCannotWrite(f"{_shown(target)}: cannot write: {exc.strerror} (choose a writable -o PATH)") from None
     ref = args.name if target.resolve() == (paths.CONFIG_DIR / f"{args.name}.yaml").resolve() else _shown(target)
     print(f"wrote {_shown(target)}; next: `clusterkit validate {ref}`, `clusterkit cost {ref}`", file=sys.stdout)
     return 0

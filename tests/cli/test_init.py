@@ -56,10 +56,32 @@ def test_flags_the_loader_refuses_write_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "bad.yaml").exists()
 
 
-def test_an_unwritable_place_is_one_line(tmp_path: Path) -> None:
+def test_an_unwritable_place_is_one_line_and_exit_3(tmp_path: Path) -> None:
+    """The machine, not the spec (docs/cli-output.md: exit 3, as render and lock)."""
     done = clusterkit("init", "--name", "t", "-o", str(tmp_path / "missing" / "t.yaml"), cwd=tmp_path)
-    assert done.returncode == 2
+    assert done.returncode == 3
     assert done.stderr == "missing/t.yaml: cannot write: No such file or directory (choose a writable -o PATH)\n"
+
+
+def test_a_file_not_named_after_the_cluster_is_refused(tmp_path: Path) -> None:
+    """validate refuses a spec whose name differs from its file name: init does not write one."""
+    done = clusterkit("init", "--name", "trial", "-o", "other.yaml", cwd=tmp_path)
+    assert done.returncode == 2 and not (tmp_path / "other.yaml").exists()
+    assert done.stderr == ("other.yaml: a spec's file is named after its cluster (trial.yaml): validate refuses one "
+                           "whose name differs (use -o trial.yaml, a directory, or --name other)\n")
+    assert clusterkit("init", "--name", "trial", "-o", "trial.txt", cwd=tmp_path).returncode == 2
+
+
+@pytest.mark.parametrize("output, made", [("sub/", True), ("existing", False), ("existing/", False)])
+def test_a_directory_gets_name_yaml(tmp_path: Path, output: str, made: bool) -> None:
+    """``-o DIR`` (an existing one, or any path ending in /, made) writes DIR/NAME.yaml, which validates."""
+    (tmp_path / "existing").mkdir()
+    done = clusterkit("init", "--name", "trial", "-o", output, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    written = tmp_path / output.rstrip("/") / "trial.yaml"
+    assert written.is_file() and load(str(written), check_lock=False).spec.name == "trial"
+    assert done.stdout.startswith(f"wrote {output.rstrip('/')}/trial.yaml; next: `clusterkit validate ")
+    assert clusterkit("validate", str(written), cwd=tmp_path).returncode == 0
 
 
 def test_default_place_is_the_checkouts_cluster_configs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -272,8 +272,8 @@ def exposure_notes(changes: list[Change], head: Any) -> list[str]:
     queues: dict[str, list[str]] = {}
     for change in changes:
         path = change.path
-        if len(path) < 4 or path[-3:] != ("CustomActions", "OnNodeStart", "Args") and path[-4:-1] != (
-                "CustomActions", "OnNodeStart", "Args"):
+        keys = tuple(p for p in path if not isinstance(p, Item))  # the Args list itself, or one of its elements
+        if keys[-3:] != ("CustomActions", "OnNodeStart", "Args"):
             continue
         before, now = _imds(change.old), _imds(change.new)
         if now is not None and now != before:

@@ -17,6 +17,8 @@ if TYPE_CHECKING:  # compat (the rules evaluator) is imported by load_rules only
     from clusterkit_node.contract import compat
 
 ZIPAPP_NAME = "clusterkit_node.pyz"
+LIVE_DIR = "/opt/parallelcluster/shared/clusterkit"  # head_node.sh keeps it pointing at the live bundle (NFS-shared)
+LIVE_ZIPAPP = f"{LIVE_DIR}/{ZIPAPP_NAME}"  # what the prolog, pyxis' importer line and systemd units run
 LOCK_NAME = "images.lock"
 RULES_NAME = "compat_rules.json"
 PROFILES_NAME = "node_profiles.json"

@@ -26,7 +26,7 @@ import shutil
 import subprocess
 from typing import Callable, List, Sequence, Tuple
 
-from clusterkit_node.contract.bundle_files import ZIPAPP_NAME
+from clusterkit_node.contract.bundle_files import LIVE_ZIPAPP
 from clusterkit_node.node.file_set import Changes, NodeProblem, remove_file, report, root, write_file
 
 CHAIN = "CLUSTERKIT_IMDS"
@@ -37,7 +37,7 @@ ALLOWED_UIDS = ("0",)
 UNIT = "clusterkit-imds-lock.service"
 UNIT_PATH = f"/etc/systemd/system/{UNIT}"
 SLURM_UNIT = "slurmd.service"
-ZIPAPP = f"/opt/parallelcluster/shared/clusterkit/{ZIPAPP_NAME}"
+ZIPAPP = LIVE_ZIPAPP
 MODES = ("root_only", "all_users")
 SBIN_PATH = "/usr/sbin:/sbin:/usr/bin:/bin"  # where iptables is looked for (not the job's or the caller's PATH)
 # What `systemctl enable` makes of the unit's [Install] section, made here so that removing the unit can never
@@ -163,8 +163,8 @@ def apply(ch: Changes, mode: str, role: str, with_unit: bool, runner: Runner = r
         lock(ch, runner)
         if with_unit:
             os.makedirs(root() + os.path.dirname(UNIT_PATH), exist_ok=True)
-        if with_unit and (write_file(ch, UNIT_PATH, "0644", unit_text().encode()) | _enable(ch)):
-            ch.mark("systemd-dirty")
+            if write_file(ch, UNIT_PATH, "0644", unit_text().encode()) | _enable(ch):
+                ch.mark("systemd-dirty")
         ch.log("INFO", "IMDS: root only on this compute node; jobs get no instance credentials "
                        "(security.compute_imds: root_only)")
     else:

@@ -20,6 +20,7 @@ import os
 import re
 from typing import Dict, List, Optional, Tuple
 
+from clusterkit_node.contract.bundle_files import LIVE_ZIPAPP
 from clusterkit_node.image.versions import version_key
 from clusterkit_node.node import args as node_args
 from clusterkit_node.node import start_path
@@ -31,7 +32,7 @@ OPTION_SINCE: Dict[str, str] = {"use_enroot_load": "0.21.0", "use_squashfuse": "
 # ClusterKit's pyxis importer: the node zipapp of the live bundle, which pyxis runs as `importer get URI` /
 # `importer release` (head_node.sh keeps /opt/parallelcluster/shared/clusterkit pointing at the live bundle;
 # NFS-shared, so the one plugstack line names a file every node has).
-IMPORTER = "/opt/parallelcluster/shared/clusterkit/clusterkit_node.pyz"
+IMPORTER = LIVE_ZIPAPP
 FALLBACK = {  # what a node does without the option (for the log line)
     "importer": "; registry images are imported by pyxis itself (enroot import per job)",
     "use_squashfuse": "; every container start extracts its image (enroot create)",

@@ -34,7 +34,7 @@ import os
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
-from clusterkit_node.contract.bundle_files import LOCK_NAME, ZIPAPP_NAME
+from clusterkit_node.contract.bundle_files import LIVE_DIR, LIVE_ZIPAPP, LOCK_NAME
 from clusterkit_node.contract.console import UsageError
 from clusterkit_node.node import args as node_args
 from clusterkit_node.node import file_set
@@ -44,8 +44,8 @@ from clusterkit_node.node.file_set import Changes
 
 SYSTEMD_DIR = "/etc/systemd/system"
 SHARED = "/opt/parallelcluster/shared"
-ZIPAPP = f"{SHARED}/clusterkit/{ZIPAPP_NAME}"
-LOCK = f"{SHARED}/clusterkit/{LOCK_NAME}"
+ZIPAPP = LIVE_ZIPAPP
+LOCK = f"{LIVE_DIR}/{LOCK_NAME}"
 SYNC_LOG = "/var/log/clusterkit/image-sync.log"
 GC_LOG = "/var/log/clusterkit/store-gc.log"
 SYNC_UNIT, SYNC_TIMER = "clusterkit-image-sync.service", "clusterkit-image-sync.timer"

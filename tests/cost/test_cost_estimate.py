@@ -82,7 +82,8 @@ def test_fsx_capacity_times_rate(tmp_path, fsx, capacity, rate):
     line = next(line for line in est.lines if line.item == "FSx for Lustre")
     assert line.idle == line.busy == pytest.approx(capacity * rate / HOURS_PER_MONTH, rel=1e-12)
     assert est.idle_hourly == pytest.approx(0.34 + 0.045 + capacity * rate / HOURS_PER_MONTH, rel=1e-12)
-    assert [line.item for line in est.lines] == ["head node", "queue cpu/c", "FSx for Lustre", "NAT gateway"]
+    assert [line.item for line in est.lines] == ["head node", "queue cpu/c", "FSx for Lustre", "NAT gateway",
+                                                 "VPC flow logs"]
 
 
 def test_a_price_the_shipped_specs_do_not_need_is_named_with_the_rebuild_command(tmp_path):
@@ -91,8 +92,8 @@ def test_a_price_the_shipped_specs_do_not_need_is_named_with_the_rebuild_command
                     "    compute_resources:\n      - name: c\n        instance_type: c6i.2xlarge\n        max: 1\n"
                     "storage:\n  fsx_lustre:\n    new:\n      deployment_type: PERSISTENT_1\n")
     est = cost.estimate(expand(load(str(path))))
-    assert est.missing == ["no price for FSx PERSISTENT_1 200 MB/s/TiB in us-east-1 (prices.json prices what the "
-                           "shipped specs use: python -m clusterkit.cost.price_build --from-aws)"]
+    assert est.missing == ["no price for FSx PERSISTENT_1 200 MB/s/TiB in us-east-1 (not in prices.json: python -m "
+                           "clusterkit.cost.price_build --from-aws adds it, docs/cost.md)"]
 
 
 def test_unknown_region_names_every_missing_price(tmp_path):
@@ -172,7 +173,8 @@ def test_30_days_is_720_hours():
 
 
 def test_a_cluster_on_a_platform_costs_its_nodes_only():
-    """The platform's FSx, NAT gateway and bucket are paid once, not by each cluster on it."""
+    """The platform's FSx, NAT gateway and bucket are paid once, not by each cluster on it (``cost`` adds a share
+    of them: tests/cost/test_platform_cost.py)."""
     est = _estimate("train-a")
     assert [line.item for line in est.lines] == ["head node", "queue gpu/p5"]
     assert {"FSx for Lustre", "NAT gateway"} <= {line.item for line in _estimate("demo").lines}

@@ -108,7 +108,7 @@ def test_unknown_region_names_every_missing_price(tmp_path):
 @pytest.mark.parametrize("region,itype,hourly", [("us-east-1", "g5.12xlarge", 5.672),
                                                   ("eu-west-1", "c6i.2xlarge", 0.3648)])
 def test_a_type_no_shipped_spec_names_keeps_its_price(tmp_path, region, itype, hourly):
-    """Types and regions of the coverage list (price_build.EC2_COVERAGE) are priced without a shipped spec."""
+    """Pairs the recorded answers price (tests/cost/recorded) are priced without a shipped spec."""
     path = tmp_path / "t.yaml"
     path.write_text(f"name: t\nregion: {region}\navailability_zone: {region}a\nqueues:\n  - name: q\n"
                     f"    compute_resources:\n      - name: c\n        instance_type: {itype}\n        max: 2\n")
@@ -152,7 +152,7 @@ def test_price_file_is_sourced_dated_and_deterministic():
     text = cost.PRICES_PATH.read_text()
     doc = json.loads(text)
     assert text == json.dumps(doc, indent=2, sort_keys=True) + "\n"
-    # price_build.EC2_COVERAGE's regions (the shipped specs use three of them; eu-west-1 is EC2 only)
+    # the regions the recorded answers price (eu-west-1 and us-west-2: EC2 only)
     assert set(doc["regions"]) == {"eu-west-1", "us-east-1", "us-east-2", "us-west-2"}
     assert set(doc["regions"]["eu-west-1"]) == {"ec2_on_demand_linux"}
     for region, sections in doc["regions"].items():

@@ -186,6 +186,10 @@ def test_make_synth_of_a_platform_and_of_a_cluster_on_it(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps({"artifacts": {}}))
     assert summarize_platform(tmp_path, "research-east") == [
         "platform research-east (us-east-1/us-east-1a); clusters naming it: train-a, train-b",
-        f"  templates: {tmp_path}/"]
+        f"  templates: {tmp_path}/",
+        "  cost estimate: $0.7369/h (30 days: $530.58; list prices; shared by 2 cluster specs; python -m clusterkit "
+        "cost research-east)"]
+    assert summarize(tmp_path, "train-b")[-1].startswith("  cost estimate: ")
+    assert "; with 1/2 of platform research-east; " in summarize(tmp_path, "train-b")[-1]
     assert ("  on platform research-east: network and storage in Research-East-Network and Research-East-Storage "
             "(`make synth PLATFORM=research-east` builds them)") in summarize(tmp_path, "train-b")

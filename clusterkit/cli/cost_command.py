@@ -14,8 +14,11 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "cost", help="hourly and 30-day cost estimate from list prices (clusterkit/data/prices.json)",
         description="Estimate what a cluster, or a platform (platforms/<name>.yaml), costs at list prices.",
-        epilog="Exit codes: 0 the estimate was made (with --fail-on incomplete: every price was found); 1 --fail-on "
-               "incomplete and a price is missing (the totals are a lower bound); 2 a spec or argument problem.",
+        epilog="A cluster on a platform shows its share: the platform's total split evenly between the cluster\n"
+               "specs in its directory that name the platform.\n\n"
+               "Exit codes: 0 the estimate was made (with --fail-on incomplete: every price was found);\n"
+               "1 --fail-on incomplete and a price is missing (the totals are a lower bound); 2 a spec or\n"
+               "argument problem.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("name", metavar="NAME|PATH", help="a cluster or platform name, or a spec or platform file path")
     p.add_argument("--refresh", action="store_true",

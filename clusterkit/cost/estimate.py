@@ -254,7 +254,7 @@ def _fsx(region: str, storage: EffectiveStorage, book: PriceBook) -> Line:
         return Line("FSx for Lustre", detail, None, None,
                     missing=_no_price(f"FSx {new.deployment_type}{tier}", region, FILE_HINT))
     hourly = new.capacity_gib * rate / book.hours_per_month
-    return Line("FSx for Lustre", detail, hourly, hourly, note=f"${rate:g} per GB-month")
+    return Line("FSx for Lustre", detail, hourly, hourly, note=f"SSD: ${rate:g} per GB-month")
 
 
 def _nat(region: str, network: EffectiveNetwork, book: PriceBook) -> Line | None:

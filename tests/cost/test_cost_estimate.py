@@ -128,7 +128,7 @@ def test_cli_report(capsys):
     assert ("  total              idle $0.7317/h = $526.84 per 30 days; busy $223.6117/h = $161,000.44 per 30 days"
             in out)
     assert out[4].split() == ["FSx", "for", "Lustre", "1200", "GiB", "PERSISTENT_2", "250", "MB/s/TiB", "$0.3452/h",
-                              "[$0.21", "per", "GB-month]"]
+                              "[SSD:", "$0.21", "per", "GB-month]"]
     assert not [line for line in out if "no price" in line or "not in the totals" in line]
     assert "  from prices.json (instance prices c6i.2xlarge, p5.48xlarge and every other price):" in out
 

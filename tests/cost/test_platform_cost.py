@@ -72,7 +72,7 @@ def test_cost_of_a_platform(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     lines = out.splitlines()
     assert lines[0].startswith("platform lab (us-east-1): list prices in USD")
     assert lines[1].split() == ["FSx", "for", "Lustre", "2400", "GiB", "PERSISTENT_2", "250", "MB/s/TiB",
-                                cost.hourly(FSX), "[$0.21", "per", "GB-month]"]
+                                cost.hourly(FSX), "[SSD:", "$0.21", "per", "GB-month]"]
     assert "NAT gateway        1 gateway" in lines[2] and "0 GB assumed" in lines[2]
     assert lines[3].startswith("  VPC flow logs") and "not estimated" in lines[3]
     assert f"  total              {cost.hourly(PLATFORM_HOURLY)} = " in out

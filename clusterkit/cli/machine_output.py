@@ -76,18 +76,36 @@ def _prop(text: str) -> str:
 def cost_json(est: Any, book: Any, unknown: Sequence[str] = ()) -> str:
     from clusterkit.cost import estimate as cost
 
-    return dumps({
-        "schema": "clusterkit.cost/v1",
-        "cluster": est.cluster, "region": est.region, "currency": "USD", "hours_30_days": cost.HOURS_30_DAYS,
-        "idle_hourly": round(est.idle_hourly, 6), "busy_hourly": round(est.busy_hourly, 6),
-        "idle_30_days": round(est.idle_30_days, 2), "busy_30_days": round(est.busy_30_days, 2),
-        "lines": [{"item": line.item, "detail": line.detail, "idle_hourly": line.idle, "busy_hourly": line.busy,
-                   "note": line.note, "missing": line.missing} for line in est.lines],
-        "not_in_totals": list(est.missing),
-        "refreshed": list(est.refreshed),
-        "not_in_price_list": list(unknown),
+    doc = _cost_doc(est)
+    doc.update({
+        "schema": "clusterkit.cost/v1", "currency": "USD", "hours_30_days": cost.HOURS_30_DAYS,
+        "refreshed": list(est.refreshed), "not_in_price_list": list(unknown),
         "price_sources": book.sources(est.region),
     })
+    if est.share is not None:
+        share = est.share
+        doc["platform"] = {**_cost_doc(share.platform), "share": {
+            "fraction": share.fraction, "clusters": list(share.members), "where": share.where,
+            "how": "split evenly between the cluster specs in the directory that name the platform"}}
+    return dumps(doc)
+
+
+def _cost_doc(est: Any) -> dict[str, Any]:
+    """The figures of one estimate (a cluster's, or a platform's): ``complete`` is false when a price is missing,
+    and ``missing`` names each (the totals are then a lower bound)."""
+    doc = {
+        "kind": est.kind, "name": est.cluster, "region": est.region,
+        "idle_hourly": round(est.idle_hourly, 6), "busy_hourly": round(est.busy_hourly, 6),
+        "idle_30_days": round(est.idle_30_days, 2), "busy_30_days": round(est.busy_30_days, 2),
+        "complete": est.complete, "missing": list(est.missing), "not_in_totals": list(est.missing),
+        "lines": [{"item": line.item, "detail": line.detail, "idle_hourly": line.idle, "busy_hourly": line.busy,
+                   "note": line.note, "missing": line.missing} for line in est.lines],
+    }
+    if est.kind == "cluster":
+        doc["cluster"] = est.cluster
+    else:
+        doc["clusters"] = list(est.clusters)
+    return doc
 
 
 def lock_json(written: Sequence[tuple[Path, Any]]) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterkit.cost import estimate as cost
+from clusterkit.cost import platform_cost
 from clusterkit.effective.expand import expand
 from clusterkit.pipeline.loader import load, lock_or_none
 from clusterkit.render.rendered_files import rendered_path
@@ -50,6 +51,7 @@ def summarize_platform(cdk_out: Path, name: str) -> list[str]:
     lines = [f"platform {p.name} ({p.region}/{p.availability_zone}); clusters naming it: {', '.join(users) or 'none'}"]
     lines += _stacks(cdk_out, manifest)
     lines.append(f"  templates: {cdk_out}/")
+    lines.append(f"  {cost.one_line(platform_cost.load_estimate(loaded.path, cost.load_prices()))}")
     return lines
 
 
@@ -80,5 +82,7 @@ def summarize(cdk_out: Path, name: str) -> list[str]:
     shown = rendered.relative_to(Path.cwd()) if rendered.is_relative_to(Path.cwd()) else rendered
     lines.append(f"  rendered ParallelCluster config: {shown}")
     lines.append(f"  templates: {cdk_out}/")
-    lines.append(f"  {cost.one_line(cost.estimate(expand(loaded), lock_or_none(loaded.source.path)))}")
+    book = cost.load_prices()
+    share = platform_cost.share_of(loaded, book)
+    lines.append(f"  {cost.one_line(cost.estimate(expand(loaded), lock_or_none(loaded.source.path), book, share))}")
     return lines

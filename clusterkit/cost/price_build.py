@@ -1,24 +1,19 @@
 """Generate the price file (clusterkit/data/prices.json) from AWS Price List API responses.
 
 ``clusterkit cost`` works offline, so every price it uses is distilled here from ``GetProducts`` answers
-and committed, with the service code it came from and the offer's publication date. What is priced, per
-region (``wanted``):
-
-* on-demand Linux hourly prices of every (region, instance type) in ``EC2_COVERAGE``, the committed
-  coverage list below (the 66 the hand-curated price file priced before this builder existed: c5/c6i/m6i
-  sizes, g5, g6, p4d, p4de, p5, p5en, p6-b200 in eu-west-1, us-east-1, us-east-2, us-west-2), so a spec
-  naming any of them keeps its price whether or not a shipped spec uses it;
-* plus what the shipped specs (cluster_configs/*.yaml, through the loader and the effective spec) need:
-  every instance type they name (head node and compute; capacity block queues are paid when the block
-  is bought and are not priced), the FSx for Lustre GB-month rate per deployment type and throughput
-  tier, the NAT gateway's hourly and per-GB rates where a spec creates a VPC, and S3 Standard (first
-  tier) where a spec creates the image store bucket. FSx, NAT and S3 are priced only where a shipped
-  spec needs them.
+and committed, with the service code it came from and the offer's publication date. What is priced
+(``coverage``): in every region the catalog knows (clusterkit/data/regions.json), the on-demand Linux hourly
+price of every instance type the catalog accepts (clusterkit/data/instance_types.json) that may be offered
+there (regions.json's offerings where it records them, else every type: validation accepts those too), the
+FSx for Lustre GB-month rate of every deployment type and throughput tier, the NAT gateway's hourly and per-GB
+rates, and S3 Standard (first tier): what ``cost`` can be asked about for any spec ``validate`` accepts.
+No spec is read: coverage follows the catalog, not the specs a checkout happens to hold.
 
 The queries (all ``TERM_MATCH``, ``FormatVersion`` aws_v1, paged with ``NextToken``):
 
-* EC2: ``AmazonEC2`` with ``price_list.ec2_query`` (instanceType, regionCode, Linux, shared tenancy, no
-  pre-installed software, ordinary capacity, no license): the OnDemand ``Hrs`` dimension.
+* EC2: ``AmazonEC2`` with ``price_list.ec2_region_query`` (regionCode, Linux, shared tenancy, no pre-installed
+  software, ordinary capacity, no license: ``cost --refresh``'s ``ec2_query`` without the instance type, so one
+  paged answer per region): the OnDemand ``Hrs`` dimension of each product's ``instanceType``.
 * FSx for Lustre: ``AmazonFSx`` with regionCode, productFamily ``Storage``, fileSystemType ``Lustre``,
   storageType ``SSD``: each product's ``deploymentOption`` (``Persistent`` / ``Scratch``) and
   ``throughputCapacity`` (MB/s/TiB) give the key ``cost`` looks up (``PERSISTENT_2/250``, ``SCRATCH_2``);
@@ -31,17 +26,20 @@ The queries (all ``TERM_MATCH``, ``FormatVersion`` aws_v1, paged with ``NextToke
   ``[<prefix>-]TimedStorage-ByteHrs``, the ``GB-Mo`` dimension that begins at 0 (first 50 TB).
 
 Output is deterministic: sorted keys, two-space JSON, prices rounded to the API's 10 decimals, and no date
-but the responses' ``publicationDate`` (or an explicit ``--as-of``). A price the coverage list or the shipped
-specs need that the answers lack stops the build with one line naming the query; nothing is guessed or
-carried over.
+but the responses' ``publicationDate`` (or an explicit ``--as-of``). An empty answer means AWS sells nothing of
+that kind there (a region without FSx for Lustre, a type not offered): nothing is written for it and ``cost``
+names the price as missing; an answer that has products but not the price asked for stops the build with one line
+naming the query (the filters or the reading are wrong). Nothing is guessed or carried over.
 
     python -m clusterkit.cost.price_build --from-aws [--regions r1,r2] [--as-of YYYY-MM-DD] [--out PATH]
     python -m clusterkit.cost.price_build --from-recorded tests/cost/recorded [--out PATH]
 
 ``--from-recorded`` replays GetProducts answers stored as JSON files (one file per answer page, named by
 the query; see tests/cost/recorded/README.md): it is how the committed file is rebuilt and tested
-without credentials. ``--regions`` rebuilds only those regions (of the coverage list or the shipped specs)
-and keeps the others' sections as they are.
+without credentials, and it prices what the recordings answer: a region's EC2 answer may be recorded whole
+(``ec2-<region>.json``) or per type (``ec2-<region>-<type>.json``, what ``cost --refresh`` asks), and a region or
+service without a recording is not asked. ``--regions`` rebuilds only those regions and keeps the others'
+sections as they are.
 """
 from __future__ import annotations
 
@@ -51,7 +49,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from clusterkit.atomic import write_text
 from clusterkit.catalog.build import as_of_date
@@ -62,15 +60,13 @@ from clusterkit.cost.price_list import (
     Query,
     Rate,
     ec2_query,
+    ec2_region_query,
     fetch,
-    on_demand_hourly,
+    hourly_by_type,
     products,
     rates,
 )
 from clusterkit.spec.errors import ClusterKitError
-
-if TYPE_CHECKING:
-    from clusterkit.effective.expand import EffectiveSpec
 
 HOURS_PER_MONTH = 730  # AWS's month, the divisor of every GB-month price
 REBUILD = "python -m clusterkit.cost.price_build --from-aws"
@@ -80,9 +76,9 @@ NOTES = (
     "USD list prices, no Savings Plans, Reserved Instances or taxes.",
     "GB-month quantities are the provisioned GiB counts, as AWS bills FSx capacity and S3 storage.",
     f"Generated by `{REBUILD}` from the AWS Price List API (GetProducts); do not edit by hand.",
-    "EC2: every region and instance type of price_build.EC2_COVERAGE plus those the shipped specs "
-    "(cluster_configs/*.yaml) name; FSx, NAT gateway and S3: what the shipped specs need. `cost` names "
-    "anything else as missing.",
+    "Coverage: every instance type the catalog accepts in every region it accepts, with FSx, NAT gateway and S3 "
+    "(price_build.coverage), where the answers price them; `cost` names any price not here as missing "
+    "(docs/cost.md says what this file prices now).",
 )
 
 # section name in prices.json -> the service code its query asks
@@ -118,93 +114,45 @@ def reconstructed_source(service_code: str, sources: Iterable[str], live: str = 
 
 
 # ---------------------------------------------------------------------------------------------------
-# Coverage: the instance prices the file keeps whether or not a shipped spec names them
-
-# region -> instance types priced on demand (Linux). This is the one place the file's EC2 coverage is
-# decided: it is the coverage of the hand-curated prices.json this builder replaced (66 pairs, 25 types,
-# 4 regions; see tests/cost/recorded/README.md for each price's source), so users whose specs name e.g.
-# g5.12xlarge or eu-west-1 keep their prices. Types a shipped spec names are added to it (``wanted``).
-# Add a pair here (and its recorded answer) to price more; tests/cost/test_price_build.py fails if a
-# pair of the previous coverage goes missing, so it cannot shrink silently.
-EC2_COVERAGE: dict[str, tuple[str, ...]] = {
-    "eu-west-1": ("c5.4xlarge", "c5.large",
-                  "c6i.2xlarge", "c6i.4xlarge", "c6i.8xlarge", "c6i.large", "c6i.xlarge",
-                  "m6i.2xlarge", "m6i.4xlarge", "m6i.8xlarge", "m6i.large",
-                  "p4d.24xlarge"),
-    "us-east-1": ("c5.2xlarge", "c5.4xlarge", "c5.large", "c5.xlarge",
-                  "c6i.2xlarge", "c6i.4xlarge", "c6i.8xlarge", "c6i.large", "c6i.xlarge",
-                  "g5.12xlarge", "g5.48xlarge", "g5.xlarge", "g6.12xlarge", "g6.48xlarge", "g6.xlarge",
-                  "m6i.2xlarge", "m6i.4xlarge", "m6i.large", "m6i.xlarge",
-                  "p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge"),
-    "us-east-2": ("c5.4xlarge", "c5.large",
-                  "c6i.2xlarge", "c6i.4xlarge", "c6i.8xlarge", "c6i.large", "c6i.xlarge",
-                  "m6i.2xlarge", "m6i.4xlarge", "m6i.large",
-                  "p4d.24xlarge", "p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge"),
-    "us-west-2": ("c5.2xlarge", "c5.4xlarge", "c5.large",
-                  "c6i.2xlarge", "c6i.4xlarge", "c6i.8xlarge", "c6i.large", "c6i.xlarge",
-                  "m6i.2xlarge", "m6i.4xlarge", "m6i.large",
-                  "p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge"),
-}
-
-
-# ---------------------------------------------------------------------------------------------------
-# What the shipped specs need
+# Coverage: what the file prices, from the catalog (never a hand list, never the checkout's specs)
 
 
 @dataclass(frozen=True)
 class Needs:
-    """The prices one region's shipped specs need."""
+    """What one region's answers are asked for."""
 
-    instance_types: tuple[str, ...] = ()
-    fsx: tuple[str, ...] = ()  # cost.fsx_price_key values, e.g. PERSISTENT_2/250
+    instance_types: tuple[str, ...] = ()  # kept from the region's EC2 answer (empty: no EC2 question)
+    fsx: bool = False
     nat: bool = False
     s3: bool = False
 
 
-def needs_of(specs: Iterable[EffectiveSpec]) -> dict[str, Needs]:
-    """Per region, what ``cost.estimate`` looks up for these specs."""
-    found: dict[str, dict[str, set[str]]] = {}
-    for spec in specs:
-        region = found.setdefault(spec.region, {"types": set(), "fsx": set(), "nat": set(), "s3": set()})
-        region["types"].update(cost.instance_types(spec))
-        new = spec.storage.new
-        if new is not None:
-            region["fsx"].add(cost.fsx_price_key(new.deployment_type, new.throughput_mb_per_tib))
-            if new.image_store_bucket:
-                region["s3"].add(spec.name)
-        if spec.network.new is not None:
-            region["nat"].add(spec.name)
-    return {r: Needs(tuple(sorted(n["types"])), tuple(sorted(n["fsx"])), bool(n["nat"]), bool(n["s3"]))
-            for r, n in sorted(found.items())}
-
-
-def merge(*parts: Mapping[str, Needs]) -> dict[str, Needs]:
-    """The union of several per-region needs."""
-    out: dict[str, Needs] = {}
-    for part in parts:
-        for region, need in part.items():
-            have = out.get(region, Needs())
-            out[region] = Needs(tuple(sorted({*have.instance_types, *need.instance_types})),
-                                tuple(sorted({*have.fsx, *need.fsx})), have.nat or need.nat, have.s3 or need.s3)
-    return dict(sorted(out.items()))
-
-
 def coverage() -> dict[str, Needs]:
-    """``EC2_COVERAGE`` as needs (instance prices only)."""
-    return {region: Needs(tuple(sorted(types))) for region, types in EC2_COVERAGE.items()}
+    """Every region the catalog accepts, with every instance type it accepts that may be offered there (where
+    regions.json records a type's offerings, only where offered; a type it has no offerings for, everywhere),
+    FSx, NAT and S3."""
+    from clusterkit.catalog import lookup
+
+    types = lookup.instance_type_names()
+    out = {}
+    for region in lookup.regions():
+        offered = tuple(t for t in types if lookup.offered_azs(region, t) != [])
+        out[region] = Needs(offered, fsx=True, nat=True, s3=True)
+    return out
 
 
-def wanted(specs: Iterable[EffectiveSpec]) -> dict[str, Needs]:
-    """Everything the price file prices: the coverage list plus what ``specs`` need."""
-    return merge(coverage(), needs_of(specs))
-
-
-def shipped_specs() -> list[EffectiveSpec]:
-    """The effective spec of every cluster_configs/*.yaml (loaded as ``cost`` loads them)."""
-    from clusterkit.effective.expand import expand
-    from clusterkit.pipeline.loader import all_spec_paths, load
-
-    return [expand(load(str(path), check_lock=False)) for path in all_spec_paths()]
+def recorded(directory: Path, needs: Mapping[str, Needs]) -> dict[str, Needs]:
+    """``needs`` cut to what ``directory``'s recordings answer (``RecordedPricing``)."""
+    out = {}
+    for region, need in needs.items():
+        whole = (directory / f"{ec2_region_query(region).name}.json").is_file()
+        types = tuple(t for t in need.instance_types
+                      if whole or (directory / f"{ec2_query(region, t).name}.json").is_file())
+        found = Needs(types, *((directory / f"{q(region).name}.json").is_file() and wanted
+                               for q, wanted in ((fsx_query, need.fsx), (nat_query, need.nat), (s3_query, need.s3))))
+        if found != Needs():
+            out[region] = found
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -229,7 +177,7 @@ def plan(needs: Mapping[str, Needs]) -> list[Query]:
     """Every query the build asks, in the order it asks them."""
     queries: list[Query] = []
     for region, need in sorted(needs.items()):
-        queries += [ec2_query(region, t) for t in need.instance_types]
+        queries += [ec2_region_query(region)] if need.instance_types else []
         queries += [fsx_query(region)] if need.fsx else []
         queries += [nat_query(region)] if need.nat else []
         queries += [s3_query(region)] if need.s3 else []
@@ -256,13 +204,15 @@ def _one(query: Query, what: str, values: Iterable[float]) -> float:
     return distinct[0]
 
 
-def ec2_price(query: Query, found: Sequence[Mapping[str, Any]], region: str, instance_type: str) -> float:
-    """The OnDemand hourly price (the one ``cost --refresh`` reads: ``price_list.on_demand_hourly``)."""
-    price = on_demand_hourly(query, found)
-    if price is None:
-        raise PriceError(f"{query.describe()}: the answer has no on-demand hourly price for {instance_type} in "
-                         f"{region} (rebuild with `{REBUILD}` or check the filters)")
-    return round(price, 10)
+def ec2_prices(query: Query, found: Sequence[Mapping[str, Any]], types: Sequence[str]) -> dict[str, float]:
+    """The OnDemand hourly price of each of ``types`` the region's answer prices (the reading ``cost --refresh``
+    does per type: ``price_list.on_demand_hourly``); an answer with products but none of them priced is an error."""
+    priced = hourly_by_type(query, found)
+    if found and not priced:
+        raise PriceError(f"{query.describe()}: the answer has products but no on-demand hourly price (rebuild with "
+                         f"`{REBUILD}` or check the filters)")
+    wanted = set(types)
+    return {t: round(price, 10) for t, price in priced.items() if t in wanted}
 
 
 def fsx_key(attributes: Mapping[str, str]) -> str | None:
@@ -328,40 +278,42 @@ def _section(service_code: str, dates: Iterable[str | None], as_of: str | None,
 
 def build_region(client: Any, region: str, need: Needs, as_of: str | None,
                  provenance: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The sections of one region, from the answers to its queries."""
+    """The sections of one region, from the answers to its queries; an empty answer writes no section."""
     sections: dict[str, Any] = {}
     if need.instance_types:
-        hourly, dates = {}, []
-        for itype in need.instance_types:
-            query = ec2_query(region, itype)
-            answer = products(query, fetch(client, query))
-            dates.append(published(answer))
-            hourly[itype] = ec2_price(query, answer, region, itype)
-        names = [ec2_query(region, t).name for t in need.instance_types]
-        sections["ec2_on_demand_linux"] = {**_section("AmazonEC2", dates, as_of, provenance, names, REFRESH),
-                                           "usd_per_hour": hourly}
+        query = ec2_region_query(region)
+        answer = products(query, fetch(client, query))
+        hourly = ec2_prices(query, answer, need.instance_types)
+        if hourly:
+            names = [query.name] if provenance is None or query.name in provenance else [
+                ec2_query(region, t).name for t in hourly]  # recorded per type (what ``cost --refresh`` asks)
+            sections["ec2_on_demand_linux"] = {
+                **_section("AmazonEC2", [published(answer)], as_of, provenance, names, REFRESH),
+                "usd_per_hour": hourly}
     if need.fsx:
         query = fsx_query(region)
         answer = products(query, fetch(client, query))
         prices = fsx_prices(query, rates(query, answer))
-        for key in need.fsx:
-            if key not in prices:
-                raise PriceError(f"{query.describe()}: the answer has no price for FSx {key} in {region} (priced: "
-                                 f"{', '.join(prices) or 'nothing'})")
-        sections["fsx_lustre_usd_per_gb_month"] = {
-            **_section("AmazonFSx", [published(answer)], as_of, provenance, [query.name]), "prices": prices}
+        if answer and not prices:
+            raise PriceError(f"{query.describe()}: the answer has products but no FSx for Lustre GB-month price "
+                             f"(rebuild with `{REBUILD}` or check the filters)")
+        if prices:
+            sections["fsx_lustre_usd_per_gb_month"] = {
+                **_section("AmazonFSx", [published(answer)], as_of, provenance, [query.name]), "prices": prices}
     if need.nat:
         query = nat_query(region)
         answer = products(query, fetch(client, query))
-        per_hour, per_gb = nat_rates(query, rates(query, answer))
-        sections["nat_gateway"] = {**_section("AmazonEC2", [published(answer)], as_of, provenance, [query.name]),
-                                   "usd_per_hour": per_hour, "usd_per_gb": per_gb}
+        if answer:
+            per_hour, per_gb = nat_rates(query, rates(query, answer))
+            sections["nat_gateway"] = {**_section("AmazonEC2", [published(answer)], as_of, provenance, [query.name]),
+                                       "usd_per_hour": per_hour, "usd_per_gb": per_gb}
     if need.s3:
         query = s3_query(region)
         answer = products(query, fetch(client, query))
-        price = s3_rate(query, rates(query, answer))
-        sections["s3_standard_usd_per_gb_month"] = {
-            **_section("AmazonS3", [published(answer)], as_of, provenance, [query.name]), "price": price}
+        if answer:
+            price = s3_rate(query, rates(query, answer))
+            sections["s3_standard_usd_per_gb_month"] = {
+                **_section("AmazonS3", [published(answer)], as_of, provenance, [query.name]), "price": price}
     return sections
 
 
@@ -371,7 +323,10 @@ def build(client: Any, needs: Mapping[str, Needs], as_of: str | None = None,
     (the current file's ``regions``) as it is; ``provenance`` when the answers are reconstructions."""
     regions = {r: s for r, s in (keep or {}).items() if r not in needs}
     for region, need in sorted(needs.items()):
-        regions[region] = build_region(client, region, need, as_of, provenance)
+        sections = build_region(client, region, need, as_of, provenance)
+        if sections:
+            regions[region] = sections
+    regions = dict(sorted(regions.items()))
     dates = sorted(s["as_of"] for sections in regions.values() for s in sections.values())
     return {
         "as_of": dates[-1] if dates else as_of,
@@ -381,6 +336,17 @@ def build(client: Any, needs: Mapping[str, Needs], as_of: str | None = None,
         "source": f"per section below: the service code asked and its offer's publication date; `{REBUILD}` "
                   "rebuilds the file, `python -m clusterkit cost NAME --refresh` re-prices instances for one run",
     }
+
+
+def summary(doc: Mapping[str, Any], covered: Mapping[str, Needs]) -> str:
+    """How much of the coverage the file prices, in one line (the rest ``cost`` names as missing)."""
+    pairs = sum(len(n.instance_types) for n in covered.values())
+    priced = sum(len(s.get("ec2_on_demand_linux", {}).get("usd_per_hour", {})) for s in doc["regions"].values())
+    regions = [r for r, s in doc["regions"].items() if "ec2_on_demand_linux" in s]
+    services = sum(1 for s in doc["regions"].values() for name in s if name != "ec2_on_demand_linux")
+    return (f"instance prices for {priced} of {pairs} (region, instance type) pairs the catalog accepts, in "
+            f"{len(regions)} of {len(covered)} regions; {services} of {3 * len(covered)} FSx, NAT gateway and S3 "
+            "sections")
 
 
 def render(doc: Mapping[str, Any]) -> str:
@@ -396,13 +362,16 @@ class RecordedPricing:
     """A stand-in for boto3's ``pricing`` client answering ``get_products`` from recorded JSON files.
 
     ``<query name>.json`` is the first page of a query's answer; a page with ``NextToken`` T continues in
-    ``<query name>.<T>.json``. A question the recordings were not made for is an error, so a change to the
-    queries shows up as a missing recording instead of a silently different file.
+    ``<query name>.<T>.json``. ``parts`` maps a region's EC2 question to the per-type answers it was recorded as
+    (``ec2-<region>-<type>``, ``cost --refresh``'s question): the region's answer is then their union, one page.
+    A question the recordings were not made for is an error, so a change to the queries shows up as a missing
+    recording instead of a silently different file.
     """
 
-    def __init__(self, directory: Path, queries: Iterable[Query]):
+    def __init__(self, directory: Path, queries: Iterable[Query], parts: Mapping[str, Sequence[str]] | None = None):
         self.directory = directory
         self.names = {self._key(q.params()): q.name for q in queries}
+        self.parts = dict(parts or {})
 
     @staticmethod
     def _key(params: Mapping[str, Any]) -> str:
@@ -414,12 +383,27 @@ class RecordedPricing:
             raise PriceError(f"{self.directory}: no recording for GetProducts {params.get('ServiceCode')} "
                              f"{params.get('Filters')}")
         token = params.get("NextToken")
+        if name in self.parts and not token:
+            return {"FormatVersion": "aws_v1",
+                    "PriceList": [entry for part in self.parts[name] for entry in self._entries(part)]}
+        return self._page(name, token)
+
+    def _page(self, name: str, token: str | None) -> dict[str, Any]:
         path = self.directory / (f"{name}.{token}.json" if token else f"{name}.json")
         try:
             page: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
             raise PriceError(f"{path}: cannot read the recorded answer: {exc}") from None
         return page
+
+    def _entries(self, name: str) -> list[str]:
+        """Every page of one recorded answer, joined."""
+        page = self._page(name, None)
+        entries = list(page.get("PriceList", []))
+        while page.get("NextToken"):
+            page = self._page(name, page["NextToken"])
+            entries += page.get("PriceList", [])
+        return entries
 
 
 def recorded_provenance(directory: Path) -> dict[str, str]:
@@ -436,8 +420,16 @@ def recorded_provenance(directory: Path) -> dict[str, str]:
 
 def from_recorded(directory: Path, needs: Mapping[str, Needs], as_of: str | None = None,
                   keep: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    client = RecordedPricing(directory, plan(needs))
-    return build(client, needs, as_of, recorded_provenance(directory), keep)
+    """Build from recorded answers: ``needs`` cut to what ``directory`` holds (``recorded``)."""
+    found = recorded(directory, needs)
+    return build(recorded_client(directory, found), found, as_of, recorded_provenance(directory), keep)
+
+
+def recorded_client(directory: Path, needs: Mapping[str, Needs]) -> RecordedPricing:
+    """The stand-in client for ``needs`` (already cut to ``directory``'s recordings)."""
+    parts = {ec2_region_query(r).name: [ec2_query(r, t).name for t in n.instance_types] for r, n in needs.items()
+             if n.instance_types and not (directory / f"{ec2_region_query(r).name}.json").is_file()}
+    return RecordedPricing(directory, plan(needs), parts)
 
 
 def from_aws(needs: Mapping[str, Needs], as_of: str | None = None,
@@ -461,21 +453,20 @@ def main(argv: list[str] | None = None) -> int:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--from-aws", action="store_true", help="ask the AWS Price List API (needs credentials)")
     source.add_argument("--from-recorded", type=Path, metavar="DIR", help="replay recorded GetProducts answers")
-    parser.add_argument("--regions", help="comma-separated regions to rebuild (default: every region of the "
-                                          "coverage list or the shipped specs); other regions keep their sections")
+    parser.add_argument("--regions", help="comma-separated regions to rebuild (default: every region the catalog "
+                                          "accepts); other regions keep their sections")
     parser.add_argument("--as-of", type=as_of_date, help="date recorded as as_of (default: the answers' "
                                                      "publicationDate)")
     parser.add_argument("--out", type=Path, default=cost.PRICES_PATH, help=f"default: {cost.PRICES_PATH}")
     args = parser.parse_args(argv)
     try:
-        needs = wanted(shipped_specs())
+        needs = coverage()
         keep: dict[str, Any] = {}
         if args.regions:
             regions = [r.strip() for r in args.regions.split(",") if r.strip()]
             unknown = [r for r in regions if r not in needs]
             if unknown:
-                parser.error(f"neither EC2_COVERAGE nor a shipped spec has {', '.join(unknown)} (priced regions: "
-                             f"{', '.join(needs)})")
+                parser.error(f"the catalog has no region {', '.join(unknown)} (clusterkit/data/regions.json)")
             needs = {r: n for r, n in needs.items() if r in regions}
             keep = cost.load_prices(args.out).doc.get("regions", {}) if args.out.exists() else {}
         if args.from_aws:
@@ -486,6 +477,7 @@ def main(argv: list[str] | None = None) -> int:
     except ClusterKitError as exc:
         print("\n".join(f"price_build: {line}" for line in exc.lines()), file=sys.stderr)
         return 2
+    print(f"{args.out}: {summary(doc, coverage())}")
     print(f"wrote {args.out} ({args.out.stat().st_size} bytes)")
     return 0
 

@@ -47,6 +47,13 @@ def ec2_query(region: str, instance_type: str) -> Query:
     return Query(f"ec2-{region}-{instance_type}", "AmazonEC2", terms)
 
 
+def ec2_region_query(region: str) -> Query:
+    """``ec2_query`` without the instance type: every on-demand Linux type of ``region`` in one (paged) answer, how
+    the price builder asks for a whole region (one question per type would be tens of thousands)."""
+    terms = tuple(t for t in ec2_query(region, "").filters if t[0] != "instanceType")
+    return Query(f"ec2-{region}", "AmazonEC2", terms)
+
+
 def fetch(client: Any, query: Query, hint: str = "(check AWS credentials allowed pricing:GetProducts)") -> list[str]:
     """The PriceList entries (JSON strings) of every page of ``query``'s answer; one-line ``PriceError``."""
     from botocore.exceptions import BotoCoreError, ClientError
@@ -107,9 +114,21 @@ def rates(query: Query, found: Sequence[Mapping[str, Any]]) -> list[Rate]:
     return out
 
 
+def hourly_by_type(query: Query, found: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """The hourly USD price of each ``instanceType`` among the products (``on_demand_hourly`` per type)."""
+    by_type: dict[str, list[Mapping[str, Any]]] = {}
+    for product in found:
+        itype = product.get("product", {}).get("attributes", {}).get("instanceType")
+        if itype:
+            by_type.setdefault(str(itype), []).append(product)
+    prices = {t: on_demand_hourly(query, products) for t, products in sorted(by_type.items())}
+    return {t: price for t, price in prices.items() if price is not None}
+
+
 def on_demand_hourly(query: Query, found: Sequence[Mapping[str, Any]]) -> float | None:
     """The hourly USD price among the products' OnDemand terms; None when there is none."""
     prices = {rate.usd for rate in rates(query, found) if rate.unit == "Hrs" and rate.usd > 0}
     if len(prices) > 1:
-        raise PriceError(f"the Price List API gave several on-demand prices {sorted(prices)}; filters too wide")
+        raise PriceError(f"{query.describe()}: the Price List API gave several on-demand prices {sorted(prices)}; "
+                         "filters too wide")
     return prices.pop() if prices else None

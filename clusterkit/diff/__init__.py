@@ -1,6 +1,6 @@
 """``clusterkit diff``: specs, rendered configs and locks at a git ref against the work tree (``sources``,
 ``structure``), ParallelCluster's update impact (``impact``), the report (``report``), its text and JSON
-forms (``text``, ``json_output``) and the ``--fail-on`` gate (``gate``).
+forms (``text``, ``json_output``), the ``--fail-on`` gate (``gate``) and both sides' cost (``cost_delta``).
 
 May import: spec, images, effective, cost, pcluster
 """

@@ -8,7 +8,7 @@ policy}``, an image is ``{name, kind, old?, new?}`` with lock entries as written
 ``{old, new, delta_idle_hourly, delta_busy_hourly, hours_30_days}``, ``{"unavailable": reason}`` or
 null. ``level`` is the cluster's most disruptive level (diff_gate.ORDER), null when nothing changed;
 ``platform_impacts[]`` (assessed changes, ``impact.policy`` the reason) are its platform's consequences.
-``platforms: [{name, file, status, notes[], changes[], consequences[], clusters: [{name, on, level}]}]`` lists
+``platforms: [{name, file, status, notes[], changes[], consequences[], cost, clusters: [{name, on, level}]}]`` lists
 each changed platform file: ``changes`` the file's values, ``consequences`` the effective values with what
 CloudFormation does (assessed changes, ``impact.why``), ``clusters`` every cluster on it at either side (``on``:
 both, base or working tree) with its level, platform included.
@@ -41,7 +41,7 @@ def report_data(report: Report) -> dict[str, Any]:
 def _platform(platform: PlatformDiff, level_of: dict[str, str | None]) -> dict[str, Any]:
     return {"name": platform.name, "file": file_path(platform.name, PLATFORM), "status": platform.status,
             "notes": list(platform.notes), "changes": [_change(c) for c in platform.changes],
-            "consequences": [_consequence(c) for c in platform.consequences],
+            "consequences": [_consequence(c) for c in platform.consequences], "cost": _cost(platform.cost),
             "clusters": [{"name": m.name, "on": m.sides, "level": level_of.get(m.name)} for m in platform.members]}
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from clusterkit.diff.cost_delta import CostDelta
 from clusterkit.diff.impact import LIVE, RECREATE, UNKNOWN, Assessed, Impact
 from clusterkit.diff.structure import MISSING, Change, Item, diff_values
 
@@ -152,6 +153,7 @@ class PlatformDiff:
     members: tuple[Member, ...] = ()
     notes: tuple[str, ...] = ()
     text_only: bool = False  # the file's text changed with the same effective platform
+    cost: CostDelta | str | None = None  # the platform's own cost on both sides (report.py prices it)
 
     @property
     def changed(self) -> bool:

@@ -28,6 +28,8 @@ from typing import Any
 import yaml
 
 from clusterkit.diff import platforms as diff_platforms
+from clusterkit.diff.cost_delta import CostDelta as CostDelta
+from clusterkit.diff.cost_delta import CostSide as CostSide
 from clusterkit.diff.impact import Assessed, Assessor, exposure_notes, spec_impacts
 from clusterkit.diff.platforms import PlatformDiff
 from clusterkit.diff.sources import (
@@ -77,27 +79,6 @@ class ImageChange:
             return []
         keys = list(self.old) + [k for k in self.new if k not in self.old]
         return [k for k in keys if self.old.get(k) != self.new.get(k)]
-
-
-@dataclass(frozen=True)
-class CostSide:
-    """One side's estimate (``clusterkit.cost.estimate``): USD per hour idle (min nodes) and busy (max nodes)."""
-
-    idle_hourly: float
-    busy_hourly: float
-    missing: tuple[str, ...] = ()  # items the price file has no price for (not in the figures)
-
-
-@dataclass(frozen=True)
-class CostDelta:
-    """Both sides' estimates; a side is None when the cluster does not exist there."""
-
-    old: CostSide | None
-    new: CostSide | None
-    hours_30_days: int = 720
-
-    def delta(self, figure: str) -> float:
-        return getattr(self.new, figure, 0.0) - getattr(self.old, figure, 0.0)
 
 
 @dataclass(frozen=True)
@@ -264,7 +245,9 @@ def _platforms(base: dict[str, str], head: dict[str, str], base_clusters: dict[s
             continue  # no cluster on it among the names asked for
         for member in on_it:
             shown[member.name] = _on_changed_platform(shown[member.name], platform)
-        found.append(dataclasses.replace(platform, members=tuple(on_it)))
+        priced = _platform_cost_delta(name, base.get(name), head.get(name), base_clusters, head_clusters) \
+            if platform.changed else None
+        found.append(dataclasses.replace(platform, members=tuple(on_it), cost=priced))
     return tuple(found), [shown[c.name] for c in clusters]
 
 
@@ -309,6 +292,34 @@ def _cost_delta(base_spec_text: str | None, head_spec_text: str | None,
                 return f"cost delta unavailable (the {label} spec does not parse)"
             lock, broken = parse_lock_text(lock_text, label) if lock_text is not None else (None, [])
             found = cost.estimate(expand_spec(spec), None if broken else lock, prices)
+            sides.append(CostSide(found.idle_hourly, found.busy_hourly, tuple(found.missing)))
+    except ClusterKitError as exc:
+        return f"cost delta unavailable ({' '.join(exc.lines())})"
+    return CostDelta(sides[0], sides[1], cost.HOURS_30_DAYS)
+
+
+def _platform_cost_delta(name: str, base_text: str | None, head_text: str | None,
+                         base_clusters: dict[str, dict[str, str | None]],
+                         head_clusters: dict[str, dict[str, str | None]]) -> CostDelta | str:
+    """The platform's own cost on both sides (``clusterkit.cost.platform_cost``), with the clusters naming it on that
+    side filling its image store; a short reason instead when a side cannot be priced."""
+    try:
+        from clusterkit.cost import estimate as cost
+        from clusterkit.cost import platform_cost
+    except ImportError as exc:
+        return f"cost delta unavailable ({exc})"
+    try:
+        prices = cost.load_prices()
+        sides: list[CostSide | None] = []
+        for label, text, clusters in (("base", base_text, base_clusters), ("working tree", head_text, head_clusters)):
+            if text is None:
+                sides.append(None)
+                continue
+            on = [(files.get("spec"), files.get("lock")) for _, files in sorted(clusters.items())
+                  if diff_platforms.platform_of(files.get("spec")) == name]
+            found = platform_cost.from_texts(text, on, prices, where=file_path(name, PLATFORM))
+            if found is None:
+                return f"cost delta unavailable (the {label} platform file does not parse)"
             sides.append(CostSide(found.idle_hourly, found.busy_hourly, tuple(found.missing)))
     except ClusterKitError as exc:
         return f"cost delta unavailable ({' '.join(exc.lines())})"

@@ -200,6 +200,27 @@ def cost_lines(cost: CostDelta | str | None) -> list[str]:
     return lines + ([f"not in the figures: {unpriced}"] if unpriced else [])
 
 
+def platform_cost_lines(cost: CostDelta | str | None) -> list[str]:
+    """A platform's own cost (list prices, USD per hour; no nodes, so one figure a side), paid once by its clusters."""
+    if not isinstance(cost, CostDelta):
+        return [cost] if cost else []
+    old, new = cost.old, cost.new
+    if old is None or new is None:
+        side = new or old
+        if side is None:
+            return []
+        what = "new platform" if old is None else "platform removed: was"
+        lines = [f"{what} {_money(side.busy_hourly)}/h ({_money(side.busy_hourly * cost.hours_30_days)} per 30 days)"]
+    else:
+        change = cost.delta("busy_hourly")
+        lines = [f"{_money(old.busy_hourly)}/h → {_money(new.busy_hourly)}/h ({_signed(change)}/h, "
+                 f"{_signed(change * cost.hours_30_days)} per 30 days), shared by the clusters on it"
+                 if abs(change) >= 0.005 else f"{_money(new.busy_hourly)}/h (unchanged"
+                 + (" in the priced parts)" if old.missing or new.missing else ")")]
+    unpriced = _unpriced(old.missing if old else (), new.missing if new else ())
+    return lines + ([f"not in the figures: {unpriced}"] if unpriced else [])
+
+
 def _unpriced(old: tuple[str, ...], new: tuple[str, ...]) -> str:
     def brief(text: str) -> str:
         return re.sub(r" \([^()]*\)$", "", text)  # the price file's hint is for `clusterkit cost`
@@ -324,6 +345,8 @@ def _text_platforms(report: Report, paint: _Paint) -> list[str]:
             head += " — most disruptive: " + paint(worst.impact.label, _ANSI[worst.impact.rank])
         lines += ["", head]
         lines += [f"  note: {note}" for note in platform.notes]
+        lines += [f"  cost: {line}" if n == 0 else f"        {line}"
+                  for n, line in enumerate(platform_cost_lines(platform.cost))]
         if platform.changes:
             lines.append("  changes:")
             lines += [f"    {c.dotted}: {_arrow(*before_after(c))}" for c in platform.changes]
@@ -467,6 +490,9 @@ def _md_platforms(report: Report) -> list[str]:
         where = file_path(platform.name, PLATFORM)
         lines += ["", f"#### platform `{platform.name}` ({_platform_status(platform)})"]
         lines += [f"\n> **Note:** {_cell(note)}" for note in platform.notes]
+        costs = platform_cost_lines(platform.cost)
+        if costs:
+            lines += ["", f"**Cost** (list prices, USD): {_cell(costs[0])}"] + [f"<br>{_cell(c)}" for c in costs[1:]]
         if platform.changes:
             lines += ["", f"**Platform** (`{where}`):", "", "| path | before | after |", "|---|---|---|"]
             for change in platform.changes:

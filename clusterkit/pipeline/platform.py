@@ -279,16 +279,8 @@ def _sum_of_members(loaded: LoadedPlatform, group: list[Member]) -> list[Problem
     new_fsx = p.storage.fsx_lustre.new
     if p.storage.fsx_lustre.existing is None:
         capacity = (new_fsx.capacity_gib if new_fsx else 1200) * GIB
-        sizes: dict[str, int] = {}
-        assumed = 0
-        for g in group:
-            effective = expand_spec(merged(g.spec, p))
-            known = {e.name: e.digest for e in (g.lock.images if g.lock else ())}
-            for size in advice.image_sizes(effective, g.lock):
-                key = known.get(size.name) or f"{g.spec.name}/{size.name}"
-                if key not in sizes:
-                    sizes[key] = advice.sqsh_bytes(effective, [size])
-                    assumed += size.assumed
+        store = advice.shared_store((expand_spec(merged(g.spec, p)), g.lock) for g in group)
+        sizes, assumed = store.sqsh, store.assumed
         total = sum(sizes.values())
         if total > capacity:
             note = f"; {assumed} of them at the assumed {advice.DEFAULT_IMAGE_GIB} GiB (no size in the lock)" \

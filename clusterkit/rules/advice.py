@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 import math
 import shlex
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from clusterkit.effective.expand import EffectiveNewFsx, EffectiveSpec
@@ -92,6 +92,29 @@ def image_sizes(spec: EffectiveSpec, lock: ImageLock | None) -> list[ImageSize]:
         else:
             sizes.append(ImageSize(image.name, DEFAULT_IMAGE_GIB * GIB, True))
     return sizes
+
+
+@dataclass(frozen=True)
+class SharedStore:
+    """The distinct images on a store several clusters share: .sqsh bytes by file, and how many sizes were assumed."""
+
+    sqsh: dict[str, int]  # a locked digest (one file, however many clusters name it), else "<cluster>/<image>"
+    assumed: int
+
+
+def shared_store(clusters: Iterable[tuple[EffectiveSpec, ImageLock | None]]) -> SharedStore:
+    """What a platform's store holds for these clusters: one digest is one ``.sqsh``, so an image two clusters
+    lock to the same digest counts once; an image without a locked digest counts for each cluster."""
+    sqsh: dict[str, int] = {}
+    assumed = 0
+    for spec, lock in clusters:
+        known = {e.name: e.digest for e in (lock.images if lock else ())}
+        for size in image_sizes(spec, lock):
+            key = known.get(size.name) or f"{spec.name}/{size.name}"
+            if key not in sqsh:
+                sqsh[key] = sqsh_bytes(spec, [size])
+                assumed += size.assumed
+    return SharedStore(sqsh, assumed)
 
 
 def store_factor(squash_options: str) -> float:

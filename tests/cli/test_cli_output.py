@@ -97,9 +97,10 @@ def test_cost_json_shape_and_totals(capsys) -> None:
     data = json.loads(out)
     assert (code, err) == (0, "")
     assert data["schema"] == "clusterkit.cost/v1" and data["cluster"] == "demo" and data["currency"] == "USD"
-    assert set(data) == {"schema", "cluster", "region", "currency", "hours_30_days", "idle_hourly", "busy_hourly",
-                         "idle_30_days", "busy_30_days", "lines", "not_in_totals", "refreshed", "not_in_price_list",
-                         "price_sources"}
+    assert set(data) == {"schema", "kind", "name", "cluster", "region", "currency", "hours_30_days", "idle_hourly",
+                         "busy_hourly", "idle_30_days", "busy_30_days", "complete", "missing", "lines",
+                         "not_in_totals", "refreshed", "not_in_price_list", "price_sources"}
+    assert (data["kind"], data["name"], data["complete"], data["missing"]) == ("cluster", "demo", True, [])
     line_keys = {"item", "detail", "idle_hourly", "busy_hourly", "note", "missing"}
     assert all(set(line) == line_keys for line in data["lines"])
     assert data["idle_hourly"] == pytest.approx(sum(line["idle_hourly"] or 0 for line in data["lines"]))

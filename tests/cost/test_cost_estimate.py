@@ -82,7 +82,8 @@ def test_fsx_capacity_times_rate(tmp_path, fsx, capacity, rate):
     line = next(line for line in est.lines if line.item == "FSx for Lustre")
     assert line.idle == line.busy == pytest.approx(capacity * rate / HOURS_PER_MONTH, rel=1e-12)
     assert est.idle_hourly == pytest.approx(0.34 + 0.045 + capacity * rate / HOURS_PER_MONTH, rel=1e-12)
-    assert [line.item for line in est.lines] == ["head node", "queue cpu/c", "FSx for Lustre", "NAT gateway"]
+    assert [line.item for line in est.lines] == ["head node", "queue cpu/c", "FSx for Lustre", "NAT gateway",
+                                                 "VPC flow logs"]
 
 
 def test_a_price_the_shipped_specs_do_not_need_is_named_with_the_rebuild_command(tmp_path):
@@ -91,8 +92,8 @@ def test_a_price_the_shipped_specs_do_not_need_is_named_with_the_rebuild_command
                     "    compute_resources:\n      - name: c\n        instance_type: c6i.2xlarge\n        max: 1\n"
                     "storage:\n  fsx_lustre:\n    new:\n      deployment_type: PERSISTENT_1\n")
     est = cost.estimate(expand(load(str(path))))
-    assert est.missing == ["no price for FSx PERSISTENT_1 200 MB/s/TiB in us-east-1 (prices.json prices what the "
-                           "shipped specs use: python -m clusterkit.cost.price_build --from-aws)"]
+    assert est.missing == ["no price for FSx PERSISTENT_1 200 MB/s/TiB in us-east-1 (not in prices.json: python -m "
+                           "clusterkit.cost.price_build --from-aws adds it, docs/cost.md)"]
 
 
 def test_unknown_region_names_every_missing_price(tmp_path):
@@ -107,7 +108,7 @@ def test_unknown_region_names_every_missing_price(tmp_path):
 @pytest.mark.parametrize("region,itype,hourly", [("us-east-1", "g5.12xlarge", 5.672),
                                                   ("eu-west-1", "c6i.2xlarge", 0.3648)])
 def test_a_type_no_shipped_spec_names_keeps_its_price(tmp_path, region, itype, hourly):
-    """Types and regions of the coverage list (price_build.EC2_COVERAGE) are priced without a shipped spec."""
+    """Pairs the recorded answers price (tests/cost/recorded) are priced without a shipped spec."""
     path = tmp_path / "t.yaml"
     path.write_text(f"name: t\nregion: {region}\navailability_zone: {region}a\nqueues:\n  - name: q\n"
                     f"    compute_resources:\n      - name: c\n        instance_type: {itype}\n        max: 2\n")
@@ -127,7 +128,7 @@ def test_cli_report(capsys):
     assert ("  total              idle $0.7317/h = $526.84 per 30 days; busy $223.6117/h = $161,000.44 per 30 days"
             in out)
     assert out[4].split() == ["FSx", "for", "Lustre", "1200", "GiB", "PERSISTENT_2", "250", "MB/s/TiB", "$0.3452/h",
-                              "[$0.21", "per", "GB-month]"]
+                              "[SSD:", "$0.21", "per", "GB-month]"]
     assert not [line for line in out if "no price" in line or "not in the totals" in line]
     assert "  from prices.json (instance prices c6i.2xlarge, p5.48xlarge and every other price):" in out
 
@@ -151,7 +152,7 @@ def test_price_file_is_sourced_dated_and_deterministic():
     text = cost.PRICES_PATH.read_text()
     doc = json.loads(text)
     assert text == json.dumps(doc, indent=2, sort_keys=True) + "\n"
-    # price_build.EC2_COVERAGE's regions (the shipped specs use three of them; eu-west-1 is EC2 only)
+    # the regions the recorded answers price (eu-west-1 and us-west-2: EC2 only)
     assert set(doc["regions"]) == {"eu-west-1", "us-east-1", "us-east-2", "us-west-2"}
     assert set(doc["regions"]["eu-west-1"]) == {"ec2_on_demand_linux"}
     for region, sections in doc["regions"].items():
@@ -172,7 +173,8 @@ def test_30_days_is_720_hours():
 
 
 def test_a_cluster_on_a_platform_costs_its_nodes_only():
-    """The platform's FSx, NAT gateway and bucket are paid once, not by each cluster on it."""
+    """The platform's FSx, NAT gateway and bucket are paid once, not by each cluster on it (``cost`` adds a share
+    of them: tests/cost/test_platform_cost.py)."""
     est = _estimate("train-a")
     assert [line.item for line in est.lines] == ["head node", "queue gpu/p5"]
     assert {"FSx for Lustre", "NAT gateway"} <= {line.item for line in _estimate("demo").lines}
@@ -184,6 +186,10 @@ def test_make_synth_of_a_platform_and_of_a_cluster_on_it(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps({"artifacts": {}}))
     assert summarize_platform(tmp_path, "research-east") == [
         "platform research-east (us-east-1/us-east-1a); clusters naming it: train-a, train-b",
-        f"  templates: {tmp_path}/"]
+        f"  templates: {tmp_path}/",
+        "  cost estimate: $0.7369/h (30 days: $530.58; list prices; shared by 2 cluster specs; python -m clusterkit "
+        "cost research-east)"]
+    assert summarize(tmp_path, "train-b")[-1].startswith("  cost estimate: ")
+    assert "; with 1/2 of platform research-east; " in summarize(tmp_path, "train-b")[-1]
     assert ("  on platform research-east: network and storage in Research-East-Network and Research-East-Storage "
             "(`make synth PLATFORM=research-east` builds them)") in summarize(tmp_path, "train-b")

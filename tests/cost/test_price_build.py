@@ -1,8 +1,8 @@
 """The price builder (clusterkit.cost.price_build): prices.json from AWS Price List API (GetProducts) answers.
 
 Real: boto3's ``pricing`` client and botocore's request validation against the service model (the Stubber
-checks every parameter the builder sends, page by page), the shipped specs through the loader and the
-effective spec, the committed price file and ``cost.estimate``. Stand-in: the answers, recorded in
+checks every parameter the builder sends, page by page), the catalog (coverage follows it, never the
+checkout's specs), the committed price file and ``cost.estimate``. Stand-in: the answers, recorded in
 tests/cost/recorded/ in GetProducts' response shape but reconstructed from cited sources, not captured
 from AWS (its README.md says where each value comes from). No network, no credentials.
 """
@@ -45,8 +45,17 @@ def _stub(stubber: Stubber, query: price_build.Query, pages: list[dict]) -> None
 
 @pytest.fixture(scope="module")
 def needs():
-    """Everything the build prices: the coverage list plus what the shipped specs need."""
-    return price_build.wanted(price_build.shipped_specs())
+    """What the recorded answers price of the coverage (every type and region the catalog accepts)."""
+    return price_build.recorded(RECORDED, price_build.coverage())
+
+
+def _answer(query: price_build.Query, needs) -> list[dict]:
+    """The pages the recordings give for ``query`` (a region's EC2 answer: the union of its per-type answers)."""
+    client = price_build.recorded_client(RECORDED, needs)
+    pages = [client.get_products(**query.params())]
+    while pages[-1].get("NextToken"):
+        pages.append(client.get_products(**query.params(), NextToken=pages[-1]["NextToken"]))
+    return pages
 
 
 # -- the committed file is what the builder makes of the recorded answers ---------------------------------
@@ -54,7 +63,7 @@ def needs():
 def test_price_file_is_the_build_of_the_recorded_answers(pricing, needs):
     client, stubber = pricing
     for query in price_build.plan(needs):
-        _stub(stubber, query, _pages(query.name))
+        _stub(stubber, query, _answer(query, needs))
     doc = price_build.build(client, needs, provenance=price_build.recorded_provenance(RECORDED))
     assert price_build.render(doc) == COMMITTED.read_text(encoding="utf-8"), STALE
 
@@ -85,26 +94,37 @@ def test_as_of_argument_overrides_the_publication_dates(tmp_path):
     assert {s["as_of"] for sections in doc["regions"].values() for s in sections.values()} == {"2000-01-02"}
 
 
-# -- what is asked -------------------------------------------------------------------------------------
+# -- what is asked: coverage from the catalog ----------------------------------------------------------
 
-def test_what_the_shipped_specs_need():
-    """What the specs alone need (the build adds price_build.EC2_COVERAGE's instance types to it)."""
-    assert price_build.needs_of(price_build.shipped_specs()) == {
-        # demo: new VPC, new PERSISTENT_2 file system at its 250 MB/s/TiB, image store bucket
-        "us-east-1": price_build.Needs(("c6i.2xlarge", "p5.48xlarge"), ("PERSISTENT_2/250",), nat=True, s3=True),
-        # p5-capacity-block: the capacity block's p5.48xlarge is paid at purchase, not asked (its login pool is)
-        "us-east-2": price_build.Needs(("c6i.2xlarge", "c6i.4xlarge", "c6i.xlarge"), ("PERSISTENT_2/500",), nat=True,
-                                       s3=True),
-        # p4d-existing: existing VPC and file system belong to their owner
-        "us-west-2": price_build.Needs(("m6i.2xlarge", "p4d.24xlarge")),
+def test_coverage_is_every_type_and_region_the_catalog_accepts():
+    """Was: a hand list of 66 pairs (price_build.EC2_COVERAGE) plus the checkout's specs; g5.12xlarge in us-west-2
+    was never asked for."""
+    from clusterkit.catalog import lookup
+
+    covered = price_build.coverage()
+    assert sorted(covered) == lookup.regions() and len(covered) == 30
+    assert all((n.fsx, n.nat, n.s3) == (True, True, True) for n in covered.values())
+    assert "g5.12xlarge" in covered["us-west-2"].instance_types  # regions.json: offered in us-west-2a/b/c
+    assert "p5en.48xlarge" not in covered["eu-west-1"].instance_types  # regions.json: offered in no eu-west-1 AZ
+    assert "t3.micro" in covered["eu-west-1"].instance_types  # no offerings recorded: accepted, so asked
+    assert all(set(n.instance_types) <= set(lookup.instance_type_names()) for n in covered.values())
+
+
+def test_the_recordings_answer_what_is_committed(needs):
+    """``--from-recorded`` asks only what the recordings hold (the rest of the coverage: `cost` names it missing)."""
+    assert needs == {
+        "eu-west-1": price_build.Needs(tuple(sorted(PREVIOUS_COVERAGE["eu-west-1"].split()))),
+        "us-east-1": price_build.Needs(tuple(sorted(PREVIOUS_COVERAGE["us-east-1"].split())), True, True, True),
+        "us-east-2": price_build.Needs(tuple(sorted(PREVIOUS_COVERAGE["us-east-2"].split())), True, True, True),
+        "us-west-2": price_build.Needs(tuple(sorted(PREVIOUS_COVERAGE["us-west-2"].split()))),
     }
 
 
 # -- coverage: never less than the hand-curated file the builder replaced ----------------------------------
 
 # Every (region, instance type) the previous prices.json (hand-curated, before clusterkit.cost.price_build) priced:
-# 66 pairs, 25 types, 4 regions. Spelled out here, apart from price_build.EC2_COVERAGE, so that shrinking the
-# coverage list (or the file) fails a test instead of silently turning a user's price into "no price".
+# 66 pairs, 25 types, 4 regions. Spelled out here, apart from the recordings and the catalog, so that shrinking the
+# coverage (or the file) fails a test instead of silently turning a user's price into "no price".
 PREVIOUS_COVERAGE = {
     "eu-west-1": "c5.4xlarge c5.large c6i.2xlarge c6i.4xlarge c6i.8xlarge c6i.large c6i.xlarge m6i.2xlarge "
                  "m6i.4xlarge m6i.8xlarge m6i.large p4d.24xlarge",
@@ -129,19 +149,14 @@ def test_previous_coverage_is_66_pairs_of_25_types_in_4_regions():
     assert (len(PREVIOUS_PAIRS), len({t for _, t in PREVIOUS_PAIRS}), len(PREVIOUS_COVERAGE)) == (66, 25, 4)
 
 
-def test_coverage_list_keeps_every_previously_priced_pair():
-    listed = {(region, t) for region, types in price_build.EC2_COVERAGE.items() for t in types}
-    assert sorted(PREVIOUS_PAIRS - listed) == []
-    assert all(list(types) == sorted(set(types)) for types in price_build.EC2_COVERAGE.values())
+def test_coverage_keeps_every_previously_priced_pair():
+    covered = {(region, t) for region, need in price_build.coverage().items() for t in need.instance_types}
+    assert sorted(PREVIOUS_PAIRS - covered) == []
 
 
-def test_price_file_prices_exactly_the_coverage_list_and_the_shipped_specs_types(needs):
+def test_price_file_prices_exactly_what_the_recordings_answer(needs):
     priced = _priced_pairs(json.loads(COMMITTED.read_text()))
-    listed = {(region, t) for region, types in price_build.EC2_COVERAGE.items() for t in types}
-    shipped = {(region, t) for region, need in price_build.needs_of(price_build.shipped_specs()).items()
-               for t in need.instance_types}
-    assert set(priced) == listed | shipped == {(region, t) for region, need in needs.items()
-                                                 for t in need.instance_types}
+    assert set(priced) == {(region, t) for region, need in needs.items() for t in need.instance_types}
     assert sorted(PREVIOUS_PAIRS - set(priced)) == []
 
 
@@ -157,9 +172,8 @@ def test_previous_prices_are_carried_over_unchanged():
     assert {key: priced[key] for key in previous} == previous
 
 
-def test_coverage_adds_no_fsx_nat_or_s3_where_no_shipped_spec_needs_them(needs):
-    assert needs["eu-west-1"] == price_build.Needs(tuple(sorted(PREVIOUS_COVERAGE["eu-west-1"].split())))
-    assert (needs["us-west-2"].fsx, needs["us-west-2"].nat, needs["us-west-2"].s3) == ((), False, False)
+def test_no_fsx_nat_or_s3_section_without_an_answer(needs):
+    assert (needs["us-west-2"].fsx, needs["us-west-2"].nat, needs["us-west-2"].s3) == (False, False, False)
     doc = json.loads(COMMITTED.read_text())
     assert {region: sorted(sections) for region, sections in doc["regions"].items()} == {
         "eu-west-1": ["ec2_on_demand_linux"],
@@ -175,63 +189,57 @@ def _filters(*pairs: tuple[str, str]) -> list[dict[str, str]]:
     return [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in pairs]
 
 
-# Every question the build asks, spelled out so a reviewer sees it: service code and filters per query.
+# Every question the build asks, spelled out so a reviewer sees it: service code and filters per query, in the
+# order the build asks them (per region: EC2, then FSx, NAT and S3 where recorded).
 EC2 = (("operatingSystem", "Linux"), ("tenancy", "Shared"), ("preInstalledSw", "NA"), ("capacitystatus", "Used"),
        ("licenseModel", "No License required"))
 PINNED = {
-    "ec2-us-east-1-c6i.2xlarge": ("AmazonEC2", _filters(("instanceType", "c6i.2xlarge"), ("regionCode", "us-east-1"),
-                                                        *EC2)),
-    "ec2-us-east-1-p5.48xlarge": ("AmazonEC2", _filters(("instanceType", "p5.48xlarge"), ("regionCode", "us-east-1"),
-                                                        *EC2)),
+    "ec2-eu-west-1": ("AmazonEC2", _filters(("regionCode", "eu-west-1"), *EC2)),
+    "ec2-us-east-1": ("AmazonEC2", _filters(("regionCode", "us-east-1"), *EC2)),
     "fsx-us-east-1": ("AmazonFSx", _filters(("regionCode", "us-east-1"), ("productFamily", "Storage"),
                                             ("fileSystemType", "Lustre"), ("storageType", "SSD"))),
     "nat-us-east-1": ("AmazonEC2", _filters(("regionCode", "us-east-1"), ("productFamily", "NAT Gateway"))),
     "s3-us-east-1": ("AmazonS3", _filters(("regionCode", "us-east-1"), ("productFamily", "Storage"),
                                           ("volumeType", "Standard"))),
-    "ec2-us-east-2-c6i.2xlarge": ("AmazonEC2", _filters(("instanceType", "c6i.2xlarge"), ("regionCode", "us-east-2"),
-                                                        *EC2)),
-    "ec2-us-east-2-c6i.4xlarge": ("AmazonEC2", _filters(("instanceType", "c6i.4xlarge"), ("regionCode", "us-east-2"),
-                                                        *EC2)),
+    "ec2-us-east-2": ("AmazonEC2", _filters(("regionCode", "us-east-2"), *EC2)),
     "fsx-us-east-2": ("AmazonFSx", _filters(("regionCode", "us-east-2"), ("productFamily", "Storage"),
                                             ("fileSystemType", "Lustre"), ("storageType", "SSD"))),
     "nat-us-east-2": ("AmazonEC2", _filters(("regionCode", "us-east-2"), ("productFamily", "NAT Gateway"))),
     "s3-us-east-2": ("AmazonS3", _filters(("regionCode", "us-east-2"), ("productFamily", "Storage"),
                                           ("volumeType", "Standard"))),
-    "ec2-us-west-2-m6i.2xlarge": ("AmazonEC2", _filters(("instanceType", "m6i.2xlarge"), ("regionCode", "us-west-2"),
-                                                        *EC2)),
-    "ec2-us-west-2-p4d.24xlarge": ("AmazonEC2", _filters(("instanceType", "p4d.24xlarge"), ("regionCode", "us-west-2"),
-                                                         *EC2)),
+    "ec2-us-west-2": ("AmazonEC2", _filters(("regionCode", "us-west-2"), *EC2)),
 }
-
-
-def _all_pinned() -> dict[str, tuple[str, list[dict[str, str]]]]:
-    """PINNED plus the EC2 question of every other covered pair, in the order the build asks them: per region,
-    its instance types (sorted), then FSx, NAT and S3."""
-    out = {}
-    for region in sorted(PREVIOUS_COVERAGE):
-        types = sorted(set(PREVIOUS_COVERAGE[region].split()) | {n.split(f"ec2-{region}-")[1] for n in PINNED
-                                                                 if n.startswith(f"ec2-{region}-")})
-        for t in types:
-            out[f"ec2-{region}-{t}"] = ("AmazonEC2", _filters(("instanceType", t), ("regionCode", region), *EC2))
-        for kind in ("fsx", "nat", "s3"):
-            if f"{kind}-{region}" in PINNED:
-                out[f"{kind}-{region}"] = PINNED[f"{kind}-{region}"]
-    assert {name: out[name] for name in PINNED} == PINNED
-    return out
 
 
 def test_filters_sent_to_get_products_are_pinned(pricing, needs):
     """The Stubber fails the build on any parameter that differs from these literals."""
     client, stubber = pricing
-    pinned = _all_pinned()
-    for name, (service, filters) in pinned.items():
+    for name, (service, filters) in PINNED.items():
         token = None
-        for page in _pages(name):
+        query = next(q for q in price_build.plan(needs) if q.name == name)
+        for page in _answer(query, needs):
             expected = {"ServiceCode": service, "Filters": filters, "FormatVersion": "aws_v1", "MaxResults": 100}
             stubber.add_response("get_products", page, expected | ({"NextToken": token} if token else {}))
             token = page.get("NextToken")
     price_build.build(client, needs)
-    assert [q.name for q in price_build.plan(needs)] == list(pinned)
+    assert [q.name for q in price_build.plan(needs)] == list(PINNED)
+
+
+def test_a_region_answer_is_paged_and_read_per_type(pricing):
+    """A live build asks one question per region (``ec2_region_query``) and follows its pages: here us-east-1's 24
+    recorded products in three pages, priced as the per-type answers price them."""
+    client, stubber = pricing
+    region = {"us-east-1": price_build.Needs(tuple(sorted(PREVIOUS_COVERAGE["us-east-1"].split())))}
+    (page,) = _answer(price_build.ec2_region_query("us-east-1"), region | {})
+    entries = page["PriceList"]
+    assert len(entries) == 24
+    pages = [{"FormatVersion": "aws_v1", "PriceList": entries[:10], "NextToken": "p2"},
+             {"FormatVersion": "aws_v1", "PriceList": entries[10:20], "NextToken": "p3"},
+             {"FormatVersion": "aws_v1", "PriceList": entries[20:]}]
+    _stub(stubber, price_build.ec2_region_query("us-east-1"), pages)
+    doc = price_build.build(client, region, provenance=price_build.recorded_provenance(RECORDED))
+    committed = json.loads(COMMITTED.read_text())["regions"]["us-east-1"]["ec2_on_demand_linux"]
+    assert doc["regions"]["us-east-1"]["ec2_on_demand_linux"] == committed
 
 
 def test_cost_refresh_asks_the_builders_ec2_query(pricing):
@@ -291,19 +299,44 @@ def _drop_tier(tier: str):
     return lambda entries: [e for e in entries if f'"throughputCapacity": "{tier}"' not in e]
 
 
-def test_missing_fsx_tier_is_a_one_line_error(tmp_path, capsys):
+def test_a_tier_the_answer_lacks_is_left_out(tmp_path, capsys):
+    """Was an error while the shipped specs decided which tiers were needed; now the answer decides what is priced,
+    and ``cost`` names a tier it lacks as missing."""
     directory = _edit_recording(tmp_path, "fsx-us-east-1.page-2", _drop_tier("250"))
-    err = _run_failing(directory, tmp_path, capsys)
-    assert err == ("price_build: GetProducts AmazonFSx (regionCode=us-east-1, productFamily=Storage, "
-                   "fileSystemType=Lustre, storageType=SSD): the answer has no price for FSx PERSISTENT_2/250 in "
-                   "us-east-1 (priced: PERSISTENT_2/1000, PERSISTENT_2/125, PERSISTENT_2/500, SCRATCH_2)\n")
+    out = tmp_path / "prices.json"
+    assert price_build.main(["--from-recorded", str(directory), "--out", str(out)]) == 0
+    book = cost.load_prices(out)
+    assert (book.fsx("us-east-1", "PERSISTENT_2/250"), book.fsx("us-east-1", "PERSISTENT_2/500")) == (None, 0.34)
 
 
-def test_empty_ec2_answer_is_a_one_line_error(tmp_path, capsys):
-    directory = _edit_recording(tmp_path, "ec2-us-west-2-p4d.24xlarge", lambda entries: [])
+def test_fsx_answer_without_a_readable_price_is_a_one_line_error(tmp_path, capsys):
+    directory = _edit_recording(tmp_path, "fsx-us-east-2", lambda entries: [e.replace('"GB-Mo"', '"Qty"')
+                                                                            for e in entries])
     err = _run_failing(directory, tmp_path, capsys)
-    assert err.startswith("price_build: GetProducts AmazonEC2 (instanceType=p4d.24xlarge, regionCode=us-west-2, ")
-    assert "no on-demand hourly price for p4d.24xlarge in us-west-2" in err
+    assert err == ("price_build: GetProducts AmazonFSx (regionCode=us-east-2, productFamily=Storage, "
+                   "fileSystemType=Lustre, storageType=SSD): the answer has products but no FSx for Lustre GB-month "
+                   f"price (rebuild with `{price_build.REBUILD}` or check the filters)\n")
+
+
+def test_ec2_answer_without_an_hourly_price_is_a_one_line_error(tmp_path, capsys):
+    directory = _edit_recording(tmp_path, "ec2-us-west-2-p4d.24xlarge", lambda entries: [e.replace('"Hrs"', '"Qty"')
+                                                                                         for e in entries])
+    for path in directory.glob("ec2-us-west-2-*.json"):  # the region's whole answer: that one product alone
+        if path.name != "ec2-us-west-2-p4d.24xlarge.json":
+            path.unlink()
+    err = _run_failing(directory, tmp_path, capsys)
+    assert err.startswith("price_build: GetProducts AmazonEC2 (regionCode=us-west-2, ")
+    assert "the answer has products but no on-demand hourly price" in err
+
+
+def test_an_empty_answer_writes_no_section_and_cost_names_the_price_missing(tmp_path, capsys):
+    """AWS selling nothing of a kind in a region (an empty answer) is no error: the price stays missing."""
+    directory = _edit_recording(tmp_path, "nat-us-east-2", lambda entries: [])
+    out = tmp_path / "prices.json"
+    assert price_build.main(["--from-recorded", str(directory), "--out", str(out)]) == 0
+    book = cost.load_prices(out)
+    assert book.nat("us-east-2") is None and book.nat("us-east-1") == (0.045, 0.045)
+    assert "instance prices for 66 of " in capsys.readouterr().out
 
 
 def test_price_dimension_without_usd_is_a_one_line_error(tmp_path, capsys):
@@ -366,7 +399,7 @@ def test_regions_rebuilds_only_those_and_keeps_the_rest(tmp_path):
 
 
 @pytest.mark.parametrize("argv", [[], ["--from-recorded", "x", "--from-aws"], ["--from-aws", "--as-of", "2026-13-01"],
-                                  ["--from-recorded", str(RECORDED), "--regions", "ap-south-1"]])
+                                  ["--from-recorded", str(RECORDED), "--regions", "xx-nowhere-1"]])
 def test_usage_errors_exit_2(argv, tmp_path):
     out = tmp_path / "prices.json"
     with pytest.raises(SystemExit) as exc:

@@ -51,7 +51,7 @@ def test_an_answer_without_a_source_stops_the_build(tmp_path) -> None:  # type: 
     del sources["nat-us-east-1"]
     (tmp_path / "provenance.json").write_text(json.dumps(sources), encoding="utf-8")
     with pytest.raises(price_build.PriceError, match="provenance.json: no public source for nat-us-east-1"):
-        price_build.from_recorded(tmp_path, price_build.wanted(price_build.shipped_specs()))
+        price_build.from_recorded(tmp_path, price_build.coverage())
 
 
 def test_a_live_build_says_just_the_api() -> None:

@@ -148,7 +148,7 @@ def test_json_platforms_section(platform_repo_for, capsys) -> None:
     data = json.loads(out)
     assert code == 0
     (east,) = data["platforms"]
-    assert set(east) == {"name", "file", "status", "notes", "changes", "consequences", "clusters"}
+    assert set(east) == {"name", "file", "status", "notes", "changes", "consequences", "cost", "clusters"}
     assert (east["name"], east["file"], east["status"]) == (
         "research-east", "cluster_configs/platforms/research-east.yaml", "changed")
     assert east["changes"] == [{"path": "network.new.cidr", "kind": "changed", "old": "10.1.0.0/16",

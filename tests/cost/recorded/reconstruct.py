@@ -38,8 +38,8 @@ READ_NOW = "2026-12-01T00:00:00Z"  # the day the FSx tier table below was read
 # EC2 on-demand Linux prices: exactly the values of the previous, hand-curated clusterkit/data/prices.json
 # (commit a604446, the version before clusterkit.cost.price_build), each with the source that file's
 # `ec2_on_demand_linux` section cited for its region (quoted below), for every (region, instance type) it
-# priced, and nothing it did not price. These pairs are price_build.EC2_COVERAGE (the shipped specs' types
-# are all among them). vCPUs and memory: clusterkit/data/instance_types.json.
+# priced, and nothing it did not price (price_build replays each region as the union of these; the shipped
+# specs' types are all among them). vCPUs and memory: clusterkit/data/instance_types.json.
 SKYPILOT = ("skypilot-org/skypilot-catalog catalogs/v8/aws/vms.csv @ 00148f2af3672e2229b4f7bf8157d5a3f36e3c35 "
             "(SkyPilot's catalog built from the AWS Price List API; column Price = on-demand Linux)")
 KARPENTER_SOURCE = ("aws/karpenter-provider-aws pkg/providers/pricing/zz_generated.pricing_aws.go (\"generated at "

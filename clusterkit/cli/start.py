@@ -27,13 +27,8 @@ def interrupted_line(program: str) -> str:
 
 def command_word(words: Sequence[str]) -> str:
     """The word naming the command, as argparse picks it: the first that is not an option (clusterkit's own
-    options take no value), or the word after ``--``; "" when there is none."""
-    for index, word in enumerate(words):
-        if word == "--":
-            return words[index + 1] if index + 1 < len(words) else ""
-        if not word.startswith("-"):
-            return word
-    return ""
+    options take no value); "" when there is none."""
+    return next((word for word in words if not word.startswith("-")), "")
 
 
 class _LeaveAtOnce:

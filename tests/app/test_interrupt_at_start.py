@@ -125,7 +125,7 @@ def _command_modules(loaded: list[str]) -> list[str]:
 
 @pytest.mark.parametrize("argv", [["--version"], ["--help"]])
 def test_version_and_help_import_no_command(tmp_path: Path, argv: list[str]) -> None:
-    """``--help`` still lists every command (tests/cli/test_command_table.py) from the table alone."""
+    """``--help`` still lists every command (tests/cli/test_lazy_parser.py) from the table alone."""
     loaded = _imported_by(argv, tmp_path)
     assert _command_modules(loaded) == ["clusterkit.cli.version_command"]
     assert not [m for m in loaded if m.startswith(("clusterkit.spec.model", "clusterkit.pipeline", "yaml"))], loaded

@@ -1,5 +1,6 @@
-"""Ctrl-C at every moment of a short run, started the three ways a user starts ClusterKit: the console script,
-``python -m clusterkit`` and app.py as cdk.json runs it; and what a run imports (only the command it runs).
+"""Ctrl-C at every moment of a short run, started the ways a user starts ClusterKit: the console script,
+``python -m clusterkit``, app.py as cdk.json runs it, directly and under the CDK CLI (``make synth``); and what a
+run imports (only the command it runs).
 
 Why: imports are most of a short run (aws_cdk and jsii's node kernel: seconds), and they used to run before the
 error boundary, so Ctrl-C then was a 20-line traceback. Real: the installed console script, the venv's python and
@@ -26,6 +27,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = REPO / ".venv/bin/python"
 CONSOLE_SCRIPT = REPO / ".venv/bin/clusterkit"
+CDK = REPO / "node_modules/.bin/cdk"
 
 # Stops the process the first time it imports $CK_STOP_AT, writes $CK_STOPPED, and waits for the test's Ctrl-C.
 STOP_HOOK = '''\
@@ -102,6 +104,14 @@ def test_ctrl_c_while_validate_starts_is_one_line(tmp_path: Path, entry: str, mo
 def test_ctrl_c_while_app_py_imports_is_one_line(tmp_path: Path, module: str) -> None:
     code, err = _ctrl_c_at(module, [str(PYTHON), "app.py"], tmp_path, CDK_OUTDIR=str(tmp_path / "out"))
     assert (code, err) == (130, "app.py: interrupted\n")
+
+
+@pytest.mark.parametrize("module", ["jsii", "cdk_nag"])
+def test_ctrl_c_while_cdk_synth_starts_app_py_is_one_line(tmp_path: Path, module: str) -> None:
+    """``make synth``'s way: the CDK CLI runs app.py (cdk.json); Ctrl-C reaches both, the CLI dies of it silently."""
+    code, err = _ctrl_c_at(module, [str(CDK), "synth", "--quiet", "-o", str(tmp_path / "out")], tmp_path)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert code in (-signal.SIGINT, 130) and err.splitlines() == ["app.py: interrupted"], err
 
 
 def _imported_by(argv: list[str], tmp_path: Path) -> list[str]:

@@ -15,6 +15,11 @@ from __future__ import annotations
 
 import sys
 
+if __name__ == "__main__":  # first: Ctrl-C while aws_cdk and jsii load is one line too (clusterkit/cli/start.py)
+    from clusterkit.cli.start import catch_interrupts
+
+    catch_interrupts(program="app.py")
+
 from clusterkit.artifacts.node_banner import silence_node_banners
 
 silence_node_banners()  # before aws_cdk starts jsii: no Node-version banner however cdk.json runs this app

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from clusterkit.cli.start import EXIT_INTERRUPTED, interrupted_line, is_start_handler
 from clusterkit.spec.errors import EXIT_USER_ERROR, ClusterKitError
 
 EXIT_ENVIRONMENT = 3  # a file could not be read or written, or a registry did not answer: the spec is fine
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a program Ctrl-C stopped
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for `yes | head -1`'s `yes`
 
 
@@ -120,7 +120,7 @@ def _shown(path: Path) -> str:
 
 
 def _interrupted(boundary: Boundary) -> int:
-    code = _say(f"{boundary.program}: interrupted", EXIT_INTERRUPTED)
+    code = _say(interrupted_line(boundary.program), EXIT_INTERRUPTED)
     if boundary.leave_at_once:
         os._exit(code)
     return code
@@ -151,10 +151,11 @@ def _stdout_closed() -> int:
 def _catch_sigint() -> tuple[list[bool], signal.Handlers | Callable[..., object] | int | None]:
     """Ctrl-C raises KeyboardInterrupt as before, and leaves a mark: a child in the same process group (jsii's
     node kernel) dies of the same Ctrl-C, and what breaks because of that is the interrupt too. Returns the mark
-    and the handler to put back (None: nothing was changed)."""
+    and the handler to put back (None: nothing was changed); the start-up handler (clusterkit.cli.start) is
+    replaced for the body's run and comes back after it."""
     seen: list[bool] = []
     previous = signal.getsignal(signal.SIGINT)
-    if previous is not signal.default_int_handler:
+    if previous is not signal.default_int_handler and not is_start_handler(previous):
         return seen, None  # SIGINT ignored or handled by whoever runs us: leave it so
 
     def on_sigint(signum: int, frame: FrameType | None) -> None:

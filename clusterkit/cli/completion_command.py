@@ -22,7 +22,7 @@ SHELLS = ("bash", "zsh")
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("completion", help="print a completion script: source <(clusterkit completion bash|zsh)")
+    p = sub.add_parser("completion")
     p.add_argument("shell", choices=SHELLS, help="bash (~/.bashrc) or zsh (~/.zshrc): source <(clusterkit "
                                                  "completion SHELL)")
     p.set_defaults(run=run)

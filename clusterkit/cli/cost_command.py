@@ -12,7 +12,7 @@ FAIL_ON = ("incomplete",)
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
-        "cost", help="hourly and 30-day cost estimate from list prices (clusterkit/data/prices.json)",
+        "cost",
         description="Estimate what a cluster, or a platform (platforms/<name>.yaml), costs at list prices.",
         epilog="A cluster on a platform shows its share: the platform's total split evenly between the cluster\n"
                "specs in its directory that name the platform.\n\n"

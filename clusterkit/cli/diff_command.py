@@ -15,7 +15,7 @@ def add_parser(sub: Any) -> None:
     from clusterkit.diff.gate import FAIL_ON
 
     p = sub.add_parser(
-        "diff", help="review: semantic diff of specs, rendered configs and image locks against a git ref",
+        "diff",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Compare every cluster's spec, committed rendered ParallelCluster config and image lock at\n"
                     "GIT_REF with the working tree: changed values by path, ParallelCluster's update impact\n"

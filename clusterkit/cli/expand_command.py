@@ -6,7 +6,7 @@ from typing import Any
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("expand", help="print the effective spec: every default and derived value resolved")
+    p = sub.add_parser("expand")
     p.add_argument("name", metavar="NAME|PATH")
     p.add_argument("--format", choices=("yaml", "json"), default="yaml", help="output format (default: yaml)")
     p.set_defaults(run=run)

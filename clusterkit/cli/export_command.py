@@ -7,7 +7,7 @@ from typing import Any
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("export", help="concrete ParallelCluster YAML from the deployed stacks, for `pcluster`")
+    p = sub.add_parser("export")
     p.add_argument("name", metavar="NAME")
     p.add_argument("--bucket", required=True, help="S3 bucket for the node artifacts (under clusterkit/<name>/)")
     p.add_argument("--upload", action="store_true", help="upload the node artifacts and create or update the job-user "

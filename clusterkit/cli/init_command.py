@@ -35,7 +35,7 @@ class InitCannotWrite(InitRefused):
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("init", help="write a commented starter spec: clusterkit init --name NAME")
+    p = sub.add_parser("init")
     p.add_argument("--name", required=True, help="cluster name (also the file name: cluster_configs/NAME.yaml)")
     p.add_argument("--region", default=DEFAULTS["region"], help=f"AWS region (default {DEFAULTS['region']})")
     p.add_argument("--availability-zone", metavar="AZ", help="default: the region's first, e.g. us-east-1a")

@@ -10,17 +10,16 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from clusterkit.images import resolve as images
-from clusterkit.images.lock_file import ImageLock, lock_text, write_lock
 from clusterkit.images.registry import DEFAULT_TIMEOUT_S, WAIT_NOTICE_S
-from clusterkit.pipeline.loader import image_specs, load, lock_path, platform
-from clusterkit.spec.files import display, spec_paths
+
+if TYPE_CHECKING:
+    from clusterkit.images.lock_file import ImageLock
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("lock", help="resolve image digests into <name>.images.lock next to each spec")
+    p = sub.add_parser("lock")
     p.add_argument("names", nargs="*", metavar="NAME|PATH|DIR")
     p.add_argument("--offline", action="store_true",
                    help="no registry calls: lock only images the spec pins by digest (sizes unknown)")
@@ -43,6 +42,7 @@ def _seconds(text: str) -> float:
 
 def run(args: argparse.Namespace) -> int:
     from clusterkit.cli.machine_output import lock_json
+    from clusterkit.spec.files import display
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -65,6 +65,11 @@ def lock_all(names: list[str], *, offline: bool, progress: Callable[[str], None]
 
     ``progress`` gets one line per image as the registry answers (a lock of many images takes a while), and one
     for a request the registry leaves unanswered for a few seconds."""
+    from clusterkit.images import resolve as images
+    from clusterkit.images.lock_file import lock_text, write_lock
+    from clusterkit.pipeline.loader import image_specs, load, lock_path, platform
+    from clusterkit.spec.files import spec_paths
+
     written: list[tuple[Path, ImageLock]] = []
     for spec_path in spec_paths(names):
         loaded = load(str(spec_path), check_lock=False)

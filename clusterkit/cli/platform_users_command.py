@@ -9,7 +9,7 @@ from typing import Any
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("platform-users", help="deployed clusters using a platform's exports (needs AWS credentials)")
+    p = sub.add_parser("platform-users")
     p.add_argument("name", metavar="PLATFORM|PATH")
     p.add_argument("--format", choices=("text", "json"), default="text", help="json: the users as data")
     p.set_defaults(run=run)

@@ -6,7 +6,7 @@ from typing import Any
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("reference", help="print the spec reference (markdown)")
+    p = sub.add_parser("reference")
     p.set_defaults(run=run)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("render", help="write <spec dir>/rendered/<name>.yaml (cluster_configs/rendered/ by default)")
+    p = sub.add_parser("render")
     p.add_argument("names", nargs="*", metavar="NAME|PATH|DIR")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 if a rendered file is stale")
     p.set_defaults(run=run)

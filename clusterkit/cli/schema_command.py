@@ -7,8 +7,7 @@ from typing import Any
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("schema", help="print the spec's JSON Schema (committed as cluster_configs/clusterkit-spec"
-                                      ".schema.json, for editors)")
+    p = sub.add_parser("schema")
     p.set_defaults(run=run)
 
 

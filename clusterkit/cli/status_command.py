@@ -7,7 +7,7 @@ from typing import Any
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("status", help="deployed stacks, TTL expiry, head node and SSM command (needs AWS credentials)")
+    p = sub.add_parser("status")
     p.add_argument("name", metavar="NAME|PATH")
     p.add_argument("--format", choices=("text", "json"), default="text", help="json: the report as data")
     p.set_defaults(run=run)

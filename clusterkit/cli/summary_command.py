@@ -8,11 +8,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from clusterkit.cost import estimate as cost
-from clusterkit.cost import platform_cost
-from clusterkit.effective.expand import expand
-from clusterkit.pipeline.loader import load, lock_or_none
-from clusterkit.render.rendered_files import rendered_path
 from clusterkit.spec.errors import ClusterKitError
 
 
@@ -42,6 +37,8 @@ def _manifest(cdk_out: Path, make: str) -> dict[str, Any]:
 
 
 def summarize_platform(cdk_out: Path, name: str) -> list[str]:
+    from clusterkit.cost import estimate as cost
+    from clusterkit.cost import platform_cost
     from clusterkit.pipeline.platform import load_checked
 
     loaded, _ = load_checked(name)
@@ -69,6 +66,12 @@ def _stacks(cdk_out: Path, manifest: dict[str, Any]) -> list[str]:
 
 
 def summarize(cdk_out: Path, name: str) -> list[str]:
+    from clusterkit.cost import estimate as cost
+    from clusterkit.cost import platform_cost
+    from clusterkit.effective.expand import expand
+    from clusterkit.pipeline.loader import load, lock_or_none
+    from clusterkit.render.rendered_files import rendered_path
+
     loaded = load(name)
     manifest = _manifest(cdk_out, f"make synth CLUSTER={name}")
     lines = [f"cluster {loaded.spec.name} ({loaded.spec.region}/{loaded.spec.availability_zone}), "

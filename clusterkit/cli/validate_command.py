@@ -19,7 +19,7 @@ from clusterkit.spec.errors import EXIT_USER_ERROR, Acknowledged, Problem
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("validate", help="check specs (all of cluster_configs/*.yaml by default)")
+    p = sub.add_parser("validate")
     p.add_argument("names", nargs="*", metavar="NAME|PATH|DIR")
     p.add_argument("--pcluster", action="store_true", help="also run ParallelCluster's own schema and validators")
     p.add_argument("--aws", action="store_true",

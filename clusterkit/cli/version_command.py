@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from importlib import metadata
 from typing import Any
 
 from clusterkit import DEFAULT_PC_VERSION
-from clusterkit.paths import ROOT
 
 
 def _dist(name: str) -> str:
+    from importlib import metadata  # only when asked: every command's parser has --version, few runs use it
+
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
@@ -23,6 +23,8 @@ def _dist(name: str) -> str:
 
 
 def _cdk_cli() -> str:
+    from clusterkit.paths import ROOT
+
     try:
         data = json.loads((ROOT / "node_modules" / "aws-cdk" / "package.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):

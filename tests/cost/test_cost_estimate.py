@@ -118,6 +118,24 @@ def test_a_type_no_shipped_spec_names_keeps_its_price(tmp_path, region, itype, h
     assert compute.busy == pytest.approx(2 * hourly, rel=1e-12)
 
 
+@pytest.mark.parametrize("region,head,itype,hourly", [("us-west-2", "m6i.2xlarge", "g5.12xlarge", 5.672),
+                                                       ("eu-north-1", "g4dn.xlarge", "p5.48xlarge", 58.8928),
+                                                       ("eu-central-1", "g5.12xlarge", "g6e.12xlarge", 13.12002)])
+def test_gpu_nodes_are_priced_where_gpu_users_are(tmp_path, region, head, itype, hourly):
+    """#35: a GPU spec outside us-east-1 prices every node (was "no price for g5.12xlarge in us-west-2"); what stays
+    missing there is FSx, NAT and S3, which the price file has for us-east-1 and us-east-2 only (docs/cost.md)."""
+    path = tmp_path / "t.yaml"
+    path.write_text(f"name: t\nregion: {region}\navailability_zone: {region}a\nhead_node:\n  instance_type: {head}\n"
+                    f"queues:\n  - name: q\n    compute_resources:\n      - name: c\n        instance_type: {itype}\n"
+                    "        max: 2\n")
+    est = cost.estimate(expand(load(str(path))))
+    assert [cost.brief(m) for m in est.missing] == [f"FSx PERSISTENT_2 250 MB/s/TiB in {region}",
+                                                    f"the NAT gateway in {region}", f"S3 Standard in {region}"]
+    compute = next(line for line in est.lines if line.item == "queue q/c")
+    assert compute.busy == pytest.approx(2 * hourly, rel=1e-12)
+    assert est.lines[0].busy is not None
+
+
 def test_cli_report(capsys):
     assert main(["cost", "demo"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -152,9 +170,10 @@ def test_price_file_is_sourced_dated_and_deterministic():
     text = cost.PRICES_PATH.read_text()
     doc = json.loads(text)
     assert text == json.dumps(doc, indent=2, sort_keys=True) + "\n"
-    # the regions the recorded answers price (eu-west-1 and us-west-2: EC2 only)
-    assert set(doc["regions"]) == {"eu-west-1", "us-east-1", "us-east-2", "us-west-2"}
-    assert set(doc["regions"]["eu-west-1"]) == {"ec2_on_demand_linux"}
+    # the regions the recorded answers price (FSx, NAT and S3 in us-east-1 and us-east-2 only)
+    assert {"eu-west-1", "us-east-1", "us-east-2", "us-west-2", "eu-central-1", "ap-northeast-1"} <= set(doc["regions"])
+    assert [r for r, sections in doc["regions"].items() if set(sections) != {"ec2_on_demand_linux"}] == [
+        "us-east-1", "us-east-2"]
     for region, sections in doc["regions"].items():
         for name, section in sections.items():
             assert section["source"].startswith("AWS Price List API (GetProducts "), (region, name)

@@ -98,11 +98,11 @@ def test_a_price_the_shipped_specs_do_not_need_is_named_with_the_rebuild_command
 
 def test_unknown_region_names_every_missing_price(tmp_path):
     path = tmp_path / "t.yaml"
-    path.write_text("name: t\nregion: ap-south-1\navailability_zone: ap-south-1a\nqueues:\n  - name: cpu\n"
+    path.write_text("name: t\nregion: sa-east-1\navailability_zone: sa-east-1a\nqueues:\n  - name: cpu\n"
                     "    compute_resources:\n      - name: c\n        instance_type: c6i.2xlarge\n        max: 1\n")
     est = cost.estimate(expand(load(str(path))))
     assert est.idle_hourly == est.busy_hourly == 0
-    assert est.missing[:2] == ["no price for c6i.2xlarge in ap-south-1 (run --refresh)"] * 2
+    assert est.missing[:2] == ["no price for c6i.2xlarge in sa-east-1 (run --refresh)"] * 2
 
 
 @pytest.mark.parametrize("region,itype,hourly", [("us-east-1", "g5.12xlarge", 5.672),
@@ -119,8 +119,8 @@ def test_a_type_no_shipped_spec_names_keeps_its_price(tmp_path, region, itype, h
 
 
 @pytest.mark.parametrize("region,head,itype,hourly", [("us-west-2", "m6i.2xlarge", "g5.12xlarge", 5.672),
-                                                       ("eu-north-1", "g4dn.xlarge", "p5.48xlarge", 58.8928),
-                                                       ("eu-central-1", "g5.12xlarge", "g6e.12xlarge", 13.12002)])
+                                                       ("eu-north-1", "c6i.2xlarge", "p5.48xlarge", 58.8928),
+                                                       ("eu-central-1", "c6i.2xlarge", "g6e.12xlarge", 13.12002)])
 def test_gpu_nodes_are_priced_where_gpu_users_are(tmp_path, region, head, itype, hourly):
     """#35: a GPU spec outside us-east-1 prices every node (was "no price for g5.12xlarge in us-west-2"); what stays
     missing there is FSx, NAT and S3, which the price file has for us-east-1 and us-east-2 only (docs/cost.md)."""
@@ -134,6 +134,23 @@ def test_gpu_nodes_are_priced_where_gpu_users_are(tmp_path, region, head, itype,
     compute = next(line for line in est.lines if line.item == "queue q/c")
     assert compute.busy == pytest.approx(2 * hourly, rel=1e-12)
     assert est.lines[0].busy is not None
+
+
+@pytest.mark.parametrize("region,itype,missing", [
+    ("us-east-1", "p5.48xlarge", []),  # `clusterkit init`'s default spec: fully priced
+    ("eu-central-1", "g5.12xlarge", ["FSx PERSISTENT_2 250 MB/s/TiB in eu-central-1",
+                                     "the NAT gateway in eu-central-1", "S3 Standard in eu-central-1"])])
+def test_an_init_spec_prices_its_nodes(tmp_path, region, itype, missing):
+    """`clusterkit init`'s starter spec (head c6i.2xlarge): every node priced, in us-east-1 everything; elsewhere
+    only the platform's FSx, NAT and S3 stay missing (no source for them outside us-east-1/2: docs/cost.md)."""
+    from clusterkit.cli.init_command import starter_text
+
+    path = tmp_path / "starter.yaml"
+    path.write_text(starter_text(name="starter", region=region, availability_zone=f"{region}a", instance_type=itype,
+                                 max_nodes=2, os_name="ubuntu2404", target=path))
+    est = cost.estimate(expand(load(str(path))))
+    assert [cost.brief(m) for m in est.missing] == missing
+    assert est.lines[0].item == "head node" and est.lines[0].detail == "c6i.2xlarge" and est.lines[0].busy
 
 
 def test_cli_report(capsys):

@@ -115,14 +115,10 @@ def test_coverage_is_every_type_and_region_the_catalog_accepts():
 def test_the_recordings_answer_what_is_committed(needs):
     """``--from-recorded`` asks only what the recordings hold (the rest of the coverage: `cost` names it missing)."""
     covered = price_build.coverage()
-    per_type = {r: tuple(sorted(p.name.removeprefix(f"ec2-{r}-").removesuffix(".json")
-                                for p in RECORDED.glob(f"ec2-{r}-*.json"))) for r in PREVIOUS_COVERAGE}
     services = {"us-east-1": (True, True, True), "us-east-2": (True, True, True)}
-    assert needs == {
-        **{r: price_build.Needs(covered[r].instance_types) for r in WHOLE_REGIONS},  # asked whole: every type
-        **{r: price_build.Needs(types, *services.get(r, ())) for r, types in per_type.items()},
-    }
-    assert all(set(PREVIOUS_COVERAGE[r].split()) <= set(types) for r, types in per_type.items())
+    assert needs == {r: price_build.Needs(covered[r].instance_types, *services.get(r, ()))  # asked whole: every type
+                     for r in RECORDED_REGIONS}
+    assert not list(RECORDED.glob("ec2-*-*.*xlarge.json"))  # no per-type recordings left
 
 
 # -- coverage: never less than the hand-curated file the builder replaced ----------------------------------
@@ -143,10 +139,12 @@ PREVIOUS_COVERAGE = {
                  "p6-b200.48xlarge",
 }
 PREVIOUS_PAIRS = {(region, t) for region, types in PREVIOUS_COVERAGE.items() for t in types.split()}
-# Regions recorded as one whole-region EC2 answer (``ec2-<region>``: SkyPilot's rows, tests/cost/recorded/README.md).
-WHOLE_REGIONS = ("af-south-1", "ap-east-1", "ap-northeast-1", "ap-northeast-2", "ap-northeast-3", "ap-south-1",
-                 "ap-southeast-1", "ap-southeast-2", "ap-southeast-3", "ca-central-1", "eu-central-1", "eu-north-1",
-                 "eu-south-1", "eu-south-2", "eu-west-2", "eu-west-3", "me-central-1", "me-south-1", "us-west-1")
+# Regions with a recorded EC2 answer, each recorded whole (``ec2-<region>``, tests/cost/recorded/README.md): the four
+# the previous file priced and those SkyPilot's rows added for #35.
+RECORDED_REGIONS = ("af-south-1", "ap-east-1", "ap-northeast-1", "ap-northeast-2", "ap-northeast-3", "ap-south-1",
+                    "ap-southeast-1", "ap-southeast-2", "ap-southeast-3", "ca-central-1", "eu-central-1", "eu-north-1",
+                    "eu-south-1", "eu-south-2", "eu-west-1", "eu-west-2", "eu-west-3", "me-central-1", "me-south-1",
+                    "us-east-1", "us-east-2", "us-west-1", "us-west-2")
 
 
 def _priced_pairs(doc: dict) -> dict[tuple[str, str], float]:
@@ -231,7 +229,7 @@ def test_no_fsx_nat_or_s3_section_without_an_answer(needs):
     doc = json.loads(COMMITTED.read_text())
     services = ["ec2_on_demand_linux", "fsx_lustre_usd_per_gb_month", "nat_gateway", "s3_standard_usd_per_gb_month"]
     assert {region: sorted(sections) for region, sections in doc["regions"].items()} == {
-        **{r: ["ec2_on_demand_linux"] for r in [*WHOLE_REGIONS, "eu-west-1", "us-west-2"]},
+        **{r: ["ec2_on_demand_linux"] for r in RECORDED_REGIONS},
         "us-east-1": services, "us-east-2": services}
 
 
@@ -258,7 +256,7 @@ PINNED = {
     "s3-us-east-2": ("AmazonS3", _filters(("regionCode", "us-east-2"), ("productFamily", "Storage"),
                                           ("volumeType", "Standard"))),
     "ec2-us-west-2": ("AmazonEC2", _filters(("regionCode", "us-west-2"), *EC2)),
-    **{f"ec2-{region}": ("AmazonEC2", _filters(("regionCode", region), *EC2)) for region in WHOLE_REGIONS},
+    **{f"ec2-{region}": ("AmazonEC2", _filters(("regionCode", region), *EC2)) for region in RECORDED_REGIONS},
 }
 PINNED = dict(sorted(PINNED.items(), key=lambda item: (item[0].split("-", 1)[1], item[0].split("-")[0])))
 
@@ -278,13 +276,12 @@ def test_filters_sent_to_get_products_are_pinned(pricing, needs):
 
 
 def test_a_region_answer_is_paged_and_read_per_type(pricing):
-    """A live build asks one question per region (``ec2_region_query``) and follows its pages: here us-east-1's 24
-    recorded products in three pages, priced as the per-type answers price them."""
+    """A live build asks one question per region (``ec2_region_query``) and follows its pages: here us-east-1's
+    recorded products re-paged in three, the previous file's 24 types read from them as it priced them."""
     client, stubber = pricing
     region = {"us-east-1": price_build.Needs(tuple(sorted(PREVIOUS_COVERAGE["us-east-1"].split())))}
-    (page,) = _answer(price_build.ec2_region_query("us-east-1"), region | {})
-    entries = page["PriceList"]
-    assert len(entries) == 24
+    entries = [e for page in _answer(price_build.ec2_region_query("us-east-1"), region) for e in page["PriceList"]]
+    assert len(entries) > 24
     pages = [{"FormatVersion": "aws_v1", "PriceList": entries[:10], "NextToken": "p2"},
              {"FormatVersion": "aws_v1", "PriceList": entries[10:20], "NextToken": "p3"},
              {"FormatVersion": "aws_v1", "PriceList": entries[20:]}]
@@ -321,7 +318,9 @@ def test_next_token_pages_are_followed_and_joined(pricing):
 def test_refresh_follows_next_token_too(pricing):
     client, stubber = pricing
     query = price_build.ec2_query("us-east-1", "p5.48xlarge")
-    (page,) = _pages(query.name)
+    page = {"FormatVersion": "aws_v1", "PriceList": [  # the product the region's recorded answer has for the type
+        e for p in _pages("ec2-us-east-1") for e in p["PriceList"] if '"instanceType": "p5.48xlarge"' in e]}
+    assert len(page["PriceList"]) == 1
     _stub(stubber, query, [{"FormatVersion": "aws_v1", "PriceList": [], "NextToken": "more"}, page])
     book, unknown = cost.refresh_ec2(cost.load_prices(), "us-east-1", ["p5.48xlarge"], client)
     assert (book.refreshed, unknown) == ({("us-east-1", "p5.48xlarge"): 55.04}, [])
@@ -372,13 +371,11 @@ def test_fsx_answer_without_a_readable_price_is_a_one_line_error(tmp_path, capsy
 
 
 def test_ec2_answer_without_an_hourly_price_is_a_one_line_error(tmp_path, capsys):
-    directory = _edit_recording(tmp_path, "ec2-us-west-2-p4d.24xlarge", lambda entries: [e.replace('"Hrs"', '"Qty"')
-                                                                                         for e in entries])
-    for path in directory.glob("ec2-us-west-2-*.json"):  # the region's whole answer: that one product alone
-        if path.name != "ec2-us-west-2-p4d.24xlarge.json":
-            path.unlink()
+    assert "NextToken" not in json.loads((RECORDED / "ec2-af-south-1.json").read_text())  # the whole answer
+    directory = _edit_recording(tmp_path, "ec2-af-south-1", lambda entries: [e.replace('"Hrs"', '"Qty"')
+                                                                             for e in entries])
     err = _run_failing(directory, tmp_path, capsys)
-    assert err.startswith("price_build: GetProducts AmazonEC2 (regionCode=us-west-2, ")
+    assert err.startswith("price_build: GetProducts AmazonEC2 (regionCode=af-south-1, ")
     assert "the answer has products but no on-demand hourly price" in err
 
 

@@ -56,8 +56,8 @@ READ_GPU = "2026-12-06T00:00:00Z"  # the day the SkyPilot rows in EXTRACT were r
 # EC2 on-demand Linux prices: exactly the values of the previous, hand-curated clusterkit/data/prices.json
 # (commit a604446, the version before clusterkit.cost.price_build), each with the source that file's
 # `ec2_on_demand_linux` section cited for its region (quoted below), for every (region, instance type) it
-# priced, and nothing it did not price (price_build replays each region as the union of these; the shipped
-# specs' types are all among them). vCPUs and memory: clusterkit/data/instance_types.json.
+# priced (the shipped specs' types are all among them); EXTRACT below adds the rest. This table is the record of
+# which us-east-1 price comes from Karpenter's file. vCPUs and memory: clusterkit/data/instance_types.json.
 SKYPILOT = ("skypilot-org/skypilot-catalog catalogs/v8/aws/vms.csv @ 00148f2af3672e2229b4f7bf8157d5a3f36e3c35 "
             "(SkyPilot's catalog built from the AWS Price List API; column Price = on-demand Linux)")
 KARPENTER_SOURCE = ("aws/karpenter-provider-aws pkg/providers/pricing/zz_generated.pricing_aws.go (\"generated at "
@@ -105,9 +105,10 @@ EC2_PRICES: dict[str, tuple[str, str, dict[str, str]]] = {
 # More EC2 prices, where GPU users are: the rows of SKYPILOT's vms.csv read on READ_GPU, as "type region price"
 # lines (the file's header says how they were taken). A pair EC2_PRICES already prices must agree with it.
 EXTRACT = HERE / "skypilot-vms-v8-00148f2a.txt"
-# Regions EC2_PRICES does not price are recorded whole (``ec2-<region>``, paged), not per type: one answer per
-# region keeps this directory small; the four regions above stay per type, as ``cost --refresh`` asks.
-PAGE = 40  # products per page of a whole-region answer
+# Every region's EC2 prices are recorded as its whole answer (``ec2-<region>``, the question a build asks), in
+# pages of PAGE products with NextToken ``page-N``: one answer per region keeps this directory small (one file per
+# (region, type) would be hundreds) and exercises the builder's paging.
+PAGE = 40
 
 
 def extract() -> dict[tuple[str, str], str]:
@@ -131,9 +132,9 @@ def _ec2() -> dict[tuple[str, str], tuple[str, int, int, str, str]]:
             for (region, itype), (usd, published, source) in sorted(listed.items())}
 
 
-def ec2_answer_name(region: str, itype: str) -> str:
-    """The query name whose answer records ``itype`` in ``region``."""
-    return f"ec2-{region}-{itype}" if region in EC2_PRICES else f"ec2-{region}"
+def ec2_answer_name(region: str) -> str:
+    """The query name whose answer records ``region``'s instance prices (``price_list.ec2_region_query``)."""
+    return f"ec2-{region}"
 
 
 EC2 = _ec2()
@@ -206,7 +207,7 @@ def _answer(price_list: list[str], next_token: str | None = None) -> dict[str, A
 def answers() -> dict[str, dict[str, Any]]:
     """File stem -> GetProducts answer page."""
     out: dict[str, dict[str, Any]] = {}
-    whole: dict[str, list[str]] = {}  # query name -> its products (one per type, or a whole region's)
+    whole: dict[str, list[str]] = {}  # query name -> its products, a region's in type order
     for (region, itype), (usd, vcpu, gib, published, _source) in EC2.items():
         attributes = {"instanceType": itype, "instanceFamily": "GPU instance" if itype.startswith(("p", "g"))
                       else "Compute optimized" if itype.startswith("c") else "General purpose",
@@ -215,7 +216,7 @@ def answers() -> dict[str, dict[str, Any]]:
                       "marketoption": "OnDemand", "operation": "RunInstances", "currentGeneration": "Yes",
                       "usagetype": f"{PREFIX[region]}BoxUsage:{itype}", "servicename": "Amazon Elastic Compute Cloud"}
         dim = ("Hrs", "0", "Inf", usd, f"${float(usd):g} per On Demand Linux {itype} Instance Hour")
-        whole.setdefault(ec2_answer_name(region, itype), []).append(
+        whole.setdefault(ec2_answer_name(region), []).append(
             _product(_sku(region, itype), "Compute Instance", "AmazonEC2", region, attributes, [dim], published))
     for name, products in whole.items():
         pages = [products[i:i + PAGE] for i in range(0, len(products), PAGE)]
@@ -279,7 +280,7 @@ def provenance() -> dict[str, str]:
     out: dict[str, str] = {}
     ec2: dict[str, set[str]] = {}
     for (region, itype), (_usd, _vcpu, _gib, published, source) in EC2.items():
-        ec2.setdefault(ec2_answer_name(region, itype), set()).add(_dated(EC2_SHORT[source], published))
+        ec2.setdefault(ec2_answer_name(region), set()).add(_dated(EC2_SHORT[source], published))
     out.update({name: "; ".join(sorted(sources)) for name, sources in ec2.items()})
     for region, rows in FSX.items():
         out[f"fsx-{region}"] = "; ".join(sorted({_dated(source, published) for *_, published, source in rows}))

@@ -278,10 +278,13 @@ def provenance() -> dict[str, str]:
     """Query name -> the public source its answer reconstructs and when that was read (price_build's
     ``provenance.json``: the price file names these, never this directory)."""
     out: dict[str, str] = {}
-    ec2: dict[str, set[str]] = {}
-    for (region, itype), (_usd, _vcpu, _gib, published, source) in EC2.items():
-        ec2.setdefault(ec2_answer_name(region), set()).add(_dated(EC2_SHORT[source], published))
-    out.update({name: "; ".join(sorted(sources)) for name, sources in ec2.items()})
+    ec2: dict[str, dict[str, set[str]]] = {}  # query name -> short source -> the days it was read
+    for (region, _itype), (_usd, _vcpu, _gib, published, source) in EC2.items():
+        ec2.setdefault(ec2_answer_name(region), {}).setdefault(EC2_SHORT[source], set()).add(published)
+    out.update({name: "; ".join(_dated(source, min(days)) if len(days) == 1 or "generated 20" in source else
+                                f"{source}, read {' and '.join(sorted(d[:10] for d in days))}"
+                                for source, days in sorted(sources.items()))
+                for name, sources in ec2.items()})
     for region, rows in FSX.items():
         out[f"fsx-{region}"] = "; ".join(sorted({_dated(source, published) for *_, published, source in rows}))
     for region, (_rates, published, source) in NAT.items():

@@ -98,11 +98,11 @@ def test_a_price_the_shipped_specs_do_not_need_is_named_with_the_rebuild_command
 
 def test_unknown_region_names_every_missing_price(tmp_path):
     path = tmp_path / "t.yaml"
-    path.write_text("name: t\nregion: ap-south-1\navailability_zone: ap-south-1a\nqueues:\n  - name: cpu\n"
+    path.write_text("name: t\nregion: sa-east-1\navailability_zone: sa-east-1a\nqueues:\n  - name: cpu\n"
                     "    compute_resources:\n      - name: c\n        instance_type: c6i.2xlarge\n        max: 1\n")
     est = cost.estimate(expand(load(str(path))))
     assert est.idle_hourly == est.busy_hourly == 0
-    assert est.missing[:2] == ["no price for c6i.2xlarge in ap-south-1 (run --refresh)"] * 2
+    assert est.missing[:2] == ["no price for c6i.2xlarge in sa-east-1 (run --refresh)"] * 2
 
 
 @pytest.mark.parametrize("region,itype,hourly", [("us-east-1", "g5.12xlarge", 5.672),
@@ -116,6 +116,41 @@ def test_a_type_no_shipped_spec_names_keeps_its_price(tmp_path, region, itype, h
     assert not [m for m in est.missing if itype in m], est.missing
     compute = next(line for line in est.lines if line.item == "queue q/c")
     assert compute.busy == pytest.approx(2 * hourly, rel=1e-12)
+
+
+@pytest.mark.parametrize("region,head,itype,hourly", [("us-west-2", "m6i.2xlarge", "g5.12xlarge", 5.672),
+                                                       ("eu-north-1", "c6i.2xlarge", "p5.48xlarge", 58.8928),
+                                                       ("eu-central-1", "c6i.2xlarge", "g6e.12xlarge", 13.12002)])
+def test_gpu_nodes_are_priced_where_gpu_users_are(tmp_path, region, head, itype, hourly):
+    """#35: a GPU spec outside us-east-1 prices every node (was "no price for g5.12xlarge in us-west-2"); what stays
+    missing there is FSx, NAT and S3, which the price file has for us-east-1 and us-east-2 only (docs/cost.md)."""
+    path = tmp_path / "t.yaml"
+    path.write_text(f"name: t\nregion: {region}\navailability_zone: {region}a\nhead_node:\n  instance_type: {head}\n"
+                    f"queues:\n  - name: q\n    compute_resources:\n      - name: c\n        instance_type: {itype}\n"
+                    "        max: 2\n")
+    est = cost.estimate(expand(load(str(path))))
+    assert [cost.brief(m) for m in est.missing] == [f"FSx PERSISTENT_2 250 MB/s/TiB in {region}",
+                                                    f"the NAT gateway in {region}", f"S3 Standard in {region}"]
+    compute = next(line for line in est.lines if line.item == "queue q/c")
+    assert compute.busy == pytest.approx(2 * hourly, rel=1e-12)
+    assert est.lines[0].busy is not None
+
+
+@pytest.mark.parametrize("region,itype,missing", [
+    ("us-east-1", "p5.48xlarge", []),  # `clusterkit init`'s default spec: fully priced
+    ("eu-central-1", "g5.12xlarge", ["FSx PERSISTENT_2 250 MB/s/TiB in eu-central-1",
+                                     "the NAT gateway in eu-central-1", "S3 Standard in eu-central-1"])])
+def test_an_init_spec_prices_its_nodes(tmp_path, region, itype, missing):
+    """`clusterkit init`'s starter spec (head c6i.2xlarge): every node priced, in us-east-1 everything; elsewhere
+    only the platform's FSx, NAT and S3 stay missing (no source for them outside us-east-1/2: docs/cost.md)."""
+    from clusterkit.cli.init_command import starter_text
+
+    path = tmp_path / "starter.yaml"
+    path.write_text(starter_text(name="starter", region=region, availability_zone=f"{region}a", instance_type=itype,
+                                 max_nodes=2, os_name="ubuntu2404", target=path))
+    est = cost.estimate(expand(load(str(path))))
+    assert [cost.brief(m) for m in est.missing] == missing
+    assert est.lines[0].item == "head node" and est.lines[0].detail == "c6i.2xlarge" and est.lines[0].busy
 
 
 def test_cli_report(capsys):
@@ -152,9 +187,10 @@ def test_price_file_is_sourced_dated_and_deterministic():
     text = cost.PRICES_PATH.read_text()
     doc = json.loads(text)
     assert text == json.dumps(doc, indent=2, sort_keys=True) + "\n"
-    # the regions the recorded answers price (eu-west-1 and us-west-2: EC2 only)
-    assert set(doc["regions"]) == {"eu-west-1", "us-east-1", "us-east-2", "us-west-2"}
-    assert set(doc["regions"]["eu-west-1"]) == {"ec2_on_demand_linux"}
+    # the regions the recorded answers price (FSx, NAT and S3 in us-east-1 and us-east-2 only)
+    assert {"eu-west-1", "us-east-1", "us-east-2", "us-west-2", "eu-central-1", "ap-northeast-1"} <= set(doc["regions"])
+    assert [r for r, sections in doc["regions"].items() if set(sections) != {"ec2_on_demand_linux"}] == [
+        "us-east-1", "us-east-2"]
     for region, sections in doc["regions"].items():
         for name, section in sections.items():
             assert section["source"].startswith("AWS Price List API (GetProducts "), (region, name)

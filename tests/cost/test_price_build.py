@@ -78,12 +78,14 @@ def test_cli_replay_writes_the_committed_bytes(tmp_path):
 
 def test_every_section_names_its_service_code_and_publication_date():
     doc = json.loads(COMMITTED.read_text())
-    assert doc["as_of"] == "2026-12-01"  # the newest publicationDate among the answers, not the build day
+    assert doc["as_of"] == "2026-12-06"  # the newest publicationDate among the answers, not the build day
     for region, sections in doc["regions"].items():
         for name, section in sections.items():
             assert section["source"].startswith(f"AWS Price List API (GetProducts {price_build.SECTION_SERVICE[name]})")
             assert "prices reconstructed from public sources, not a live read: " in section["source"], (region, name)
-    assert doc["regions"]["us-east-1"]["ec2_on_demand_linux"]["as_of"] == "2026-01-19"
+    assert doc["regions"]["us-east-1"]["ec2_on_demand_linux"]["as_of"] == "2026-12-06"  # its newest answer
+    assert doc["regions"]["eu-west-1"]["ec2_on_demand_linux"]["as_of"] == "2026-12-06"  # g5.12xlarge added then
+    assert doc["regions"]["us-east-2"]["fsx_lustre_usd_per_gb_month"]["as_of"] == "2026-12-01"
 
 
 def test_as_of_argument_overrides_the_publication_dates(tmp_path):
@@ -112,12 +114,11 @@ def test_coverage_is_every_type_and_region_the_catalog_accepts():
 
 def test_the_recordings_answer_what_is_committed(needs):
     """``--from-recorded`` asks only what the recordings hold (the rest of the coverage: `cost` names it missing)."""
-    assert needs == {
-        "eu-west-1": price_build.Needs(tuple(sorted(PREVIOUS_COVERAGE["eu-west-1"].split()))),
-        "us-east-1": price_build.Needs(tuple(sorted(PREVIOUS_COVERAGE["us-east-1"].split())), True, True, True),
-        "us-east-2": price_build.Needs(tuple(sorted(PREVIOUS_COVERAGE["us-east-2"].split())), True, True, True),
-        "us-west-2": price_build.Needs(tuple(sorted(PREVIOUS_COVERAGE["us-west-2"].split()))),
-    }
+    covered = price_build.coverage()
+    services = {"us-east-1": (True, True, True), "us-east-2": (True, True, True)}
+    assert needs == {r: price_build.Needs(covered[r].instance_types, *services.get(r, ()))  # asked whole: every type
+                     for r in RECORDED_REGIONS}
+    assert not list(RECORDED.glob("ec2-*-*.*xlarge.json"))  # no per-type recordings left
 
 
 # -- coverage: never less than the hand-curated file the builder replaced ----------------------------------
@@ -138,6 +139,12 @@ PREVIOUS_COVERAGE = {
                  "p6-b200.48xlarge",
 }
 PREVIOUS_PAIRS = {(region, t) for region, types in PREVIOUS_COVERAGE.items() for t in types.split()}
+# Regions with a recorded EC2 answer, each recorded whole (``ec2-<region>``, tests/cost/recorded/README.md): the four
+# the previous file priced and those SkyPilot's rows added for #35.
+RECORDED_REGIONS = ("af-south-1", "ap-east-1", "ap-northeast-1", "ap-northeast-2", "ap-northeast-3", "ap-south-1",
+                    "ap-southeast-1", "ap-southeast-2", "ap-southeast-3", "ca-central-1", "eu-central-1", "eu-north-1",
+                    "eu-south-1", "eu-south-2", "eu-west-1", "eu-west-2", "eu-west-3", "me-central-1", "me-south-1",
+                    "us-east-1", "us-east-2", "us-west-1", "us-west-2")
 
 
 def _priced_pairs(doc: dict) -> dict[tuple[str, str], float]:
@@ -154,10 +161,55 @@ def test_coverage_keeps_every_previously_priced_pair():
     assert sorted(PREVIOUS_PAIRS - covered) == []
 
 
-def test_price_file_prices_exactly_what_the_recordings_answer(needs):
+def _recorded_ec2_prices() -> dict[tuple[str, str], float]:
+    """(region, type) -> USD/h of every product in the recorded EC2 answers, per type or whole-region."""
+    out = {}
+    for path in RECORDED.glob("ec2-*.json"):
+        for entry in json.loads(path.read_text())["PriceList"]:
+            product = json.loads(entry)
+            attributes = product["product"]["attributes"]
+            (term,) = product["terms"]["OnDemand"].values()
+            (dim,) = term["priceDimensions"].values()
+            out[(attributes["regionCode"], attributes["instanceType"])] = float(dim["pricePerUnit"]["USD"])
+    return out
+
+
+def test_price_file_prices_exactly_what_the_recordings_answer():
     priced = _priced_pairs(json.loads(COMMITTED.read_text()))
-    assert set(priced) == {(region, t) for region, need in needs.items() for t in need.instance_types}
+    assert priced == _recorded_ec2_prices()
     assert sorted(PREVIOUS_PAIRS - set(priced)) == []
+
+
+def test_gpu_prices_where_gpu_users_are():
+    """#35: GPU types are priced beyond us-east-1 (from SkyPilot's catalog, recorded/README.md), each at the
+    price its region's row gives; where that catalog has no on-demand price (p5e.48xlarge) none is made up."""
+    priced = _priced_pairs(json.loads(COMMITTED.read_text()))
+    assert {key: priced.get(key) for key in [
+        ("us-west-2", "g5.12xlarge"), ("eu-central-1", "g5.12xlarge"), ("ap-northeast-1", "p5.48xlarge"),
+        ("eu-west-2", "p5.48xlarge"), ("eu-north-1", "p5en.48xlarge"), ("us-west-2", "g6e.12xlarge"),
+        ("ca-central-1", "p4d.24xlarge"), ("us-west-2", "p6-b200.48xlarge")]} == {
+        ("us-west-2", "g5.12xlarge"): 5.672, ("eu-central-1", "g5.12xlarge"): 7.09282,
+        ("ap-northeast-1", "p5.48xlarge"): 68.8, ("eu-west-2", "p5.48xlarge"): 71.552,
+        ("eu-north-1", "p5en.48xlarge"): 67.72672, ("us-west-2", "g6e.12xlarge"): 10.49264,
+        ("ca-central-1", "p4d.24xlarge"): 25.25174, ("us-west-2", "p6-b200.48xlarge"): 113.9328}
+    assert not [pair for pair in priced if pair[1] == "p5e.48xlarge"]
+    regions = {r for r, t in priced if t.split(".")[0] in {"g4dn", "g5", "g6", "g6e", "p4d", "p4de", "p5", "p5en"}}
+    assert len(regions) >= 20, sorted(regions)
+
+
+def test_skypilot_rows_agree_with_the_karpenter_prices_they_overlap():
+    """A column slip in the extract (Price vs SpotPrice) would show here: us-east-1 is priced from Karpenter's
+    file, and every SkyPilot row read for a us-east-1 type Karpenter prices must carry the same price."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("reconstruct", RECORDED / "reconstruct.py")
+    assert spec is not None and spec.loader is not None
+    reconstruct = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reconstruct)
+    karpenter = reconstruct.EC2_PRICES["us-east-1"][2]
+    overlap = {t: usd for (region, t), usd in reconstruct.extract().items() if region == "us-east-1" and t in karpenter}
+    assert len(overlap) >= 7
+    assert {t: float(usd) for t, usd in overlap.items()} == {t: float(karpenter[t]) for t in overlap}
 
 
 def test_previous_prices_are_carried_over_unchanged():
@@ -175,14 +227,10 @@ def test_previous_prices_are_carried_over_unchanged():
 def test_no_fsx_nat_or_s3_section_without_an_answer(needs):
     assert (needs["us-west-2"].fsx, needs["us-west-2"].nat, needs["us-west-2"].s3) == (False, False, False)
     doc = json.loads(COMMITTED.read_text())
+    services = ["ec2_on_demand_linux", "fsx_lustre_usd_per_gb_month", "nat_gateway", "s3_standard_usd_per_gb_month"]
     assert {region: sorted(sections) for region, sections in doc["regions"].items()} == {
-        "eu-west-1": ["ec2_on_demand_linux"],
-        "us-east-1": ["ec2_on_demand_linux", "fsx_lustre_usd_per_gb_month", "nat_gateway",
-                      "s3_standard_usd_per_gb_month"],
-        "us-east-2": ["ec2_on_demand_linux", "fsx_lustre_usd_per_gb_month", "nat_gateway",
-                      "s3_standard_usd_per_gb_month"],
-        "us-west-2": ["ec2_on_demand_linux"],
-    }
+        **{r: ["ec2_on_demand_linux"] for r in RECORDED_REGIONS},
+        "us-east-1": services, "us-east-2": services}
 
 
 def _filters(*pairs: tuple[str, str]) -> list[dict[str, str]]:
@@ -208,7 +256,9 @@ PINNED = {
     "s3-us-east-2": ("AmazonS3", _filters(("regionCode", "us-east-2"), ("productFamily", "Storage"),
                                           ("volumeType", "Standard"))),
     "ec2-us-west-2": ("AmazonEC2", _filters(("regionCode", "us-west-2"), *EC2)),
+    **{f"ec2-{region}": ("AmazonEC2", _filters(("regionCode", region), *EC2)) for region in RECORDED_REGIONS},
 }
+PINNED = dict(sorted(PINNED.items(), key=lambda item: (item[0].split("-", 1)[1], item[0].split("-")[0])))
 
 
 def test_filters_sent_to_get_products_are_pinned(pricing, needs):
@@ -226,20 +276,20 @@ def test_filters_sent_to_get_products_are_pinned(pricing, needs):
 
 
 def test_a_region_answer_is_paged_and_read_per_type(pricing):
-    """A live build asks one question per region (``ec2_region_query``) and follows its pages: here us-east-1's 24
-    recorded products in three pages, priced as the per-type answers price them."""
+    """A live build asks one question per region (``ec2_region_query``) and follows its pages: here us-east-1's
+    recorded products re-paged in three, the previous file's 24 types read from them as it priced them."""
     client, stubber = pricing
     region = {"us-east-1": price_build.Needs(tuple(sorted(PREVIOUS_COVERAGE["us-east-1"].split())))}
-    (page,) = _answer(price_build.ec2_region_query("us-east-1"), region | {})
-    entries = page["PriceList"]
-    assert len(entries) == 24
+    entries = [e for page in _answer(price_build.ec2_region_query("us-east-1"), region) for e in page["PriceList"]]
+    assert len(entries) > 24
     pages = [{"FormatVersion": "aws_v1", "PriceList": entries[:10], "NextToken": "p2"},
              {"FormatVersion": "aws_v1", "PriceList": entries[10:20], "NextToken": "p3"},
              {"FormatVersion": "aws_v1", "PriceList": entries[20:]}]
     _stub(stubber, price_build.ec2_region_query("us-east-1"), pages)
     doc = price_build.build(client, region, provenance=price_build.recorded_provenance(RECORDED))
-    committed = json.loads(COMMITTED.read_text())["regions"]["us-east-1"]["ec2_on_demand_linux"]
-    assert doc["regions"]["us-east-1"]["ec2_on_demand_linux"] == committed
+    committed = json.loads(COMMITTED.read_text())["regions"]["us-east-1"]["ec2_on_demand_linux"]["usd_per_hour"]
+    assert doc["regions"]["us-east-1"]["ec2_on_demand_linux"]["usd_per_hour"] == {
+        t: committed[t] for t in region["us-east-1"].instance_types}
 
 
 def test_cost_refresh_asks_the_builders_ec2_query(pricing):
@@ -268,7 +318,9 @@ def test_next_token_pages_are_followed_and_joined(pricing):
 def test_refresh_follows_next_token_too(pricing):
     client, stubber = pricing
     query = price_build.ec2_query("us-east-1", "p5.48xlarge")
-    (page,) = _pages(query.name)
+    page = {"FormatVersion": "aws_v1", "PriceList": [  # the product the region's recorded answer has for the type
+        e for p in _pages("ec2-us-east-1") for e in p["PriceList"] if '"instanceType": "p5.48xlarge"' in e]}
+    assert len(page["PriceList"]) == 1
     _stub(stubber, query, [{"FormatVersion": "aws_v1", "PriceList": [], "NextToken": "more"}, page])
     book, unknown = cost.refresh_ec2(cost.load_prices(), "us-east-1", ["p5.48xlarge"], client)
     assert (book.refreshed, unknown) == ({("us-east-1", "p5.48xlarge"): 55.04}, [])
@@ -319,13 +371,11 @@ def test_fsx_answer_without_a_readable_price_is_a_one_line_error(tmp_path, capsy
 
 
 def test_ec2_answer_without_an_hourly_price_is_a_one_line_error(tmp_path, capsys):
-    directory = _edit_recording(tmp_path, "ec2-us-west-2-p4d.24xlarge", lambda entries: [e.replace('"Hrs"', '"Qty"')
-                                                                                         for e in entries])
-    for path in directory.glob("ec2-us-west-2-*.json"):  # the region's whole answer: that one product alone
-        if path.name != "ec2-us-west-2-p4d.24xlarge.json":
-            path.unlink()
+    assert "NextToken" not in json.loads((RECORDED / "ec2-af-south-1.json").read_text())  # the whole answer
+    directory = _edit_recording(tmp_path, "ec2-af-south-1", lambda entries: [e.replace('"Hrs"', '"Qty"')
+                                                                             for e in entries])
     err = _run_failing(directory, tmp_path, capsys)
-    assert err.startswith("price_build: GetProducts AmazonEC2 (regionCode=us-west-2, ")
+    assert err.startswith("price_build: GetProducts AmazonEC2 (regionCode=af-south-1, ")
     assert "the answer has products but no on-demand hourly price" in err
 
 
@@ -336,7 +386,7 @@ def test_an_empty_answer_writes_no_section_and_cost_names_the_price_missing(tmp_
     assert price_build.main(["--from-recorded", str(directory), "--out", str(out)]) == 0
     book = cost.load_prices(out)
     assert book.nat("us-east-2") is None and book.nat("us-east-1") == (0.045, 0.045)
-    assert "instance prices for 66 of " in capsys.readouterr().out
+    assert f"instance prices for {len(_priced_pairs(json.loads(COMMITTED.read_text())))} of " in capsys.readouterr().out
 
 
 def test_price_dimension_without_usd_is_a_one_line_error(tmp_path, capsys):

@@ -26,20 +26,38 @@ TERM = "JRTCKXETXF"  # OnDemand offer term code (aws-cli pricing get-products ex
 DIMENSION = "6YS6EN2CT7"
 
 ROOT = HERE.parents[2]
-LOCATION = {"eu-west-1": "EU (Ireland)", "us-east-1": "US East (N. Virginia)", "us-east-2": "US East (Ohio)",
+# Price List `location` of each region (public Price List readers' region -> location tables, e.g. one mapping
+# "ap-northeast-1" to "Asia Pacific (Tokyo)" and "eu-central-1" to "EU (Frankfurt)"; the builder reads none of them).
+LOCATION = {"af-south-1": "Africa (Cape Town)", "ap-east-1": "Asia Pacific (Hong Kong)",
+            "ap-northeast-1": "Asia Pacific (Tokyo)", "ap-northeast-2": "Asia Pacific (Seoul)",
+            "ap-northeast-3": "Asia Pacific (Osaka)", "ap-south-1": "Asia Pacific (Mumbai)",
+            "ap-southeast-1": "Asia Pacific (Singapore)", "ap-southeast-2": "Asia Pacific (Sydney)",
+            "ap-southeast-3": "Asia Pacific (Jakarta)", "ca-central-1": "Canada (Central)",
+            "eu-central-1": "EU (Frankfurt)", "eu-north-1": "EU (Stockholm)", "eu-south-1": "EU (Milan)",
+            "eu-south-2": "EU (Spain)", "eu-west-1": "EU (Ireland)", "eu-west-2": "EU (London)",
+            "eu-west-3": "EU (Paris)", "me-central-1": "Middle East (UAE)", "me-south-1": "Middle East (Bahrain)",
+            "us-east-1": "US East (N. Virginia)", "us-east-2": "US East (Ohio)", "us-west-1": "US West (N. California)",
             "us-west-2": "US West (Oregon)"}
-PREFIX = {"eu-west-1": "EU-", "us-east-1": "", "us-east-2": "USE2-", "us-west-2": "USW2-"}  # usagetype prefixes
+# usagetype prefixes: AWS's "Region billing codes" (docs.aws.amazon.com/global-infrastructure/latest/regions/
+# aws-region-billing-codes.html, as public Price List readers copy it), none in us-east-1, EU- in eu-west-1.
+PREFIX = {"af-south-1": "AFS1-", "ap-east-1": "APE1-", "ap-northeast-1": "APN1-", "ap-northeast-2": "APN2-",
+          "ap-northeast-3": "APN3-", "ap-south-1": "APS3-", "ap-southeast-1": "APS1-", "ap-southeast-2": "APS2-",
+          "ap-southeast-3": "APS4-", "ca-central-1": "CAN1-", "eu-central-1": "EUC1-", "eu-north-1": "EUN1-",
+          "eu-south-1": "EUS1-", "eu-south-2": "EUS2-", "eu-west-1": "EU-", "eu-west-2": "EUW2-", "eu-west-3": "EUW3-",
+          "me-central-1": "MEC1-", "me-south-1": "MES1-", "us-east-1": "", "us-east-2": "USE2-", "us-west-1": "USW1-",
+          "us-west-2": "USW2-"}
 
 # When each source was read or generated: the answers' publicationDate, hence the price file's as_of.
 KARPENTER = "2026-01-19T13:23:24Z"  # aws/karpenter-provider-aws zz_generated.pricing_aws.go "generated at"
 READ = "2026-11-30T00:00:00Z"  # the day the sources of the previous hand-curated prices.json were read
 READ_NOW = "2026-12-01T00:00:00Z"  # the day the FSx tier table below was read
+READ_GPU = "2026-12-06T00:00:00Z"  # the day the SkyPilot rows in EXTRACT were read
 
 # EC2 on-demand Linux prices: exactly the values of the previous, hand-curated clusterkit/data/prices.json
 # (commit a604446, the version before clusterkit.cost.price_build), each with the source that file's
 # `ec2_on_demand_linux` section cited for its region (quoted below), for every (region, instance type) it
-# priced, and nothing it did not price (price_build replays each region as the union of these; the shipped
-# specs' types are all among them). vCPUs and memory: clusterkit/data/instance_types.json.
+# priced (the shipped specs' types are all among them); EXTRACT below adds the rest. This table is the record of
+# which us-east-1 price comes from Karpenter's file. vCPUs and memory: clusterkit/data/instance_types.json.
 SKYPILOT = ("skypilot-org/skypilot-catalog catalogs/v8/aws/vms.csv @ 00148f2af3672e2229b4f7bf8157d5a3f36e3c35 "
             "(SkyPilot's catalog built from the AWS Price List API; column Price = on-demand Linux)")
 KARPENTER_SOURCE = ("aws/karpenter-provider-aws pkg/providers/pricing/zz_generated.pricing_aws.go (\"generated at "
@@ -84,12 +102,39 @@ EC2_PRICES: dict[str, tuple[str, str, dict[str, str]]] = {
 }
 
 
+# More EC2 prices, where GPU users are: the rows of SKYPILOT's vms.csv read on READ_GPU, as "type region price"
+# lines (the file's header says how they were taken). A pair EC2_PRICES already prices must agree with it.
+EXTRACT = HERE / "skypilot-vms-v8-00148f2a.txt"
+# Every region's EC2 prices are recorded as its whole answer (``ec2-<region>``, the question a build asks), in
+# pages of PAGE products with NextToken ``page-N``: one answer per region keeps this directory small (one file per
+# (region, type) would be hundreds) and exercises the builder's paging.
+PAGE = 40
+
+
+def extract() -> dict[tuple[str, str], str]:
+    """(region, instance type) -> USD per hour, from EXTRACT."""
+    rows = [line.split() for line in EXTRACT.read_text(encoding="utf-8").splitlines()
+            if line.strip() and not line.startswith("#")]
+    return {(region, itype): usd for itype, region, usd in rows}
+
+
 def _ec2() -> dict[tuple[str, str], tuple[str, int, int, str, str]]:
     """(region, instance type) -> (USD per hour to 10 decimals, vCPUs, memory GiB, publicationDate, source)."""
     shapes = json.loads((ROOT / "clusterkit" / "data" / "instance_types.json").read_text())["instance_types"]
+    listed = {(region, itype): (usd, published, source)
+              for region, (published, source, prices) in EC2_PRICES.items() for itype, usd in prices.items()}
+    for pair, usd in extract().items():
+        if pair in listed and float(listed[pair][0]) != float(usd):
+            raise SystemExit(f"{EXTRACT.name}: {pair} is {usd}, EC2_PRICES says {listed[pair][0]}")
+        listed.setdefault(pair, (usd, READ_GPU, SKYPILOT))
     return {(region, itype): (f"{float(usd):.10f}", shapes[itype]["vcpus"], shapes[itype]["memory_mib"] // 1024,
                               published, source)
-            for region, (published, source, prices) in EC2_PRICES.items() for itype, usd in prices.items()}
+            for (region, itype), (usd, published, source) in sorted(listed.items())}
+
+
+def ec2_answer_name(region: str) -> str:
+    """The query name whose answer records ``region``'s instance prices (``price_list.ec2_region_query``)."""
+    return f"ec2-{region}"
 
 
 EC2 = _ec2()
@@ -162,6 +207,7 @@ def _answer(price_list: list[str], next_token: str | None = None) -> dict[str, A
 def answers() -> dict[str, dict[str, Any]]:
     """File stem -> GetProducts answer page."""
     out: dict[str, dict[str, Any]] = {}
+    whole: dict[str, list[str]] = {}  # query name -> its products, a region's in type order
     for (region, itype), (usd, vcpu, gib, published, _source) in EC2.items():
         attributes = {"instanceType": itype, "instanceFamily": "GPU instance" if itype.startswith(("p", "g"))
                       else "Compute optimized" if itype.startswith("c") else "General purpose",
@@ -170,8 +216,13 @@ def answers() -> dict[str, dict[str, Any]]:
                       "marketoption": "OnDemand", "operation": "RunInstances", "currentGeneration": "Yes",
                       "usagetype": f"{PREFIX[region]}BoxUsage:{itype}", "servicename": "Amazon Elastic Compute Cloud"}
         dim = ("Hrs", "0", "Inf", usd, f"${float(usd):g} per On Demand Linux {itype} Instance Hour")
-        out[f"ec2-{region}-{itype}"] = _answer([_product(_sku(region, itype), "Compute Instance", "AmazonEC2", region,
-                                                         attributes, [dim], published)])
+        whole.setdefault(ec2_answer_name(region), []).append(
+            _product(_sku(region, itype), "Compute Instance", "AmazonEC2", region, attributes, [dim], published))
+    for name, products in whole.items():
+        pages = [products[i:i + PAGE] for i in range(0, len(products), PAGE)]
+        for n, page in enumerate(pages, start=1):
+            token = f"page-{n + 1}" if n < len(pages) else None
+            out[name if n == 1 else f"{name}.page-{n}"] = _answer(page, token)
     for region, rows in FSX.items():
         products = []
         for option, tier, usd, published, _source in rows:
@@ -227,8 +278,13 @@ def provenance() -> dict[str, str]:
     """Query name -> the public source its answer reconstructs and when that was read (price_build's
     ``provenance.json``: the price file names these, never this directory)."""
     out: dict[str, str] = {}
-    for (region, itype), (_usd, _vcpu, _gib, published, source) in EC2.items():
-        out[f"ec2-{region}-{itype}"] = _dated(EC2_SHORT[source], published)
+    ec2: dict[str, dict[str, set[str]]] = {}  # query name -> short source -> the days it was read
+    for (region, _itype), (_usd, _vcpu, _gib, published, source) in EC2.items():
+        ec2.setdefault(ec2_answer_name(region), {}).setdefault(EC2_SHORT[source], set()).add(published)
+    out.update({name: "; ".join(_dated(source, min(days)) if len(days) == 1 or "generated 20" in source else
+                                f"{source}, read {' and '.join(sorted(d[:10] for d in days))}"
+                                for source, days in sorted(sources.items()))
+                for name, sources in ec2.items()})
     for region, rows in FSX.items():
         out[f"fsx-{region}"] = "; ".join(sorted({_dated(source, published) for *_, published, source in rows}))
     for region, (_rates, published, source) in NAT.items():

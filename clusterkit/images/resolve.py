@@ -154,6 +154,15 @@ def offline_lock(cluster: str, images: list[ImageSpec], platform: str) -> ImageL
     return ImageLock(cluster=cluster, images=tuple(entries), lock_version=LOCK_VERSION)
 
 
+def relocks_offline(lock: ImageLock | None, images: Iterable[ImageSpec]) -> bool:
+    """Whether the command that fixes this lock is ``lock --offline``: the lock was written offline (no entry was
+    read from a registry), so the user may have none, and every spec image is pinned by digest, which offline
+    locking needs."""
+    if lock is None or not lock.images or any(entry.declared_from != OFFLINE_NOT_READ for entry in lock.images):
+        return False
+    return all(_pinned_digest(spec.uri) for spec in images)
+
+
 def locked_image(spec: ImageSpec, ref: ImageRef, platform: str, digest: str, size: int | None) -> LockedImage:
     """The lock entry of one spec image pinned to ``digest`` (every derived field from ``ref``)."""
     return LockedImage(name=spec.name, source=spec.uri, registry=ref.registry, repository=ref.repository,
@@ -242,8 +251,19 @@ def _aws_error(label: str, ref: ImageRef, region: str, err: Exception) -> str:
 # -- staleness ----------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Unsettled:
+    """What the spec's own errors leave unsettled, so the lock is not compared on it: such a line would only follow
+    from the error, and ``lock`` could not fix it (it refuses a spec with errors). One line per cause."""
+
+    name: bool = False  # the cluster's name
+    platform: bool = False  # an instance type: the image platform it decides
+    images: frozenset[str] = frozenset()  # the names of image entries that have errors
+    image_names: bool = False  # an image's name itself is wrong (a duplicate, a typo): matching by name says nothing
+
+
 def staleness(lock: ImageLock | None, cluster: str, images: Iterable[ImageSpec], platform: str, *,
-              fix_command: str | None = None) -> list[str]:
+              fix_command: str | None = None, unsettled: Unsettled = Unsettled()) -> list[str]:
     """Why the lock does not match the spec (no network): [] when it does.
 
     A spec uri pinned with @sha256 must equal the locked digest, except when the lock was resolved from
@@ -255,11 +275,15 @@ def staleness(lock: ImageLock | None, cluster: str, images: Iterable[ImageSpec],
         return [f"no image lock for cluster '{cluster}' {fix}"]
     target = str(parse_platform(platform))
     problems: list[str] = []
-    if lock.cluster != cluster:
+    if lock.cluster != cluster and not unsettled.name:
         problems.append(f"image lock is for cluster '{lock.cluster}', not '{cluster}' {fix}")
+    if unsettled.image_names:
+        return problems
     locked = {entry.name: entry for entry in lock.images}
     specs = sorted(images, key=lambda s: s.name)
     for spec in specs:
+        if spec.name in unsettled.images:
+            continue
         entry = locked.get(spec.name)
         if entry is None:
             problems.append(f"image '{spec.name}' is in the spec but not in the lock {fix}")
@@ -278,14 +302,14 @@ def staleness(lock: ImageLock | None, cluster: str, images: Iterable[ImageSpec],
             inconsistency = _entry_inconsistency(entry)
             if inconsistency:
                 problems.append(f"image '{spec.name}': {inconsistency} {fix}")
-        if entry.platform != target:
+        if entry.platform != target and not unsettled.platform:
             problems.append(f"image '{spec.name}': locked for {entry.platform}, the cluster runs {target} {fix}")
         if entry.expect != dict(spec.expect):
             problems.append(
                 f"image '{spec.name}': expect {_compact(spec.expect)} differs from the locked "
                 f"{_compact(entry.expect)} {fix}"
             )
-    for name in sorted(set(locked) - {spec.name for spec in specs}):
+    for name in sorted(set(locked) - {spec.name for spec in specs} - unsettled.images):
         problems.append(f"image '{name}' is in the lock but not in the spec {fix}")
     return problems
 

@@ -11,7 +11,7 @@ from typing import Any
 from clusterkit.cost import estimate as cost
 from clusterkit.effective.expand import expand
 from clusterkit.pipeline.loader import load, lock_or_none
-from clusterkit.render.rendered_files import rendered_path
+from clusterkit.render.rendered_files import render_state, rendered_path
 from clusterkit.spec.errors import ClusterKitError
 
 
@@ -78,7 +78,8 @@ def summarize(cdk_out: Path, name: str) -> list[str]:
                      f"{names.storage_stack} (`make synth PLATFORM={loaded.spec.platform}` builds them)")
     rendered = rendered_path(loaded)
     shown = rendered.relative_to(Path.cwd()) if rendered.is_relative_to(Path.cwd()) else rendered
-    lines.append(f"  rendered ParallelCluster config: {shown}")
+    state = render_state(loaded)
+    lines.append(f"  rendered ParallelCluster config: {shown}{f' ({state})' if state else ''}")
     lines.append(f"  templates: {cdk_out}/")
     lines.append(f"  {cost.one_line(cost.estimate(expand(loaded), lock_or_none(loaded.source.path)))}")
     return lines

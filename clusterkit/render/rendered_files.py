@@ -55,6 +55,20 @@ def spec_reference_text() -> str:
     return _REFERENCE_HEAD + spec_reference()
 
 
+def render_state(loaded: Loaded) -> str:
+    """"" when the spec's rendered config holds what ``render`` would write now, else why not and the command
+    that writes it (a summary must not name a stale file as the cluster's config)."""
+    path = rendered_path(loaded)
+    command = files.render_command(loaded.source.path)
+    try:
+        current = path.read_text(encoding="utf-8") == rendered_text(loaded)
+    except FileNotFoundError:
+        return f"not written: run `{command}`"
+    except (OSError, UnicodeDecodeError):
+        current = False
+    return "" if current else f"stale: the spec changed since; run `{command}`"
+
+
 @dataclass(frozen=True)
 class Output:
     """One file ``render`` writes (or checks): where, as shown to the user, and whether its text changes."""

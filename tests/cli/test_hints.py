@@ -168,3 +168,25 @@ def test_a_platform_warning_points_at_the_platform_files_line(here: Path, capsys
     assert line.startswith("x/platforms/shared.yaml:12:30: warning[image-fanout-slow]: "
                            "storage.fsx_lustre.new.throughput_mb_per_tib: cluster t: image fan-out: 40 nodes")
     assert line.endswith("none in the lock: `clusterkit lock x/t.yaml` with registry access records them)")
+
+
+def test_the_synth_summary_says_when_the_rendered_config_is_stale(
+        here: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: `make synth` after a spec edit still named the old render as the cluster's config."""
+    from clusterkit.cli.summary_command import summarize
+
+    locked_spec(capsys, here)
+    (here / "cdk.out").mkdir()
+    (here / "cdk.out" / "manifest.json").write_text('{"artifacts": {}}', encoding="utf-8")
+
+    def rendered_line() -> str:
+        (line,) = [ln for ln in summarize(here / "cdk.out", "x/t.yaml") if "rendered ParallelCluster" in ln]
+        return line.strip()
+
+    assert rendered_line() == ("rendered ParallelCluster config: x/rendered/t.yaml (not written: run "
+                               "`clusterkit render x/t.yaml`)")
+    assert main(["render", "x/t.yaml"]) == 0
+    assert rendered_line() == "rendered ParallelCluster config: x/rendered/t.yaml"
+    edit(here / "x" / "t.yaml", "max: 2", "max: 3")
+    assert rendered_line() == ("rendered ParallelCluster config: x/rendered/t.yaml (stale: the spec changed since; "
+                               "run `clusterkit render x/t.yaml`)")

@@ -92,8 +92,8 @@ def test_fsx_throughput_is_outside_parallelcluster(repo_for) -> None:
         ("storage.fsx_lustre.new.throughput_mb_per_tib", 250, 500)]
     # its own Storage stack updates FSx in place, and /fsx is unavailable meanwhile: not "live" (was: no impact)
     (impact,) = demo.spec_impacts
-    assert (impact.change.dotted, impact.impact.label) == (
-        "storage.fsx_lustre.new.throughput_mb_per_tib", "stop the compute fleet, or running jobs stall while it applies")
+    assert impact.change.dotted == "storage.fsx_lustre.new.throughput_mb_per_tib"
+    assert impact.impact.label == "stop the compute fleet, or running jobs stall while it applies"
     assert "/fsx unavailable for minutes" in impact.impact.policy
 
 

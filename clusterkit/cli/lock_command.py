@@ -16,7 +16,7 @@ from clusterkit.images import resolve as images
 from clusterkit.images.lock_file import ImageLock, lock_text, write_lock
 from clusterkit.images.registry import DEFAULT_TIMEOUT_S, WAIT_NOTICE_S
 from clusterkit.pipeline.loader import image_specs, load, lock_path, platform
-from clusterkit.spec.files import display, spec_paths
+from clusterkit.spec.files import display, lock_command, spec_paths
 
 
 def add_parser(sub: Any) -> None:
@@ -71,7 +71,7 @@ def lock_all(names: list[str], *, offline: bool, progress: Callable[[str], None]
         spec = loaded.spec
         specs, plat = image_specs(spec), platform(spec)
         if offline:
-            lock = images.offline_lock(spec.name, specs, plat)
+            lock = images.offline_lock(spec.name, specs, plat, online=lock_command(loaded.source.path))
         else:
             lock = images.resolve_lock(spec.name, specs, plat, progress=progress, timeout=timeout)
         path = lock_path(loaded.source.path)

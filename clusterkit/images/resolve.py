@@ -141,14 +141,15 @@ NVIDIA_NOT_READ = ("not read: an offline lock asks no registry for the image con
                    "access); the head node reads the NVIDIA_* settings from the image at import")
 
 
-def offline_lock(cluster: str, images: list[ImageSpec], platform: str) -> ImageLock:
-    """A lock without registry calls: only images the spec pins by digest, sizes unknown (null)."""
+def offline_lock(cluster: str, images: list[ImageSpec], platform: str, *, online: str) -> ImageLock:
+    """A lock without registry calls: only images the spec pins by digest, sizes unknown (null); ``online``: the
+    command that locks the spec with registry access (spec.files.lock_command), for the one that needs it."""
     entries = []
     for spec in images:
         ref = parse_image_ref(spec.uri)
         if ref.digest is None:
             raise ClusterKitError(f"{cluster}: image '{spec.name}' ({spec.uri}) has no @sha256 digest; "
-                                  "offline locking needs one (or run `make lock` with registry access)")
+                                  f"offline locking needs one (or run `{online}` with registry access)")
         entries.append(dataclasses.replace(locked_image(spec, ref, str(parse_platform(platform)), ref.digest, None),
                                            declared_from=OFFLINE_NOT_READ, nvidia_from=NVIDIA_NOT_READ))
     return ImageLock(cluster=cluster, images=tuple(entries), lock_version=LOCK_VERSION)

@@ -34,6 +34,7 @@ from clusterkit.spec.files import (
     not_a_spec,
     resolve,
     spec_paths,
+    synth_platform_command,
 )
 from clusterkit.spec.model import ClusterSpec, LoadedSpec, parse_spec
 from clusterkit.spec.yaml_reader import Marks
@@ -150,7 +151,7 @@ def load(name_or_path: str, *, check_lock: bool = True) -> Loaded:
     if path.parent.name == PLATFORMS_DIR_NAME and path.suffix in (".yaml", ".yml"):
         raise SpecError([Problem(shown, 0, 0, "", "a platform file, not a cluster spec",
                                  f"check it through a cluster that names it (clusterkit validate <cluster>), or "
-                                 f"synthesize it: make synth PLATFORM={path.stem}")])
+                                 f"synthesize it: {synth_platform_command(path)}")])
     mistaken = not_a_spec(path, text)
     if mistaken is not None:
         raise SpecError([mistaken])

@@ -13,7 +13,7 @@ import re
 import shlex
 from pathlib import Path
 
-from clusterkit.paths import CONFIG_DIR
+from clusterkit.paths import CONFIG_DIR, ROOT
 from clusterkit.spec.errors import Problem, SpecError
 
 SPEC_SUFFIXES = (".yaml", ".yml")
@@ -116,6 +116,29 @@ def lock_command(spec_path: Path, *, offline: bool = False) -> str:
 def render_command(spec_path: Path) -> str:
     """The command that rewrites the spec's rendered config."""
     return "make render" if in_checkout(spec_path) else _cli("render", spec_path)
+
+
+def deploy_command(spec_path: Path) -> str:
+    """The command that deploys the spec: the Makefile's, run in the checkout (app.py takes a path too)."""
+    if in_checkout(spec_path):
+        return f"make deploy CLUSTER={spec_path.name.rsplit('.', 1)[0]}"
+    return f"{make_command('deploy')} CLUSTER={shlex.quote(str(spec_path.resolve()))}"
+
+
+def synth_platform_command(platform_path: Path) -> str:
+    """The command that synthesizes a platform file's stacks (app.py takes a path too)."""
+    if platform_path.parent.resolve() == platforms_dir(CONFIG_DIR).resolve():
+        return f"make synth PLATFORM={platform_path.stem}"
+    return f"{make_command('synth')} PLATFORM={shlex.quote(str(platform_path.resolve()))}"
+
+
+def make_command(target: str) -> str:
+    """``make TARGET``, with ``-C <checkout>`` when run elsewhere (the Makefile is the checkout's)."""
+    try:
+        here = Path.cwd().resolve() == ROOT.resolve()
+    except OSError:
+        here = False
+    return f"make {target}" if here else f"make -C {shlex.quote(display(ROOT))} {target}"
 
 
 def validate_command(spec_path: Path) -> str:

@@ -190,3 +190,40 @@ def test_the_synth_summary_says_when_the_rendered_config_is_stale(
     edit(here / "x" / "t.yaml", "max: 2", "max: 3")
     assert rendered_line() == ("rendered ParallelCluster config: x/rendered/t.yaml (stale: the spec changed since; "
                                "run `clusterkit render x/t.yaml`)")
+
+
+def test_an_image_without_digest_names_the_online_lock_for_that_file(
+        here: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: `(or run `make lock` with registry access)` for a spec outside the checkout."""
+    (here / "x").mkdir()
+    (here / "x" / "t.yaml").write_text(BASE_SPEC + IMAGES.replace(f"@{B}", ""), encoding="utf-8")
+    assert run(capsys, "lock", "--offline", "x/t.yaml") == (2, [
+        "t: image 'pytorch' (nvcr.io/nvidia/pytorch:25.01-py3) has no @sha256 digest; offline locking needs one (or "
+        "run `clusterkit lock x/t.yaml` with registry access)"])
+
+
+def test_the_simulation_note_names_the_commands_for_that_spec(here: Path) -> None:
+    """Was: `clusterkit validate t --aws` and `make deploy CLUSTER=t`, which mean cluster_configs/t.yaml."""
+    from clusterkit.paths import ROOT
+    from clusterkit.pcluster.simulation import note
+
+    result = {"path": "x/rendered/t.yaml", "simulated": [{"kind": "sg", "id": "sg-1"}], "suppressed": []}
+    real = note(result, region="us-east-1", cluster="t", spec=here / "x" / "t.yaml").real_account_only
+    assert real[-2].endswith("`clusterkit validate x/t.yaml --aws` reads the real ones)")
+    assert real[-1] == (f"`make -C {ROOT} deploy CLUSTER={here.resolve()}/x/t.yaml` is the first check against your "
+                        "account")
+    inside = note(result, region="us-east-1", cluster="demo", spec=CONFIG_DIR / "demo.yaml").real_account_only
+    assert inside[-2:] == ("the rules of the existing security groups sg-1 (the simulation gave them EFA's and "
+                           "Lustre's; `clusterkit validate demo --aws` reads the real ones)",
+                           "`make deploy CLUSTER=demo` is the first check against your account")
+
+
+def test_the_missing_venv_hint_works_outside_the_checkout(here: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Was `make pcluster-venv`, which only works in the checkout (its Makefile)."""
+    from clusterkit.paths import ROOT
+    from clusterkit.pcluster.runner import PclusterVenvMissing, require_pcluster_python
+
+    monkeypatch.setenv("CLUSTERKIT_PCLUSTER_PYTHON", str(here / "none" / "python"))
+    with pytest.raises(PclusterVenvMissing) as caught:
+        require_pcluster_python()
+    assert str(caught.value).startswith(f"ParallelCluster venv missing: run `make -C {ROOT} pcluster-venv`")

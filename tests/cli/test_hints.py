@@ -227,3 +227,26 @@ def test_the_missing_venv_hint_works_outside_the_checkout(here: Path, monkeypatc
     with pytest.raises(PclusterVenvMissing) as caught:
         require_pcluster_python()
     assert str(caught.value).startswith(f"ParallelCluster venv missing: run `make -C {ROOT} pcluster-venv`")
+
+
+def test_status_names_the_deploy_of_that_spec(here: Path, capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Was `make deploy CLUSTER=t`: the checkout's cluster_configs/t.yaml, not the spec status was given."""
+    from botocore.exceptions import ClientError
+
+    from clusterkit.deployed import status_report
+    from clusterkit.paths import ROOT
+
+    class NoStacks:
+        """CloudFormation of an account where no stack of the cluster exists (its own error, as boto3 raises it)."""
+
+        def describe_stacks(self, StackName: str) -> dict[str, object]:  # noqa: N803 (boto3's keyword)
+            raise ClientError({"Error": {"Code": "ValidationError", "Message": f"Stack with id {StackName} does not "
+                                                                                "exist"}}, "DescribeStacks")
+
+    monkeypatch.setattr(status_report, "cloudformation_client", lambda region: NoStacks())
+    locked_spec(capsys, here)
+    assert main(["status", "x/t.yaml"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"  no cluster: `make -C {ROOT} deploy CLUSTER={here.resolve()}/x/t.yaml` creates it (network and storage "
+        "are reused)")

@@ -282,6 +282,7 @@ def staleness(lock: ImageLock | None, cluster: str, images: Iterable[ImageSpec],
         return problems
     locked = {entry.name: entry for entry in lock.images}
     specs = sorted(images, key=lambda s: s.name)
+    elsewhere = []  # images locked for another platform: one cause (the fleet's architecture), one line
     for spec in specs:
         if spec.name in unsettled.images:
             continue
@@ -289,30 +290,37 @@ def staleness(lock: ImageLock | None, cluster: str, images: Iterable[ImageSpec],
         if entry is None:
             problems.append(f"image '{spec.name}' is in the spec but not in the lock {fix}")
             continue
-        pinned = _pinned_digest(spec.uri)
-        if entry.source != spec.uri:
-            if pinned and pinned != entry.digest:
-                problems.append(
-                    f"image '{spec.name}': pinned digest {pinned} is not the locked digest {entry.digest} {fix}"
-                )
-            else:
-                problems.append(
-                    f"image '{spec.name}': uri '{spec.uri}' differs from the locked source '{entry.source}' {fix}"
-                )
-        else:
-            inconsistency = _entry_inconsistency(entry)
-            if inconsistency:
-                problems.append(f"image '{spec.name}': {inconsistency} {fix}")
         if entry.platform != target and not unsettled.platform:
-            problems.append(f"image '{spec.name}': locked for {entry.platform}, the cluster runs {target} {fix}")
-        if entry.expect != dict(spec.expect):
-            problems.append(
-                f"image '{spec.name}': expect {_compact(spec.expect)} differs from the locked "
-                f"{_compact(entry.expect)} {fix}"
-            )
+            elsewhere.append(entry)
+        reasons = _entry_drift(spec, entry)  # one edit of the entry, one relock: one line
+        if reasons:
+            problems.append(f"image '{spec.name}': {'; '.join(reasons)} {fix}")
+    if elsewhere:
+        names = ", ".join(f"'{e.name}'" for e in elsewhere)
+        platforms = ", ".join(sorted({e.platform for e in elsewhere}))
+        problems.append(f"image{'s' if len(elsewhere) > 1 else ''} {names} locked for {platforms}, the cluster runs "
+                        f"{target} {fix}")
     for name in sorted(set(locked) - {spec.name for spec in specs} - unsettled.images):
         problems.append(f"image '{name}' is in the lock but not in the spec {fix}")
     return problems
+
+
+def _entry_drift(spec: ImageSpec, entry: LockedImage) -> list[str]:
+    """How one spec image differs from its lock entry (the platform aside: that is the fleet's, not the entry's)."""
+    reasons = []
+    pinned = _pinned_digest(spec.uri)
+    if entry.source != spec.uri:
+        if pinned and pinned != entry.digest:
+            reasons.append(f"pinned digest {pinned} is not the locked digest {entry.digest}")
+        else:
+            reasons.append(f"uri '{spec.uri}' differs from the locked source '{entry.source}'")
+    else:
+        inconsistency = _entry_inconsistency(entry)
+        if inconsistency:
+            reasons.append(inconsistency)
+    if entry.expect != dict(spec.expect):
+        reasons.append(f"expect {_compact(spec.expect)} differs from the locked {_compact(entry.expect)}")
+    return reasons
 
 
 def _pinned_digest(uri: str) -> str | None:

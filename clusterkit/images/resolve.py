@@ -265,7 +265,14 @@ class Unsettled:
 
 def staleness(lock: ImageLock | None, cluster: str, images: Iterable[ImageSpec], platform: str, *,
               fix_command: str | None = None, unsettled: Unsettled = Unsettled()) -> list[str]:
-    """Why the lock does not match the spec (no network): [] when it does.
+    """Why the lock does not match the spec (no network): [] when it does (``drift``'s lines)."""
+    return [text for _, text in drift(lock, cluster, images, platform, fix_command=fix_command, unsettled=unsettled)]
+
+
+def drift(lock: ImageLock | None, cluster: str, images: Iterable[ImageSpec], platform: str, *,
+          fix_command: str | None = None, unsettled: Unsettled = Unsettled()) -> list[tuple[str | None, str]]:
+    """Why the lock does not match the spec, one line per cause, each with the spec image it is about (None: the
+    lock or the fleet as a whole), so the line can point at that entry.
 
     A spec uri pinned with @sha256 must equal the locked digest, except when the lock was resolved from
     that very text (same `source`): a pin to a manifest list locks the platform manifest's digest, which
@@ -273,11 +280,11 @@ def staleness(lock: ImageLock | None, cluster: str, images: Iterable[ImageSpec],
     """
     fix = f"(run `{fix_command}`)" if fix_command else _fix(cluster)
     if lock is None:
-        return [f"no image lock for cluster '{cluster}' {fix}"]
+        return [(None, f"no image lock for cluster '{cluster}' {fix}")]
     target = str(parse_platform(platform))
-    problems: list[str] = []
+    problems: list[tuple[str | None, str]] = []
     if lock.cluster != cluster and not unsettled.name:
-        problems.append(f"image lock is for cluster '{lock.cluster}', not '{cluster}' {fix}")
+        problems.append((None, f"image lock is for cluster '{lock.cluster}', not '{cluster}' {fix}"))
     if unsettled.image_names:
         return problems
     locked = {entry.name: entry for entry in lock.images}
@@ -288,20 +295,20 @@ def staleness(lock: ImageLock | None, cluster: str, images: Iterable[ImageSpec],
             continue
         entry = locked.get(spec.name)
         if entry is None:
-            problems.append(f"image '{spec.name}' is in the spec but not in the lock {fix}")
+            problems.append((spec.name, f"image '{spec.name}' is in the spec but not in the lock {fix}"))
             continue
         if entry.platform != target and not unsettled.platform:
             elsewhere.append(entry)
         reasons = _entry_drift(spec, entry)  # one edit of the entry, one relock: one line
         if reasons:
-            problems.append(f"image '{spec.name}': {'; '.join(reasons)} {fix}")
+            problems.append((spec.name, f"image '{spec.name}': {'; '.join(reasons)} {fix}"))
     if elsewhere:
         names = ", ".join(f"'{e.name}'" for e in elsewhere)
         platforms = ", ".join(sorted({e.platform for e in elsewhere}))
-        problems.append(f"image{'s' if len(elsewhere) > 1 else ''} {names} locked for {platforms}, the cluster runs "
-                        f"{target} {fix}")
+        problems.append((None, f"image{'s' if len(elsewhere) > 1 else ''} {names} locked for {platforms}, the "
+                               f"cluster runs {target} {fix}"))
     for name in sorted(set(locked) - {spec.name for spec in specs} - unsettled.images):
-        problems.append(f"image '{name}' is in the lock but not in the spec {fix}")
+        problems.append((None, f"image '{name}' is in the lock but not in the spec {fix}"))
     return problems
 
 

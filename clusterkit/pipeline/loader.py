@@ -97,9 +97,11 @@ def _lock_problems(spec: ClusterSpec, source: LoadedSpec, errors: list[Problem])
         return exc.problems
     declared = image_specs(spec)
     fix = lock_command(source.path, offline=images.relocks_offline(lock, declared))
-    found = images.staleness(lock, spec.name, declared, platform(spec), fix_command=fix,
-                             unsettled=unsettled(spec, errors))
-    return [source.marks.problem("containers.images", text) for text in found]
+    found = images.drift(lock, spec.name, declared, platform(spec), fix_command=fix,
+                         unsettled=unsettled(spec, errors))
+    index = {image.name: i for i, image in reversed(list(enumerate(declared)))}  # a name's first entry
+    return [source.marks.problem("containers.images" if name is None else f"containers.images[{index[name]}]", text)
+            for name, text in found]
 
 
 def lock_or_none(spec_path: Path) -> ImageLock | None:

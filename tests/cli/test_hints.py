@@ -78,14 +78,15 @@ def test_a_duplicate_image_name_is_one_line_without_lock_lines(here: Path, capsy
 
 def test_a_stale_image_beside_another_images_error_still_gets_its_lock_line(
         here: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Only the lines an error causes go: the other image's own change is still reported, with its fix."""
+    """Only the lines an error causes go: the other image's own change is still reported, with its fix, at its entry
+    (was: at `containers.images`, the list)."""
     spec = locked_spec(capsys, here)
     edit(spec, 'cuda: "12.8"', 'cuda: "12.8x"')
     edit(spec, "nccl: 2.30.4", "nccl: 2.30.5")
     code, lines = run(capsys, "validate", "x/t.yaml")
     assert code == 2
     assert lines == [
-        "x/t.yaml:12:5: containers.images: image 'nccl': expect {\"nccl\":\"2.30.5\"} differs from the locked "
+        "x/t.yaml:12:7: containers.images[0]: image 'nccl': expect {\"nccl\":\"2.30.5\"} differs from the locked "
         "{\"nccl\":\"2.30.4\"} (run `clusterkit lock --offline x/t.yaml`)",
         "x/t.yaml:19:15: containers.images[1].expect.cuda: '12.8x' is not a version like 12.9 or 2.29.3 (ASCII "
         "digits and dots)"]
@@ -104,11 +105,11 @@ def test_the_lock_hint_is_the_command_that_works_there(here: Path, capsys: pytes
     spec = locked_spec(capsys, here)
     edit(spec, 'cuda: "12.8"', 'cuda: "12.9"')
     assert run(capsys, "validate", "x/t.yaml")[1] == [
-        "x/t.yaml:12:5: containers.images: image 'pytorch': expect {\"cuda\":\"12.9\"} differs from the locked "
+        "x/t.yaml:16:7: containers.images[1]: image 'pytorch': expect {\"cuda\":\"12.9\"} differs from the locked "
         "{\"cuda\":\"12.8\"} (run `clusterkit lock --offline x/t.yaml`)"]
     edit(spec, f"pytorch:25.01-py3@{B}", "pytorch:25.02-py3")
     assert run(capsys, "validate", "x/t.yaml")[1] == [  # one edit of one entry, one relock: one line (was two)
-        "x/t.yaml:12:5: containers.images: image 'pytorch': uri 'nvcr.io/nvidia/pytorch:25.02-py3' differs from the "
+        "x/t.yaml:16:7: containers.images[1]: image 'pytorch': uri 'nvcr.io/nvidia/pytorch:25.02-py3' differs from the "
         f"locked source 'nvcr.io/nvidia/pytorch:25.01-py3@{B}'; expect {{\"cuda\":\"12.9\"}} differs from the locked "
         "{\"cuda\":\"12.8\"} (run `clusterkit lock x/t.yaml`)"]
 

@@ -103,7 +103,7 @@ check_store() {
         ck_die 1 "image store ${CK_STORE} not usable from this node: ${out//$'\n'/ | }"
     fi
     while IFS= read -r line; do
-        [[ -n "${line}" ]] && ck_log INFO "image_sync verify: ${line}"
+        [[ -n "${line}" ]] && ck_log INFO "${line}"
     done <<<"${out}"
 }
 
@@ -116,7 +116,7 @@ record_fingerprint() {
         [[ -n "${line}" ]] || continue
         level=INFO
         [[ "${line}" == *" warning: "* ]] && level=WARN
-        ck_log "${level}" "image_sync fingerprint: ${line}"
+        ck_log "${level}" "${line}"
         if [[ "${line}" == *" error: "* ]]; then
             errors+="${errors:+ | }${line#* error: }"
         fi

@@ -67,8 +67,9 @@ import importlib
 import sys
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
+from clusterkit_node.contract import console
 from clusterkit_node.contract.bundle_files import ZIPAPP_NAME
-from clusterkit_node.contract.console import EXIT_FAILED, EXIT_USAGE, PROG, UsageError, error, os_error_line
+from clusterkit_node.contract.console import EXIT_FAILED, EXIT_USAGE, UsageError, error, os_error_line
 
 # The one command table: each module that serves commands, in the order `--help` lists them, with the commands it
 # serves and the function that runs each. A module's ``add_parser`` adds its own subcommands. Only the module of
@@ -128,12 +129,13 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
     first = COMMANDS.get(words[0]) if words else None
     args = build_parser([first[0]] if first else None).parse_args(words)
     module, function = COMMANDS[args.command]
+    console.use_name(args.command)
     run: Callable[[argparse.Namespace], int] = getattr(_module(module), function)
     try:
         return run(args)
     except UsageError as exc:
         for line in exc.lines:
-            print(f"{PROG}: {line}", file=sys.stderr, flush=True)
+            print(f"{console.name()}: {line}", file=sys.stderr, flush=True)
         return EXIT_USAGE
     except OSError as exc:  # read-only or full store, something in the way: one line, never a traceback
         error(os_error_line(exc))

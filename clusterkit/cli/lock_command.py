@@ -68,7 +68,7 @@ def lock_all(names: list[str], *, offline: bool, progress: Callable[[str], None]
     from clusterkit.images import resolve as images
     from clusterkit.images.lock_file import lock_text, write_lock
     from clusterkit.pipeline.loader import image_specs, load, lock_path, platform
-    from clusterkit.spec.files import spec_paths
+    from clusterkit.spec.files import lock_command, spec_paths
 
     written: list[tuple[Path, ImageLock]] = []
     for spec_path in spec_paths(names):
@@ -76,7 +76,7 @@ def lock_all(names: list[str], *, offline: bool, progress: Callable[[str], None]
         spec = loaded.spec
         specs, plat = image_specs(spec), platform(spec)
         if offline:
-            lock = images.offline_lock(spec.name, specs, plat)
+            lock = images.offline_lock(spec.name, specs, plat, online=lock_command(loaded.source.path))
         else:
             lock = images.resolve_lock(spec.name, specs, plat, progress=progress, timeout=timeout)
         path = lock_path(loaded.source.path)

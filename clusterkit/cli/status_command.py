@@ -16,12 +16,15 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from clusterkit.deployed.status_report import cloudformation_client, status_lines
     from clusterkit.pipeline.loader import load
+    from clusterkit.spec.files import deploy_command
 
-    spec = load(args.name, check_lock=False).spec
+    loaded = load(args.name, check_lock=False)
+    spec = loaded.spec
     if args.format == "json":
         from clusterkit.deployed.status_report import report_json, status_report
 
         sys.stdout.write(report_json(status_report(spec, cloudformation_client(spec.region))))
     else:
-        print("\n".join(status_lines(spec, cloudformation_client(spec.region))))
+        print("\n".join(status_lines(spec, cloudformation_client(spec.region),
+                                      deploy=deploy_command(loaded.source.path))))
     return 0

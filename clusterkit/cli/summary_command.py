@@ -70,7 +70,7 @@ def summarize(cdk_out: Path, name: str) -> list[str]:
     from clusterkit.cost import platform_cost
     from clusterkit.effective.expand import expand
     from clusterkit.pipeline.loader import load, lock_or_none
-    from clusterkit.render.rendered_files import rendered_path
+    from clusterkit.render.rendered_files import render_state, rendered_path
 
     loaded = load(name)
     manifest = _manifest(cdk_out, f"make synth CLUSTER={name}")
@@ -83,7 +83,8 @@ def summarize(cdk_out: Path, name: str) -> list[str]:
                      f"{names.storage_stack} (`make synth PLATFORM={loaded.spec.platform}` builds them)")
     rendered = rendered_path(loaded)
     shown = rendered.relative_to(Path.cwd()) if rendered.is_relative_to(Path.cwd()) else rendered
-    lines.append(f"  rendered ParallelCluster config: {shown}")
+    state = render_state(loaded)
+    lines.append(f"  rendered ParallelCluster config: {shown}{f' ({state})' if state else ''}")
     lines.append(f"  templates: {cdk_out}/")
     book = cost.load_prices()
     share = platform_cost.share_of(loaded, book)

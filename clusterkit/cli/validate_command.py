@@ -145,4 +145,5 @@ def _pcluster_check(loaded: list[Any]) -> tuple[list[Problem], list[Any]]:
         if not result["ok"] and not any(p.level == "error" for p in found):
             found.append(Problem(result["path"], 0, 0, "", "ParallelCluster refused the config"))
         problems += found
-    return problems, simulation.notes(results, {i.spec.name: i.spec.region for i in loaded})
+    return problems, simulation.notes(results, {i.spec.name: i.spec.region for i in loaded},
+                                      {i.spec.name: i.source.path for i in loaded})

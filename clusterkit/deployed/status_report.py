@@ -232,20 +232,22 @@ def _alarms(spec: ClusterSpec, cloudwatch: Any, *, ttl: bool) -> tuple[tuple[tup
 # -- text ------------------------------------------------------------------------------------------------
 
 
-def status_lines(spec: ClusterSpec, cfn: Any, now: datetime | None = None, *, cloudwatch: Any = None) -> list[str]:
-    """The text report (``clusterkit status``)."""
+def status_lines(spec: ClusterSpec, cfn: Any, now: datetime | None = None, *, cloudwatch: Any = None,
+                 deploy: str | None = None) -> list[str]:
+    """The text report (``clusterkit status``); ``deploy``: the command that deploys this spec's file
+    (spec.files.deploy_command: a spec outside the checkout is deployed by its path)."""
     now = now or clock.utc_now()
-    return report_lines(status_report(spec, cfn, now, cloudwatch=cloudwatch), now)
+    return report_lines(status_report(spec, cfn, now, cloudwatch=cloudwatch), now, deploy=deploy)
 
 
-def report_lines(report: StatusReport, now: datetime) -> list[str]:
+def report_lines(report: StatusReport, now: datetime, *, deploy: str | None = None) -> list[str]:
+    deploy = deploy or f"make deploy CLUSTER={report.cluster}"
     lines = [f"{report.cluster} ({report.region})"]
     lines += [_line(state.name, state.status or "not deployed") for state in report.stacks]
     if not report.deployed:
-        lines.append(f"  no cluster: `make deploy CLUSTER={report.cluster}` creates it (network and storage are "
-                     "reused)")
+        lines.append(f"  no cluster: `{deploy}` creates it (network and storage are reused)")
         return lines
-    lines.append(_line("expires", _expiry_text(report, now)))
+    lines.append(_line("expires", _expiry_text(report, now, deploy)))
     lines += _teardown_lines(report.teardown, report.expires, now)
     if report.alarms_unread:
         lines.append(_line("alarms", report.alarms_unread))
@@ -260,7 +262,7 @@ def report_lines(report: StatusReport, now: datetime) -> list[str]:
     return lines
 
 
-def _expiry_text(report: StatusReport, now: datetime) -> str:
+def _expiry_text(report: StatusReport, now: datetime, deploy: str) -> str:
     raw = report.expires_at
     if raw is None:
         return "never (no lifecycle.ttl_hours)"
@@ -268,7 +270,7 @@ def _expiry_text(report: StatusReport, now: datetime) -> str:
         return f"{raw} (not a time)"
     if report.expires <= now:
         return f"{raw}, {time_left(report.expires, now)}"
-    return f"{raw}, {time_left(report.expires, now)}; extend: make deploy CLUSTER={report.cluster} TTL=<hours from now>"
+    return f"{raw}, {time_left(report.expires, now)}; extend: {deploy} TTL=<hours from now>"
 
 
 def _teardown_lines(teardown: Teardown, expires: datetime | None, now: datetime) -> list[str]:

@@ -28,6 +28,17 @@ VERSION_REASON = ("ParallelCluster updates only clusters created by the same ver
 VERSION_PATH = ("parallelcluster_version",)
 HEAD_NODE_LABEL = "stop the head node"
 FLEET_LABEL = "stop the compute fleet"
+# A change applied in place under running clusters that takes a service away from their jobs for a while: not
+# "live" (applied without anyone noticing), and nothing replaces nodes; the fleet level, said as what to do.
+INTERRUPT_LABEL = "stop the compute fleet, or running jobs stall while it applies"
+FSX_UNAVAILABLE = ("FSx switches or adds file servers: /fsx unavailable for minutes (FSx for Lustre guide: up to an "
+                   "hour for throughput); running jobs' file I/O waits until it is back")
+# The cluster's own new file system lives in its Storage stack, updated in place as a platform's is
+# (clusterkit/diff/platforms.py): its spec paths whose change makes /fsx unavailable, with the property.
+OWN_FSX_PATHS: dict[tuple[str, ...], str] = {
+    ("storage", "fsx_lustre", "new", "throughput_mb_per_tib"): "AWS::FSx::FileSystem PerUnitStorageThroughput",
+    ("storage", "fsx_lustre", "new", "capacity_gib"): "AWS::FSx::FileSystem StorageCapacity",
+}
 LIVE_LABEL = "live"
 UNKNOWN_LABEL = "impact unknown"
 QUEUE_LABELS = {
@@ -326,7 +337,18 @@ def spec_impacts(changes: list[Change], default: Callable[[], str] = default_ver
             old, new = (default() if side is MISSING else str(side) for side in (change.old, change.new))
             if old != new:
                 found.append(Assessed(change, Impact(RECREATE, VERSION_LABEL, "")))
-    return found
+        prop = OWN_FSX_PATHS.get(tuple(str(s) for s in change.path))
+        if prop and _fsx_in_place(change):
+            found.append(Assessed(change, Impact(FLEET, INTERRUPT_LABEL, f"{prop}: {FSX_UNAVAILABLE}")))
+    return sorted(found, key=lambda a: a.impact.rank)
+
+
+def _fsx_in_place(change: Change) -> bool:
+    """A throughput change, or more capacity: what FSx applies in place (less capacity is a new file system)."""
+    old, new = change.old, change.new
+    if not (isinstance(old, int) and isinstance(new, int)) or old == new:
+        return False
+    return change.path[-1] != "capacity_gib" or new > old
 
 
 class Assessor:

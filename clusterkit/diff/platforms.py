@@ -23,11 +23,21 @@ from typing import Any
 import yaml
 
 from clusterkit.diff.cost_delta import CostDelta
-from clusterkit.diff.impact import LIVE, RECREATE, UNKNOWN, Assessed, Impact
+from clusterkit.diff.impact import (
+    FLEET,
+    FSX_UNAVAILABLE,
+    INTERRUPT_LABEL,
+    LIVE,
+    LIVE_LABEL,
+    RECREATE,
+    UNKNOWN,
+    Assessed,
+    Impact,
+)
 from clusterkit.diff.structure import MISSING, Change, Item, diff_values
 
 BLOCKED_LABEL = "blocked while a cluster imports it: destroy the clusters on it first"
-IN_PLACE_LABEL = "in place under running clusters: no cluster config changes"
+IN_PLACE_LABEL = LIVE_LABEL  # the clusters' own word for it: one vocabulary, the levels'; the why says "in place"
 REACHES_LABEL = "reaches every cluster's ParallelCluster config (their update impact below)"
 NOTHING_LABEL = "nothing deployed changes (an offline check's input)"
 RENDER_FIRST_LABEL = "impact unknown until `make render` (the compared render does not show it)"
@@ -76,6 +86,11 @@ def _in_place(why: str) -> Rule:
     return Rule(LIVE, IN_PLACE_LABEL, why)
 
 
+def _interrupts(why: str) -> Rule:
+    """In place, but the clusters' jobs lose a service meanwhile (the file system, outbound traffic)."""
+    return Rule(FLEET, INTERRUPT_LABEL, why)
+
+
 _ALL = "every export changes (new stacks)"
 _VPC = ("AWS::EC2::VPC CidrBlock: replacement; with it every subnet, the FSx group and the file system (a new, "
         "empty one): every export")
@@ -106,8 +121,8 @@ RULES: dict[str, Rule] = {
                                             "(a new empty file system): FileSystemId"),
     "storage.new.kms_key_arn": _blocked("AWS::FSx::FileSystem KmsKeyId: replacement (a new empty file system): "
                                         "FileSystemId"),
-    "storage.new.throughput_mb_per_tib": _in_place("AWS::FSx::FileSystem PerUnitStorageThroughput; FSx switches "
-                                                   "the file servers: /fsx unavailable for a few minutes"),
+    "storage.new.throughput_mb_per_tib": _interrupts(f"AWS::FSx::FileSystem PerUnitStorageThroughput: "
+                                                     f"{FSX_UNAVAILABLE}"),
     "storage.new.compression": _in_place("AWS::FSx::FileSystem DataCompressionType (data written from then on)"),
     "storage.new.image_store_bucket": _in_place("the image-store bucket and its data repository association "
                                                 "added or removed; FileSystemId stays"),
@@ -118,7 +133,8 @@ RULES: dict[str, Rule] = {
                                              "replaced (the files stay)"),
     "tags": _in_place("Tags"),
 }
-_GROW = _in_place("AWS::FSx::FileSystem StorageCapacity: storage grows under the running file system")
+_GROW = _interrupts("AWS::FSx::FileSystem StorageCapacity: storage grows under the running file system; "
+                    f"{FSX_UNAVAILABLE}")
 _SHRINK = _blocked("FSx storage only grows (UpdateFileSystem increases StorageCapacity): a smaller file system is "
                    "a new one: FileSystemId")
 _PUBLIC = "AWS::EC2::Subnet CidrBlock: the public subnet is replaced, and its NAT gateway (SubnetId: replacement)"
@@ -172,8 +188,8 @@ def _rule(change: Change, head: Any) -> Rule:
     if key == "network.new.public_subnet_mask":
         if head is not None and head.network.head_node_public:
             return _blocked(f"{_PUBLIC}; the head node is in it: HeadNodeSubnetId")
-        return _in_place(f"{_PUBLIC}; no export changes (the head node is in the compute subnet), but the nodes' "
-                         "outbound traffic stops until the new NAT gateway is up")
+        return _interrupts(f"{_PUBLIC}; no export changes (the head node is in the compute subnet), but the nodes' "
+                           "outbound traffic stops until the new NAT gateway is up")
     while key:
         if key in RULES:
             return RULES[key]

@@ -225,7 +225,16 @@ def build_report(root: Path, base_ref: str | None = None, names: list[str] | Non
                                      head_notes=head_notes))
     platforms, clusters = _platforms(by_platform(base_files), by_platform(head_files), base, head, clusters,
                                     filtered=bool(names))
-    return Report(how, sha, tuple(clusters), tuple(assessor.notes), platforms=platforms)
+    return Report(how, sha, tuple(clusters), tuple(repo_relative(note, root) for note in assessor.notes),
+                  platforms=platforms)
+
+
+def repo_relative(note: str, root: Path) -> str:
+    """A note as a pull request shows it: a path inside the repository (or ClusterKit's checkout, where its venvs
+    are) relative to it, so the comment names ``.venv-pcluster/bin/python``, not the CI runner's directories."""
+    for base in sorted({str(root), str(root.resolve()), str(ROOT), str(ROOT.resolve())}, key=len, reverse=True):
+        note = note.replace(base.rstrip("/") + "/", "")
+    return note
 
 
 def _platforms(base: dict[str, str], head: dict[str, str], base_clusters: dict[str, dict[str, str | None]],

@@ -249,7 +249,8 @@ def _worst(cluster: ClusterDiff) -> Assessed | None:
 
 
 def _why(item: Assessed) -> str:
-    return VERSION_REASON if item.impact.label == VERSION_LABEL else ""
+    """Why a spec value outside the rendered config has its impact (the version's reason, the file system's)."""
+    return VERSION_REASON if item.impact.label == VERSION_LABEL else item.impact.policy
 
 
 def _platform_status(platform: PlatformDiff) -> str:

@@ -141,17 +141,27 @@ NVIDIA_NOT_READ = ("not read: an offline lock asks no registry for the image con
                    "access); the head node reads the NVIDIA_* settings from the image at import")
 
 
-def offline_lock(cluster: str, images: list[ImageSpec], platform: str) -> ImageLock:
-    """A lock without registry calls: only images the spec pins by digest, sizes unknown (null)."""
+def offline_lock(cluster: str, images: list[ImageSpec], platform: str, *, online: str) -> ImageLock:
+    """A lock without registry calls: only images the spec pins by digest, sizes unknown (null); ``online``: the
+    command that locks the spec with registry access (spec.files.lock_command), for the one that needs it."""
     entries = []
     for spec in images:
         ref = parse_image_ref(spec.uri)
         if ref.digest is None:
             raise ClusterKitError(f"{cluster}: image '{spec.name}' ({spec.uri}) has no @sha256 digest; "
-                                  "offline locking needs one (or run `make lock` with registry access)")
+                                  f"offline locking needs one (or run `{online}` with registry access)")
         entries.append(dataclasses.replace(locked_image(spec, ref, str(parse_platform(platform)), ref.digest, None),
                                            declared_from=OFFLINE_NOT_READ, nvidia_from=NVIDIA_NOT_READ))
     return ImageLock(cluster=cluster, images=tuple(entries), lock_version=LOCK_VERSION)
+
+
+def relocks_offline(lock: ImageLock | None, images: Iterable[ImageSpec]) -> bool:
+    """Whether the command that fixes this lock is ``lock --offline``: the lock was written offline (no entry was
+    read from a registry), so the user may have none, and every spec image is pinned by digest, which offline
+    locking needs."""
+    if lock is None or not lock.images or any(entry.declared_from != OFFLINE_NOT_READ for entry in lock.images):
+        return False
+    return all(_pinned_digest(spec.uri) for spec in images)
 
 
 def locked_image(spec: ImageSpec, ref: ImageRef, platform: str, digest: str, size: int | None) -> LockedImage:
@@ -242,9 +252,27 @@ def _aws_error(label: str, ref: ImageRef, region: str, err: Exception) -> str:
 # -- staleness ----------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Unsettled:
+    """What the spec's own errors leave unsettled, so the lock is not compared on it: such a line would only follow
+    from the error, and ``lock`` could not fix it (it refuses a spec with errors). One line per cause."""
+
+    name: bool = False  # the cluster's name
+    platform: bool = False  # an instance type: the image platform it decides
+    images: frozenset[str] = frozenset()  # the names of image entries that have errors
+    image_names: bool = False  # an image's name itself is wrong (a duplicate, a typo): matching by name says nothing
+
+
 def staleness(lock: ImageLock | None, cluster: str, images: Iterable[ImageSpec], platform: str, *,
-              fix_command: str | None = None) -> list[str]:
-    """Why the lock does not match the spec (no network): [] when it does.
+              fix_command: str | None = None, unsettled: Unsettled = Unsettled()) -> list[str]:
+    """Why the lock does not match the spec (no network): [] when it does (``drift``'s lines)."""
+    return [text for _, text in drift(lock, cluster, images, platform, fix_command=fix_command, unsettled=unsettled)]
+
+
+def drift(lock: ImageLock | None, cluster: str, images: Iterable[ImageSpec], platform: str, *,
+          fix_command: str | None = None, unsettled: Unsettled = Unsettled()) -> list[tuple[str | None, str]]:
+    """Why the lock does not match the spec, one line per cause, each with the spec image it is about (None: the
+    lock or the fleet as a whole), so the line can point at that entry.
 
     A spec uri pinned with @sha256 must equal the locked digest, except when the lock was resolved from
     that very text (same `source`): a pin to a manifest list locks the platform manifest's digest, which
@@ -252,42 +280,54 @@ def staleness(lock: ImageLock | None, cluster: str, images: Iterable[ImageSpec],
     """
     fix = f"(run `{fix_command}`)" if fix_command else _fix(cluster)
     if lock is None:
-        return [f"no image lock for cluster '{cluster}' {fix}"]
+        return [(None, f"no image lock for cluster '{cluster}' {fix}")]
     target = str(parse_platform(platform))
-    problems: list[str] = []
-    if lock.cluster != cluster:
-        problems.append(f"image lock is for cluster '{lock.cluster}', not '{cluster}' {fix}")
+    problems: list[tuple[str | None, str]] = []
+    if lock.cluster != cluster and not unsettled.name:
+        problems.append((None, f"image lock is for cluster '{lock.cluster}', not '{cluster}' {fix}"))
+    if unsettled.image_names:
+        return problems
     locked = {entry.name: entry for entry in lock.images}
     specs = sorted(images, key=lambda s: s.name)
+    elsewhere = []  # images locked for another platform: one cause (the fleet's architecture), one line
     for spec in specs:
+        if spec.name in unsettled.images:
+            continue
         entry = locked.get(spec.name)
         if entry is None:
-            problems.append(f"image '{spec.name}' is in the spec but not in the lock {fix}")
+            problems.append((spec.name, f"image '{spec.name}' is in the spec but not in the lock {fix}"))
             continue
-        pinned = _pinned_digest(spec.uri)
-        if entry.source != spec.uri:
-            if pinned and pinned != entry.digest:
-                problems.append(
-                    f"image '{spec.name}': pinned digest {pinned} is not the locked digest {entry.digest} {fix}"
-                )
-            else:
-                problems.append(
-                    f"image '{spec.name}': uri '{spec.uri}' differs from the locked source '{entry.source}' {fix}"
-                )
-        else:
-            inconsistency = _entry_inconsistency(entry)
-            if inconsistency:
-                problems.append(f"image '{spec.name}': {inconsistency} {fix}")
-        if entry.platform != target:
-            problems.append(f"image '{spec.name}': locked for {entry.platform}, the cluster runs {target} {fix}")
-        if entry.expect != dict(spec.expect):
-            problems.append(
-                f"image '{spec.name}': expect {_compact(spec.expect)} differs from the locked "
-                f"{_compact(entry.expect)} {fix}"
-            )
-    for name in sorted(set(locked) - {spec.name for spec in specs}):
-        problems.append(f"image '{name}' is in the lock but not in the spec {fix}")
+        if entry.platform != target and not unsettled.platform:
+            elsewhere.append(entry)
+        reasons = _entry_drift(spec, entry)  # one edit of the entry, one relock: one line
+        if reasons:
+            problems.append((spec.name, f"image '{spec.name}': {'; '.join(reasons)} {fix}"))
+    if elsewhere:
+        names = ", ".join(f"'{e.name}'" for e in elsewhere)
+        platforms = ", ".join(sorted({e.platform for e in elsewhere}))
+        problems.append((None, f"image{'s' if len(elsewhere) > 1 else ''} {names} locked for {platforms}, the "
+                               f"cluster runs {target} {fix}"))
+    for name in sorted(set(locked) - {spec.name for spec in specs} - unsettled.images):
+        problems.append((None, f"image '{name}' is in the lock but not in the spec {fix}"))
     return problems
+
+
+def _entry_drift(spec: ImageSpec, entry: LockedImage) -> list[str]:
+    """How one spec image differs from its lock entry (the platform aside: that is the fleet's, not the entry's)."""
+    reasons = []
+    pinned = _pinned_digest(spec.uri)
+    if entry.source != spec.uri:
+        if pinned and pinned != entry.digest:
+            reasons.append(f"pinned digest {pinned} is not the locked digest {entry.digest}")
+        else:
+            reasons.append(f"uri '{spec.uri}' differs from the locked source '{entry.source}'")
+    else:
+        inconsistency = _entry_inconsistency(entry)
+        if inconsistency:
+            reasons.append(inconsistency)
+    if entry.expect != dict(spec.expect):
+        reasons.append(f"expect {_compact(spec.expect)} differs from the locked {_compact(entry.expect)}")
+    return reasons
 
 
 def _pinned_digest(uri: str) -> str | None:

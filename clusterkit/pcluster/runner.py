@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from clusterkit.paths import PCLUSTER_PYTHON, ROOT
 from clusterkit.spec.errors import ClusterKitError
+from clusterkit.spec.files import make_command
 
 PYTHON_ENV_VAR = "CLUSTERKIT_PCLUSTER_PYTHON"
 TIMEOUT_SECONDS = 600
@@ -46,7 +47,7 @@ def require_pcluster_python() -> Path:
     python = pcluster_python()
     if not python.exists():
         raise PclusterVenvMissing(
-            f"ParallelCluster venv missing: run `make pcluster-venv` (no interpreter at {python})"
+            f"ParallelCluster venv missing: run `{make_command('pcluster-venv')}` (no interpreter at {python})"
         )
     return python
 

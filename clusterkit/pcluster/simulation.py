@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from clusterkit.spec.files import deploy_command, validate_command
 
 # Kinds as moto_world.World.simulated names them -> how a user calls them
 KIND_NAMES = {"vpc": "VPC", "subnet": "subnet", "sg": "security group", "fsx": "FSx file system",
@@ -23,12 +26,12 @@ REAL_ACCOUNT_ONLY = (
     "EC2 quotas and capacity for the instance types",
     "the deploying role's IAM permissions",
 )
-FIRST_REAL_CHECK = "`make deploy CLUSTER={name}` is the first check against your account"
+FIRST_REAL_CHECK = "`{deploy}` is the first check against your account"
 # moto_world makes every security group the config names WITH the rules EFA needs (and the FSx fixture's group
 # admits Lustre from them all), so ParallelCluster's EfaSecurityGroupValidator and ExistingFsxNetworkingValidator
 # pass on any existing group id: their real rules are read only by `validate --aws` (clusterkit/rules/security_groups).
 GROUP_RULES = ("the rules of the existing security groups {ids} (the simulation gave them EFA's and Lustre's; "
-               "`clusterkit validate {name} --aws` reads the real ones)")
+               "`{validate} --aws` reads the real ones)")
 
 
 @dataclass(frozen=True)
@@ -60,8 +63,13 @@ class SimulationNote:
                 "real_account_only": list(self.real_account_only)}
 
 
-def note(result: Mapping[str, Any], *, region: str, cluster: str) -> SimulationNote:
-    """The note for one ``runner.run_check(..., "validate")`` result."""
+def note(result: Mapping[str, Any], *, region: str, cluster: str, spec: Path | None = None) -> SimulationNote:
+    """The note for one ``runner.run_check(..., "validate")`` result; ``spec``: the cluster's spec file, so the
+    commands it names act on that file (outside the checkout a bare name would mean another one)."""
+    if spec is None:
+        validate, deploy = f"clusterkit validate {cluster}", f"make deploy CLUSTER={cluster}"
+    else:
+        validate, deploy = validate_command(spec), deploy_command(spec)
     skipped = [s["type"] for s in result.get("suppressed") or []]
     real = [line.format(region=region) for line in REAL_ACCOUNT_ONLY]
     if skipped:
@@ -69,12 +77,13 @@ def note(result: Mapping[str, Any], *, region: str, cluster: str) -> SimulationN
     simulated = tuple((str(s["kind"]), str(s["id"])) for s in result.get("simulated") or [])
     groups = [i for k, i in simulated if k == "sg" and not i.startswith("${")]
     if groups:
-        real.append(GROUP_RULES.format(ids=", ".join(groups), name=cluster))
-    real.append(FIRST_REAL_CHECK.format(name=cluster))
+        real.append(GROUP_RULES.format(ids=", ".join(groups), validate=validate))
+    real.append(FIRST_REAL_CHECK.format(deploy=deploy))
     return SimulationNote(str(result["path"]), simulated, tuple(real))
 
 
-def notes(results: Sequence[Mapping[str, Any]], regions: Mapping[str, str]) -> list[SimulationNote]:
-    """One note per result; ``regions``: cluster name -> region."""
-    return [note(r, region=regions.get(str(r.get("name")), "its region"), cluster=str(r.get("name", "NAME")))
-            for r in results]
+def notes(results: Sequence[Mapping[str, Any]], regions: Mapping[str, str],
+          specs: Mapping[str, Path] | None = None) -> list[SimulationNote]:
+    """One note per result; ``regions``: cluster name -> region; ``specs``: cluster name -> its spec file."""
+    return [note(r, region=regions.get(str(r.get("name")), "its region"), cluster=str(r.get("name", "NAME")),
+                 spec=(specs or {}).get(str(r.get("name")))) for r in results]

@@ -6,6 +6,7 @@ the same validation and the same error lines.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,7 +14,14 @@ from clusterkit.effective.expand import expand_spec, image_platform
 from clusterkit.images import resolve as images
 from clusterkit.images.lock_file import ImageLock, LockError, read_lock
 from clusterkit.paths import CONFIG_DIR
-from clusterkit.pipeline.platform import PLATFORM_FIELDS, merged, name_conflicts, platform_of, trust_conflicts
+from clusterkit.pipeline.platform import (
+    PLATFORM_FIELDS,
+    at_platform_file,
+    merged,
+    name_conflicts,
+    platform_of,
+    trust_conflicts,
+)
 from clusterkit.rules import advice, gpu_images
 from clusterkit.rules import check as rules
 from clusterkit.spec.errors import Acknowledged, ClusterKitError, Problem, SpecError
@@ -23,8 +31,10 @@ from clusterkit.spec.files import (
     display,
     lock_command,
     lock_path,
+    not_a_spec,
     resolve,
     spec_paths,
+    synth_platform_command,
 )
 from clusterkit.spec.model import ClusterSpec, LoadedSpec, parse_spec
 from clusterkit.spec.yaml_reader import Marks
@@ -60,7 +70,24 @@ def image_specs(spec: ClusterSpec) -> list[images.ImageSpec]:
     return [images.ImageSpec(name=i.name, uri=i.uri, expect=i.expect.as_dict()) for i in spec.containers.images]
 
 
-def _lock_problems(spec: ClusterSpec, source: LoadedSpec) -> list[Problem]:
+_IMAGE_ENTRY = re.compile(r"containers\.images\[(\d+)\]")
+_IMAGE_NAME = re.compile(r"containers\.images(\[\d+\]\.name)?")
+_INSTANCE_TYPE = re.compile(r"queues\[\d+\]\.compute_resources\[\d+\]\.instance_type")
+
+
+def unsettled(spec: ClusterSpec, errors: list[Problem]) -> images.Unsettled:
+    """What the spec's errors leave unsettled for the lock comparison (their own lines say what to fix)."""
+    paths = [p.path for p in errors]
+    entries = {int(m.group(1)) for m in map(_IMAGE_ENTRY.match, paths) if m}
+    declared = spec.containers.images
+    return images.Unsettled(
+        name="name" in paths,
+        platform=any(_INSTANCE_TYPE.fullmatch(p) for p in paths),
+        images=frozenset(declared[i].name for i in entries if i < len(declared)),
+        image_names=any(_IMAGE_NAME.fullmatch(p) for p in paths))
+
+
+def _lock_problems(spec: ClusterSpec, source: LoadedSpec, errors: list[Problem]) -> list[Problem]:
     if not spec.containers.images:
         return []
     path = lock_path(source.path)
@@ -68,8 +95,13 @@ def _lock_problems(spec: ClusterSpec, source: LoadedSpec) -> list[Problem]:
         lock = read_lock(path) if path.exists() else None
     except LockError as exc:  # positioned in the lock file, with the `make lock` hint
         return exc.problems
-    found = images.staleness(lock, spec.name, image_specs(spec), platform(spec), fix_command=lock_command(source.path))
-    return [source.marks.problem("containers.images", text) for text in found]
+    declared = image_specs(spec)
+    fix = lock_command(source.path, offline=images.relocks_offline(lock, declared))
+    found = images.drift(lock, spec.name, declared, platform(spec), fix_command=fix,
+                         unsettled=unsettled(spec, errors))
+    index = {image.name: i for i, image in reversed(list(enumerate(declared)))}  # a name's first entry
+    return [source.marks.problem("containers.images" if name is None else f"containers.images[{index[name]}]", text)
+            for name, text in found]
 
 
 def lock_or_none(spec_path: Path) -> ImageLock | None:
@@ -121,7 +153,10 @@ def load(name_or_path: str, *, check_lock: bool = True) -> Loaded:
     if path.parent.name == PLATFORMS_DIR_NAME and path.suffix in (".yaml", ".yml"):
         raise SpecError([Problem(shown, 0, 0, "", "a platform file, not a cluster spec",
                                  f"check it through a cluster that names it (clusterkit validate <cluster>), or "
-                                 f"synthesize it: make synth PLATFORM={path.stem}")])
+                                 f"synthesize it: {synth_platform_command(path)}")])
+    mistaken = not_a_spec(path, text)
+    if mistaken is not None:
+        raise SpecError([mistaken])
     spec, marks, problems = parse_spec(text, shown)
     if spec is None:
         raise SpecError(problems or [Problem(shown, 1, 1, "", "not a cluster spec")])
@@ -139,7 +174,7 @@ def load(name_or_path: str, *, check_lock: bool = True) -> Loaded:
                                       f"rename the file to {spec.name}{path.suffix} or set name: {path.stem}"))
     problems += trust_conflicts(spec, marks, path, on)
     if check_lock:
-        stale = _lock_problems(spec, source)
+        stale = _lock_problems(spec, source, [p for p in problems if p.level == "error"])
         problems += stale
         problems += name_conflicts(spec, marks, path, lock_or_none(path), on)
         if not stale:  # a lock that matches the spec: what the NVIDIA hook does with its images
@@ -148,8 +183,8 @@ def load(name_or_path: str, *, check_lock: bool = True) -> Loaded:
     if errors:  # acknowledged warnings stay quiet; whether an entry is unused is judged once advice has run
         acknowledged = {ack.id for ack in spec.acknowledge}
         raise SpecError([p for p in problems if p.level == "error" or not p.id or p.id not in acknowledged])
-    warnings = [p for p in problems if p.level == "warning"] + advice.advise(expand_spec(spec), marks,
-                                                                           lock_or_none(path))
+    advised = advice.advise(expand_spec(spec), marks, lock_or_none(path), relock=lock_command(path))
+    warnings = [p for p in problems if p.level == "warning"] + at_platform_file(advised, on, spec.name)
     warnings, accepted = acknowledge(spec, marks, warnings)
     return Loaded(spec=spec, source=source, warnings=warnings, acknowledged=accepted)
 

@@ -59,6 +59,21 @@ class Member:
     lock: ImageLock | None
 
 
+def at_platform_file(problems: list[Problem], on: LoadedPlatform | None, cluster: str) -> list[Problem]:
+    """A cluster's warnings about what its platform sets (network, storage) are positioned in the platform's file,
+    where the key they name is, and say which cluster they are about (the cluster's file has no such key)."""
+    if on is None:
+        return problems
+    moved = []
+    for problem in problems:
+        if problem.path.split(".")[0] in PLATFORM_FIELDS:
+            line, col = on.marks.at(problem.path)
+            problem = dataclasses.replace(problem, file=on.marks.file, line=line, col=col,
+                                          message=f"cluster {cluster}: {problem.message}")
+        moved.append(problem)
+    return moved
+
+
 def as_cluster(platform: PlatformSpec, queues: tuple[Queue, ...] = ()) -> ClusterSpec:
     """The platform as a cluster with no queues of its own: what the cluster rules for identity, network and
     storage read (the same rules, so a platform and a cluster's own network are checked alike)."""

@@ -182,21 +182,22 @@ def fan_out(spec: EffectiveSpec, sizes: list[ImageSize]) -> FanOut | None:
     return FanOut(nodes, per_node, per_node * nodes, fsx_throughput_mb_s(new))
 
 
-def advise(spec: EffectiveSpec, marks: Marks, lock: ImageLock | None) -> list[Problem]:
-    """Every sizing warning for a spec that has no errors."""
+def advise(spec: EffectiveSpec, marks: Marks, lock: ImageLock | None, *, relock: str) -> list[Problem]:
+    """Every sizing warning for a spec that has no errors; ``relock``: the command that locks this spec with
+    registry access (files.lock_command), which records the sizes an offline lock lacks."""
     sizes = image_sizes(spec, lock)
     problems: list[Problem] = []
     for check in (_start_path, _fan_out, _head_root, _compute_root, _capacity_blocks):
-        problems.extend(check(spec, marks, sizes))
+        problems.extend(check(spec, marks, sizes, relock=relock))
     return problems
 
 
-def _assumed(sizes: list[ImageSize]) -> str:
+def _assumed(sizes: list[ImageSize], relock: str) -> str:
     n = sum(s.assumed for s in sizes)
     if not n:
         return ""
-    return (f"{n} of {len(sizes)} image sizes assumed {DEFAULT_IMAGE_GIB} GiB, none in the lock: "
-            "`make lock` records them")
+    return (f"{n} of {len(sizes)} image sizes assumed {DEFAULT_IMAGE_GIB} GiB, none in the lock: `{relock}` with "
+            "registry access records them")
 
 
 # What validate assumes of a node beyond its profile: the newest enroot/pyxis pair the tests run (the pyxis of
@@ -228,7 +229,7 @@ def start_path(spec: EffectiveSpec) -> StartPath | None:
                   single_threaded_ok=spec.containers.pyxis.single_threaded_in_place)
 
 
-def _start_path(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[Problem]:
+def _start_path(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize], *, relock: str) -> Iterator[Problem]:
     if not spec.containers.pyxis.use_squashfuse or not sizes:
         return
     decided = start_path(spec)
@@ -258,7 +259,7 @@ def _start_path(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> Iterat
                     level="warning", id="container-start-extracts")
 
 
-def _fan_out(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[Problem]:
+def _fan_out(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize], *, relock: str) -> Iterator[Problem]:
     fan = fan_out(spec, sizes)
     if fan is None or fan.seconds <= FANOUT_WARN_SECONDS:
         return
@@ -270,7 +271,7 @@ def _fan_out(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[
     if data_uncompressed(spec.containers.enroot.squash_options):
         hints.append(f"squash options store data uncompressed ({STORE_FACTOR_UNCOMPRESSED_DATA:g}x the layers); "
                      f"compressed ones (-comp zstd) read about {STORE_FACTOR_COMPRESSED:g}x")
-    hints.append(_assumed(sizes))
+    hints.append(_assumed(sizes, relock))
     message = (f"image fan-out: {fan.nodes} nodes x {len(sizes)} images ({fan.per_node_bytes / GB:.1f} GB of .sqsh "
                f"per node) = {fan.total_bytes / GB:.1f} GB at {fan.mb_per_s:.0f} MB/s takes {fan.seconds / 60:.1f} min "
                f"(over {FANOUT_WARN_SECONDS // 60} min)")
@@ -306,7 +307,7 @@ def root_volume_need_gib(sizes: list[ImageSize]) -> float:
     return OS_RESERVE_GIB + (TEMP_FACTOR * largest + CACHE_FACTOR * total) / GIB
 
 
-def _head_root(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[Problem]:
+def _head_root(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize], *, relock: str) -> Iterator[Problem]:
     if not sizes:
         return
     if spec.head_node.has_nvme:
@@ -320,7 +321,7 @@ def _head_root(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> Iterato
     hint = (f"{OS_RESERVE_GIB} GiB for the AMI + {TEMP_FACTOR:g}x the largest image ({largest.name}, "
             f"{largest.compressed_bytes / GIB:.1f} GiB) unpacking + {CACHE_FACTOR:g}x all layers cached "
             f"({total / GIB:.1f} GiB); set root_volume_gib: {math.ceil(need)} or use a head node with local NVMe")
-    assumed = _assumed(sizes)
+    assumed = _assumed(sizes, relock)
     yield m.problem("head_node.root_volume_gib",
                     f"importing the images needs {need:.0f} GiB on the root volume but it has {have} GiB",
                     f"{hint}; {assumed}" if assumed else hint, level="warning", id="head-root-volume-small")
@@ -332,7 +333,7 @@ def compute_root_need_gib(sizes: list[ImageSize]) -> float:
     return OS_RESERVE_GIB + TEMP_FACTOR * largest / GIB
 
 
-def _compute_root(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[Problem]:
+def _compute_root(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize], *, relock: str) -> Iterator[Problem]:
     if not sizes:
         return
     need = compute_root_need_gib(sizes)
@@ -347,14 +348,14 @@ def _compute_root(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> Iter
         hint = (f"{OS_RESERVE_GIB} GiB for the AMI + {TEMP_FACTOR:g}x the largest image ({largest.name}, "
                 f"{largest.compressed_bytes / GIB:.1f} GiB compressed) unpacked per job; set "
                 f"queues[{i}].root_volume_gib: {math.ceil(need)}")
-        assumed = _assumed(sizes)
+        assumed = _assumed(sizes, relock)
         yield m.problem(f"queues[{i}].root_volume_gib" if queue.root_volume_gib is not None else f"queues[{i}].name",
                         f"queue {queue.name} has no instance-store NVMe: containers unpack onto a root volume of "
                         f"{said}, and the largest image needs {need:.0f} GiB",
                         f"{hint}; {assumed}" if assumed else hint, level="warning", id="compute-root-volume-small")
 
 
-def _capacity_blocks(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize]) -> Iterator[Problem]:
+def _capacity_blocks(spec: EffectiveSpec, m: Marks, sizes: list[ImageSize], *, relock: str) -> Iterator[Problem]:
     for i, queue in enumerate(spec.queues):
         if queue.capacity_type != "capacity_block":
             continue

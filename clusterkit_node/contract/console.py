@@ -1,8 +1,10 @@
 """What the operator sees: timestamped progress lines, tables, one-line usage errors and exit codes.
 
-Every image_sync command writes through these, so the journal (``journalctl -u clusterkit-image-sync``)
-and a terminal show the same "<UTC time> image_sync: ..." lines, and every command exits with the same
-codes: 0 fine, 1 an image or a node check failed, 2 the operator must fix something first.
+Every node command writes through these, so the journal (``journalctl -u clusterkit-image-sync``), the boot log
+and a terminal show the same "<UTC time> <command>: ..." lines, each naming the command that wrote it (``sync`` as
+``image_sync``, the unit's name; ``verify``, ``selftest``, ``gpu-health``, ... as themselves: a node's log must not
+blame the image sync for another command's line), and every command exits with the same codes: 0 fine, 1 an image
+or a node check failed, 2 the operator must fix something first.
 """
 from __future__ import annotations
 
@@ -11,8 +13,25 @@ import errno
 import sys
 from typing import Dict, List
 
-PROG = "image_sync"
+PROG = "image_sync"  # the sync's log name (and every line's until a command says its own: ``use_name``)
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+_NAMES = {"sync": PROG}  # commands whose log name is not the command word
+_current = {"name": PROG}
+
+
+def use_name(command: str) -> None:
+    """Log as ``command`` (commands.main calls it once the command is known)."""
+    _current["name"] = _NAMES.get(command, command)
+
+
+def name() -> str:
+    """The log name of the command running."""
+    return _current["name"]
+
+
+def _said(msg: str) -> str:
+    """A module that names its command first (``verify: ...``) says it once when that is the log name."""
+    return msg.removeprefix(f"{name()}: ")
 
 
 def now_utc() -> str:
@@ -21,15 +40,15 @@ def now_utc() -> str:
 
 def log(msg: str) -> None:
     """Timestamped progress line on stdout (the systemd journal keeps it)."""
-    print(f"{now_utc()} {PROG}: {msg}", flush=True)
+    print(f"{now_utc()} {name()}: {_said(msg)}", flush=True)
 
 
 def warn(msg: str) -> None:
-    print(f"{now_utc()} {PROG}: warning: {msg}", file=sys.stderr, flush=True)
+    print(f"{now_utc()} {name()}: warning: {_said(msg)}", file=sys.stderr, flush=True)
 
 
 def error(msg: str) -> None:
-    print(f"{now_utc()} {PROG}: error: {msg}", file=sys.stderr, flush=True)
+    print(f"{now_utc()} {name()}: error: {_said(msg)}", file=sys.stderr, flush=True)
 
 
 # What an operator can do about the file-system errors a node meets (read-only or full FSx, something

@@ -97,7 +97,7 @@ def test_fan_out_says_when_sizes_are_assumed(tmp_path):
         "(over 10 min) where pyxis extracts (pyxis < 0.24); squashfuse starts (pyxis >= 0.24) read about 35% of it "
         "for jobs reading 25% of their image: 8.2 min",
         "throughput_mb_per_tib: 500 takes 5.9 min; 1 of 1 image sizes assumed 20 GiB, none in the lock: "
-        "`make lock` records them")]
+        f"`clusterkit lock {tmp_path}/t.yaml` with registry access records them")]
 
 
 def test_scratch_fan_out_suggests_capacity(tmp_path):
@@ -277,7 +277,7 @@ def test_shipped_specs():
         "(over 10 min) where pyxis extracts (pyxis < 0.24); squashfuse starts (pyxis >= 0.24) read about 35% of it "
         "for jobs reading 25% of their image: 12.3 min",
         "throughput_mb_per_tib: 1000 takes 8.8 min; 2 of 2 image sizes assumed 20 GiB, none in the lock: "
-        "`make lock` records them")]
+        "`make lock CLUSTER=demo` with registry access records them")]
     assert load("p4d-existing").warnings == [] and load("p5-capacity-block").warnings == []
 
 

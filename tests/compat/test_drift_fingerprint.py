@@ -53,7 +53,7 @@ def test_records_the_node_software(node):
     # AWS's nccl-tests image pairs aws-ofi-nccl 1.19.0 with NCCL 2.30.4; the 1.19 notes name NCCL up to 2.29.7
     assert [(f["rule"], f["level"], f["component"], f["versions"]) for f in doc["findings"]] == [
         ("ofi-notes-1.18.0-to-1.19.2-nccl-tested", "warning", "nccl", "recorded")]
-    assert "warning: fingerprint: image nccl-tests: NCCL 2.30.4 is newer than every NCCL aws-ofi-nccl 1.19.0 was " \
+    assert "fingerprint: warning: image nccl-tests: NCCL 2.30.4 is newer than every NCCL aws-ofi-nccl 1.19.0 was " \
            "tested with (2.27.3, 2.28.7, 2.29.2, 2.29.7, aws-ofi-nccl release notes v1.18.0 to v1.19.2): not " \
            "covered [ofi-notes-1.18.0-to-1.19.2-nccl-tested: " in proc.stderr
     assert sorted(os.listdir(node.staging / "nodes")) == ["gpu-st-p5-12.json"]
@@ -67,7 +67,7 @@ def test_driver_too_old_for_a_locked_image_fails_the_node(node):
     synced(node)
     proc = node.fingerprint(FAKE_NVIDIA_DRIVER="570.86.15", FAKE_NVIDIA_CUDA="12.8")
     assert proc.returncode == 1
-    assert ("error: fingerprint: host driver 570.86.15 cannot run image nccl-tests (CUDA 13.0.2 needs >= 580) "
+    assert ("fingerprint: error: host driver 570.86.15 cannot run image nccl-tests (CUDA 13.0.2 needs >= 580) "
             "[cuda-driver-floor: ") in proc.stderr
     assert "failing its bootstrap so ParallelCluster replaces it" in proc.stderr
     # recorded anyway: drift on the head node shows why nodes are being replaced
@@ -81,7 +81,7 @@ def test_minor_version_compatibility_only_warns(node):
     synced(node, versions={"cuda": "12.8.1", "nccl": "2.25.1"})
     proc = node.fingerprint(FAKE_NVIDIA_DRIVER="560.35.03", FAKE_NVIDIA_CUDA="12.6")
     assert proc.returncode == 0, proc.stderr
-    assert ("warning: fingerprint: host driver 560.35.03 is older than 570.26, the driver of CUDA 12.8.1: image "
+    assert ("fingerprint: warning: host driver 560.35.03 is older than 570.26, the driver of CUDA 12.8.1: image "
             "nccl-tests runs in CUDA minor version compatibility mode only") in proc.stderr
     assert [f["rule"] for f in node.fingerprint_doc()["findings"]] == ["cuda-toolkit-driver"]
 

@@ -66,7 +66,7 @@ def test_nodes_on_an_enroot_pyxis_pair_that_drops_an_option_are_named(node):
     proc = node.drift()
     assert proc.returncode == 0, proc.stderr
     (line,) = [ln for ln in proc.stderr.splitlines() if "drift: " in ln]
-    assert line.endswith(f"drift: gpu-st-p5-1, gpu-st-p5-2: {warning['message']} [{warning['id']}]")
+    assert line.endswith(f"drift: warning: gpu-st-p5-1, gpu-st-p5-2: {warning['message']} [{warning['id']}]")
     doc = json.loads(node.run("drift", "--store", str(node.store), "--format", "json").stdout)
     assert doc["pairing_warnings"] == {"pyxis-unshare-fails-without-enroot-unshare": {
         "message": warning["message"], "nodes": ["gpu-st-p5-1", "gpu-st-p5-2"]}}
@@ -130,7 +130,7 @@ def test_unreadable_and_temp_files(node):
     (node.staging / "nodes" / "notes.txt").write_text("hello")
     proc = node.drift()
     assert proc.returncode == 0
-    assert "warning: drift: skipped" in proc.stderr and "gpu-st-p5-2.json: unreadable" in proc.stderr
+    assert "drift: warning: skipped" in proc.stderr and "gpu-st-p5-2.json: unreadable" in proc.stderr
     assert "gpu-st-p5-3" not in proc.stderr + proc.stdout
 
 

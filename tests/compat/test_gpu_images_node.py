@@ -59,20 +59,20 @@ def test_fingerprint_fails_the_gpu_node_the_hook_refuses_and_warns_of_no_libcuda
     errors = lines(proc.stderr, "error")
     refused = [ln for ln in errors if "image cuda-new" in ln]
     assert refused == [
-        "error: fingerprint: image cuda-new: NVIDIA_REQUIRE_CUDA='cuda>=13.2 brand=tesla,driver>=535,driver<536 "
+        "error: image cuda-new: NVIDIA_REQUIRE_CUDA='cuda>=13.2 brand=tesla,driver>=535,driver<536 "
         "brand=tesla,driver>=570,driver<571': 'cuda>=13.2' is unsatisfied on driver 580.95.05 (CUDA 13.0): "
         "nvidia-container-cli refuses to start the container (NVIDIA_* settings from the store's manifest (the "
         "image's /etc/environment, read at import)); use an image built for CUDA 13.0 or older, or an AMI whose "
         "NVIDIA driver meets the requirement"]
     assert [ln for ln in lines(proc.stderr, "warning") if "image utility-only" in ln] == [
-        "warning: fingerprint: image utility-only: NVIDIA_DRIVER_CAPABILITIES is 'utility': the job gets the GPUs but "
+        "warning: image utility-only: NVIDIA_DRIVER_CAPABILITIES is 'utility': the job gets the GPUs but "
         "no libcuda (CUDA error 35) (NVIDIA_* settings from the store's manifest (the image's /etc/environment, read "
         "at import)); use an image that sets NVIDIA_DRIVER_CAPABILITIES=compute,utility (or all), as NVIDIA's CUDA "
         "images do, or set it in the job's environment (pyxis passes it to the hook)"]
-    assert errors[-1].startswith("error: fingerprint: this node cannot run 1 locked image(s); failing its bootstrap")
+    assert errors[-1].startswith("error: this node cannot run 1 locked image(s); failing its bootstrap")
     assert len(errors) == 2
     assert [ln for ln in lines(proc.stderr, "warning") if "image cpu" in ln] == [
-        "warning: fingerprint: image cpu: NVIDIA_VISIBLE_DEVICES is not set: enroot's NVIDIA hook does nothing, the "
+        "warning: image cpu: NVIDIA_VISIBLE_DEVICES is not set: enroot's NVIDIA hook does nothing, the "
         "job sees no GPU and no driver library (NVIDIA_* settings from the store's manifest (the image's "
         "/etc/environment, read at import)); fine for a CPU image; for GPU work the image must set "
         "NVIDIA_VISIBLE_DEVICES=all"]
@@ -120,7 +120,7 @@ def test_settings_come_from_the_sqsh_for_an_older_manifest_entry_else_from_the_l
     node.lock.write_text(json.dumps(lock))
     proc = node.fingerprint()
     assert proc.returncode == 0, proc.stderr
-    assert ("warning: fingerprint: image later: NVIDIA_DRIVER_CAPABILITIES is not set (the hook then gives utility "
+    assert ("fingerprint: warning: image later: NVIDIA_DRIVER_CAPABILITIES is not set (the hook then gives utility "
             "only): the job gets the GPUs but no libcuda (CUDA error 35) (NVIDIA_* settings from the lock (image "
             "config Env)); ") in proc.stderr
     assert "image offline: what enroot's NVIDIA hook does with it is not judged: " in proc.stdout

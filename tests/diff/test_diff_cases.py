@@ -90,6 +90,11 @@ def test_fsx_throughput_is_outside_parallelcluster(repo_for) -> None:
     assert demo.rendered == ()
     assert [(c.dotted, c.old, c.new) for c in demo.spec] == [
         ("storage.fsx_lustre.new.throughput_mb_per_tib", 250, 500)]
+    # its own Storage stack updates FSx in place, and /fsx is unavailable meanwhile: not "live" (was: no impact)
+    (impact,) = demo.spec_impacts
+    assert impact.change.dotted == "storage.fsx_lustre.new.throughput_mb_per_tib"
+    assert impact.impact.label == "stop the compute fleet, or running jobs stall while it applies"
+    assert "/fsx unavailable for minutes" in impact.impact.policy
 
 
 def test_head_node_change_means_recreate_and_comes_first(repo_for) -> None:

@@ -102,6 +102,19 @@ def test_colour_on_a_terminal_only(repo: Path) -> None:
     assert ANSI not in cli("--repo", str(repo), "--color", "auto", env={"NO_COLOR": "1"}).stdout
 
 
+def test_the_pull_request_comment_names_no_runner_path(repo: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Was: `(no interpreter at /home/runner/work/x/x/.venv-pcluster/bin/python)` in the PR comment."""
+    from clusterkit.pcluster import runner
+
+    monkeypatch.setenv("CLUSTERKIT_PCLUSTER_PYTHON", str(repo / ".venv-pcluster" / "bin" / "python"))
+    runner._policies_json.cache_clear()  # another test in this process may have read the real venv's table
+    assert main(["diff", "--repo", str(repo), "--format", "markdown"]) == 0
+    out = capsys.readouterr().out
+    assert "> **Note:** ParallelCluster venv missing: run `make pcluster-venv` (no interpreter at " \
+           ".venv-pcluster/bin/python): update impact unknown\n" in out
+    assert str(repo) not in out and str(repo.resolve()) not in out
+
+
 def test_missing_pcluster_venv_is_a_note_not_a_failure(repo: Path, tmp_path: Path) -> None:
     missing = tmp_path / "no-venv" / "bin" / "python"
     done = cli("--repo", str(repo), env={"CLUSTERKIT_PCLUSTER_PYTHON": str(missing)})

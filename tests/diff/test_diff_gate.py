@@ -26,7 +26,7 @@ LEVELS = {
     "queue-max": {"demo": "live"},  # MaxCount up: SUPPORTED
     "instance-type": {"demo": "fleet"},  # ComputeResources InstanceType: COMPUTE_FLEET_STOP
     "image-digest": {"demo": "live"},  # bundle sha in HeadNode OnNodeUpdated: SUPPORTED
-    "fsx-throughput": {"demo": "live"},  # new FSx PerUnitStorageThroughput: SUPPORTED
+    "fsx-throughput": {"demo": "fleet"},  # its own FSx's throughput: /fsx unavailable meanwhile (was: live)
     "head-node": {"demo": "recreate"},  # HeadNode InstanceType: UNSUPPORTED
     "pc-version": {"demo": "recreate"},  # another ParallelCluster version: recreate
     "mixed": {"demo": "recreate"},

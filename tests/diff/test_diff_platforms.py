@@ -21,7 +21,7 @@ from test_diff_stale_render import checkout, diff, edit  # noqa: F401  (checkout
 from clusterkit.cli.main import main
 from clusterkit.diff import platforms
 from clusterkit.diff.gate import levels
-from clusterkit.diff.impact import LIVE, QUEUE, RECREATE, UNKNOWN
+from clusterkit.diff.impact import FLEET, LIVE, QUEUE, RECREATE, UNKNOWN
 from clusterkit.diff.report import build_report
 from clusterkit.pcluster.runner import pcluster_python
 
@@ -52,24 +52,26 @@ def test_platform_output_matches_golden(case: str, platform_repo_for, capsys) ->
     check_golden(f"platforms/{case}.md", markdown)
 
 
-def test_capacity_increase_is_in_place_and_lists_both_clusters(platform_repo_for, capsys) -> None:
+def test_capacity_increase_stalls_running_jobs_and_lists_both_clusters(platform_repo_for, capsys) -> None:
+    """In place, but /fsx is unavailable while FSx adds file servers: the fleet level, in the levels' words (was
+    `live`, said as "in place under running clusters: no cluster config changes")."""
     report, clusters = report_of(platform_repo_for("platform-capacity"))
     (east,) = report.platforms
     assert (east.name, east.status) == ("research-east", "changed")
     assert [(c.dotted, c.old, c.new) for c in east.changes] == [("storage.fsx_lustre.new.capacity_gib", 2400, 4800)]
     (grow,) = east.consequences
     assert (grow.change.dotted, grow.impact.rank, grow.impact.label) == (
-        "storage.new.capacity_gib", LIVE, platforms.IN_PLACE_LABEL)
-    assert [(m.name, m.sides, levels(report)[m.name]) for m in east.members] == [("train-a", "both", "live"),
-                                                                                 ("train-b", "both", "live")]
+        "storage.new.capacity_gib", FLEET, "stop the compute fleet, or running jobs stall while it applies")
+    assert [(m.name, m.sides, levels(report)[m.name]) for m in east.members] == [("train-a", "both", "fleet"),
+                                                                                 ("train-b", "both", "fleet")]
     for name in ("train-a", "train-b"):
         cluster = clusters[name]
         assert cluster.status == "changed" and not cluster.rendered  # no rendered config changes
         assert [(a.change.dotted, a.impact.rank) for a in cluster.platform_impacts] == [
-            ("platforms[research-east].storage.new.capacity_gib", LIVE)]
-    assert run(capsys, "--repo", str(platform_repo_for("platform-capacity")), "--fail-on", "recreate")[0] == 0
-    code, _, err = run(capsys, "--repo", str(platform_repo_for("platform-capacity")), "--fail-on", "live")
-    assert (code, err) == (1, "clusterkit diff: --fail-on live: train-a (live), train-b (live)\n")
+            ("platforms[research-east].storage.new.capacity_gib", FLEET)]
+    assert run(capsys, "--repo", str(platform_repo_for("platform-capacity")), "--fail-on", "head-node")[0] == 0
+    code, _, err = run(capsys, "--repo", str(platform_repo_for("platform-capacity")), "--fail-on", "fleet")
+    assert (code, err) == (1, "clusterkit diff: --fail-on fleet: train-a (fleet), train-b (fleet)\n")
 
 
 def test_cidr_change_is_blocked_and_recreates_both_clusters(platform_repo_for) -> None:
@@ -187,11 +189,12 @@ def _edited(*edits: tuple[str, str]) -> str:
        "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-3333-4444-555555555555\n")], RECREATE,
      "AWS::FSx::FileSystem KmsKeyId"),
     ([("compute_subnet_mask: 19", "compute_subnet_mask: 18")], RECREATE, "AWS::EC2::Subnet CidrBlock: the compute"),
-    ([("public_subnet_mask: 24", "public_subnet_mask: 25")], LIVE, "AWS::EC2::Subnet CidrBlock: the public"),
+    ([("public_subnet_mask: 24", "public_subnet_mask: 25")], FLEET, "AWS::EC2::Subnet CidrBlock: the public"),
     ([("  new:\n    cidr: 10.1.0.0/16\n    public_subnet_mask: 24\n",
        "  head_node_public: true\n  new:\n    cidr: 10.1.0.0/16\n    public_subnet_mask: 24\n")], RECREATE,
      "the head node's subnet changes"),
-    ([("throughput_mb_per_tib: 250", "throughput_mb_per_tib: 500")], LIVE, "AWS::FSx::FileSystem PerUnitStorage"),
+    ([("throughput_mb_per_tib: 250", "throughput_mb_per_tib: 500")], FLEET,  # was live: /fsx goes away meanwhile
+     "AWS::FSx::FileSystem PerUnitStorageThroughput: FSx switches or adds file servers: /fsx unavailable"),
     ([("    compute_subnet_mask: 19", "    compute_subnet_mask: 19\n    flow_logs_retention_days: 30")], LIVE,
      "AWS::Logs::LogGroup RetentionInDays"),
     ([("    new:\n      capacity_gib: 2400\n      deployment_type: PERSISTENT_2\n"

@@ -62,7 +62,7 @@ def test_verify_reports_present_and_missing_and_never_writes(sandbox):
     proc = sandbox.run("verify", "--store", str(sandbox.store), "--lock", str(sandbox.lock), env=env)
     assert proc.returncode == 0, proc.stderr
     assert "verify: a: present" in proc.stdout
-    assert "warning: verify: later:" in proc.stderr and "missing from" in proc.stderr
+    assert "verify: warning: later:" in proc.stderr and "missing from" in proc.stderr
     assert "verify: unsquashfs reads lzo images (a)" in proc.stdout
     assert "verify: 1/2 locked images present" in proc.stdout
     assert snapshot(sandbox.store) == before

@@ -220,12 +220,13 @@ if sys.argv[1:2] == ["start-path"]:
 if sys.argv[1:2] == ["selftest"]:
     rc = int(os.environ.get("CK_TEST_SELFTEST_RC", "0"))
     if rc:
-        print("2026-01-01T00:00:00Z image_sync: error: selftest: this node cannot start containers (stand-in)")
+        print("2026-01-01T00:00:00Z selftest: error: this node cannot start containers (stand-in)")
     else:
-        print("2026-01-01T00:00:00Z image_sync: selftest: extract start works (stand-in)")
+        print("2026-01-01T00:00:00Z selftest: extract start works (stand-in)")
     sys.exit(rc)
 rc = int(os.environ.get("CK_TEST_IMAGE_SYNC_RC", "0"))
-print("store reachable; present: pytorch" if rc == 0 else "store /fsx/containers: not mounted", file=sys.stdout)
+print(f"2026-01-01T00:00:00Z {sys.argv[1]}: store reachable; present: pytorch (stand-in)" if rc == 0
+      else "store /fsx/containers: not mounted", file=sys.stdout)
 sys.exit(rc)
 '''.replace("@REPO@", str(REPO))
 

@@ -157,7 +157,7 @@ def test_configured_checks_pass_and_verify_store(compute: Sandbox) -> None:
         ["verify", *store_args], ["fingerprint", *store_args, "--cluster", "demo"]]
     assert "srun" not in r.command_names
     assert "selftest: extract start works" in r.stdout
-    assert "image_sync verify: store reachable; present: pytorch" in r.stdout
+    assert "INFO 2026-01-01T00:00:00Z verify: store reachable; present: pytorch" in r.stdout
     after = snapshot(compute.root)
     assert under(before, "opt/slurm", "fsx") == under(after, "opt/slurm", "fsx")
     assert {p for p in changed_paths(before, after) if after.get(p) and after[p].kind == "f"} == {

@@ -37,11 +37,11 @@ def nccl_check(zipapp: Path, *args: str, stdin: str | None = None,
 
 
 def one_line(stream: str) -> str:
-    """The single line a command wrote, without the "<UTC time> image_sync: " prefix."""
+    """The single line a command wrote, without the "<UTC time> nccl-check: " prefix."""
     lines = stream.splitlines()
     assert len(lines) == 1, lines
     assert "Traceback" not in stream
-    return lines[0].split(" image_sync: ", 1)[1]
+    return lines[0].split(" nccl-check: ", 1)[1]
 
 
 # name -> (exit code, transport, hosts, provider, plugin version, words of the one-line message)
@@ -156,7 +156,7 @@ def test_reads_stdin_and_several_files(zipapp: Path) -> None:
 def test_an_unreadable_file_is_one_line_exit_2(zipapp: Path, tmp_path: Path) -> None:
     proc = nccl_check(zipapp, str(tmp_path / "missing.log"))
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.strip().splitlines() == [f"image_sync: cannot read {tmp_path / 'missing.log'}: "
+    assert proc.stderr.strip().splitlines() == [f"nccl-check: cannot read {tmp_path / 'missing.log'}: "
                                                 "No such file or directory"]
     usage = nccl_check(zipapp, "--expect", "ib", str(LOGS / "constructed-no-debug.log"))
     assert usage.returncode == 2 and "invalid choice" in usage.stderr and "Traceback" not in usage.stderr

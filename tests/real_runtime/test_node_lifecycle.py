@@ -76,7 +76,7 @@ def test_first_boot_static_node_races_the_first_import_and_an_update_leaves_it_r
     # which after 10 nodes puts the queue into protected mode), with enroot on the NVMe PC just mounted.
     first = life.compute_boot(first=True)
     assert [phase for phase, _ in first.steps] == list(PHASES)
-    assert f"warning: verify: no {STORE}/manifest.json yet" in first.output
+    assert f"verify: warning: no {STORE}/manifest.json yet" in first.output
     assert "start works: " in first.output, first.output  # the self-test needs no store image: it ran anyway
     assert "pytorch: " in first.output and "missing from /fsx/containers" in first.output
     conf = node.read("/etc/enroot/enroot.conf")

@@ -170,7 +170,9 @@ def test_a_platform_cannot_be_loaded_as_a_cluster_by_mistake(world: Path) -> Non
         load(str(world / "platforms" / "research-east.yaml"))
     assert str(caught.value).endswith("platforms/research-east.yaml: a platform file, not a cluster spec (check it "
                                       "through a cluster that names it (clusterkit validate <cluster>), or "
-                                      "synthesize it: make synth PLATFORM=research-east)")
+                                      "synthesize it: make synth PLATFORM="
+                                      f"{world.resolve()}/platforms/research-east.yaml)")
+    # was `make synth PLATFORM=research-east`: the checkout's platform of that name, not this file
 
 
 def test_one_image_name_means_one_expectation_on_a_platform(world: Path) -> None:

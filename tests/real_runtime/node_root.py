@@ -22,6 +22,8 @@ The node root (everything else is the host's own directory, bind-mounted read-wr
   /run        tmpfs (munge's default socket, /run/enroot, /run/pyxis)
   /fsx        a mount point (bind of a scratch directory: the FSx stand-in, a local file system)
   /proc       a fresh proc mount; /dev, /sys, /tmp, /root, /work ... the host's, bind-mounted
+  kept paths  the checkout, the scratch and the FSx directory at their host paths, bound back where the node's own
+              /var/tmp, /run or (a multi-node node's) /tmp would hide them: the checkout may live anywhere
   /dev/fuse   a node for the host's fuse device with the profile's mode (0666 as on PC AMIs; the host's own is
               root-only); ``fuse_mode`` overrides it
 
@@ -141,18 +143,18 @@ _SETUP = r"""
 set -euo pipefail
 S="$1"; STAGE="$2"; STANDINS="$3"; FSX_AT_START="$4"; AMI="$5"; FUSE_MODE="$6"; NODE_NAME="$7"; FSX="$8"
 shift 8  # the rest: host directories the node must see at their own paths (the scratch, the checkout)
-# A host directory under /tmp or /var/tmp that the node's own /tmp or /var/tmp would hide: its top directory
-# there is bound back at the same path (the checkout may live in /tmp/tmp.XXXX or /var/tmp/ci/...).
+# The host directories the node must see at their own paths (the scratch, the checkout: its scripts run in the node,
+# wherever it lives). The node root puts its own directories over some of the host's (/var/tmp, /run, a multi-node
+# node's /tmp): a kept path one of them hides is bound back, under /tmp and /var/tmp its top directory there (the
+# test's temporary tree, /tmp/pytest-of-root, or the clone's, /var/tmp/ci), elsewhere the path itself; the rest of
+# the node's own directory stays the node's. A path the node sees already (the host's /work, /home) is left as it is.
 keep_visible() {
-    local path="$1" base rest top
+    local path="$1" bind="$1" base rest
+    if [ -e "$R$path" ]; then return 0; fi
     for base in /var/tmp /tmp; do
-        case "$path" in
-            "$base"/*)
-                rest="${path#"$base"/}"; top="$base/${rest%%/*}"
-                if [ "$base" = /tmp ] && [ -z "$NODE_NAME" ]; then return 0; fi  # single node: the host's /tmp
-                mkdir -p "$R$top"; mount --rbind "$top" "$R$top"; return 0 ;;
-        esac
+        case "$path" in "$base"/*) rest="${path#"$base"/}"; bind="$base/${rest%%/*}"; break ;; esac
     done
+    mkdir -p "$R$bind"; mount --rbind "$bind" "$R$bind"
 }
 # A node of a multi-node cluster has its own UTS namespace: its own hostname, as slurmd and MPI see it.
 if [ -n "$NODE_NAME" ]; then hostname "$NODE_NAME"; fi
@@ -183,6 +185,9 @@ if [ "$FSX_AT_START" = yes ]; then mount --bind "$FSX" "$R/fsx"; fi
 # A node of a multi-node cluster has its own /tmp, as a machine does (Slurm's PMIx plugin makes
 # /tmp/spmix_appdir_<uid>_<step> on every node of a step); the test's own temporary tree stays visible.
 if [ -n "$NODE_NAME" ]; then mount -t tmpfs -o mode=1777 nodetmp "$R/tmp"; fi
+mount -t tmpfs -o mode=0755 run "$R/run"
+# after the node's own directories (a kept path is bound over them), before /proc, /dev and /sys (their many mounts
+# would be copied again by a bind of a tree that holds the node root)
 for keep in "$S" "$@"; do keep_visible "$keep"; done
 mount -t proc proc "$R/proc"
 mount --rbind /dev "$R/dev"
@@ -191,7 +196,6 @@ mount --rbind /dev "$R/dev"
 rm -f "$S/fuse"; mknod -m "$FUSE_MODE" "$S/fuse" c 10 229
 mount --bind "$S/fuse" "$R/dev/fuse"
 mount --rbind /sys "$R/sys"
-mount -t tmpfs -o mode=0755 run "$R/run"
 # pivot_root, not chroot: the kernel refuses to create user namespaces (which enroot needs) for a
 # chrooted process (user_namespaces(7): EPERM when the caller's root is not its mount namespace's root).
 mkdir "$R/.old_root"
@@ -220,6 +224,10 @@ class NodeRoot:
     node_name: str | None = None
     fsx_dir: Path | None = None
     cluster_conf: str | None = None  # a multi-node cluster's slurm.conf (start_controller writes it as given)
+    # Host directories the node sees at their own paths wherever they live, even under a directory the node has its
+    # own of (/var/tmp, /run, a multi-node node's /tmp): the checkout, whose scripts the node runs; the scratch and
+    # the FSx directory always.
+    keep: tuple[Path, ...] = (REPO,)
     holder: subprocess.Popen | None = None
     daemons: dict[str, subprocess.Popen] = field(default_factory=dict)
 
@@ -232,7 +240,7 @@ class NodeRoot:
         self.holder = subprocess.Popen(
             ["unshare", *namespaces, "bash", "-c", _SETUP, "setup",
              str(self.scratch), str(self.stage), str(STANDINS), "yes" if self.fsx_at_start else "no", str(ami),
-             fuse_mode, self.node_name or "", str(self.fsx), *sorted({str(REPO), str(self.fsx.resolve())})],
+             fuse_mode, self.node_name or "", str(self.fsx), *sorted({*map(str, self.keep), str(self.fsx.resolve())})],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, text=True)
         assert self.holder.stdout is not None
         # the setup prints "ready" once it has pivoted into the node root (or dies saying why)

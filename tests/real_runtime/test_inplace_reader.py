@@ -42,7 +42,9 @@ def readers_of(image: str) -> list[dict]:
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            if image.encode() not in argv or b"-f" not in argv:
+            # a squashfuse in the foreground on the image (enroot's own `readlink -f IMAGE` is not one)
+            if not os.path.basename(argv[0]).startswith(b"squashfuse") or image.encode() not in argv \
+                    or b"-f" not in argv:
                 continue
             environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
             tunables = [e.decode() for e in environ if e.startswith(b"GLIBC_TUNABLES=")]

@@ -14,6 +14,7 @@ from clusterkit.cli.main import main
 from clusterkit.cost import estimate as cost
 from clusterkit.effective.expand import expand
 from clusterkit.pipeline.loader import load, lock_or_none
+from tests import shipped
 
 HOURS_PER_MONTH = 730
 DAYS_30 = 720
@@ -220,7 +221,8 @@ def test_make_synth_of_a_platform_and_of_a_cluster_on_it(tmp_path):
     from clusterkit.cli.summary_command import summarize, summarize_platform
 
     (tmp_path / "manifest.json").write_text(json.dumps({"artifacts": {}}))
-    assert summarize_platform(tmp_path, "research-east") == [
+    world = shipped.copy_examples(tmp_path / "specs")  # the members are the folder's: only the shipped ones here
+    assert summarize_platform(tmp_path, str(world / "platforms" / "research-east.yaml")) == [
         "platform research-east (us-east-1/us-east-1a); clusters naming it: train-a, train-b",
         f"  templates: {tmp_path}/",
         "  cost estimate: $0.7369/h (30 days: $530.58; list prices; shared by 2 cluster specs; python -m clusterkit "

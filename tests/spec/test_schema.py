@@ -15,11 +15,12 @@ import yaml
 from test_bad_specs import BASE, CASES, _extra, _with
 
 from clusterkit.paths import SPEC_SCHEMA
-from clusterkit.pipeline.loader import all_spec_paths, load
+from clusterkit.pipeline.loader import load
 from clusterkit.render.spec_schema import schema_text, spec_schema
 from clusterkit.spec.model import parse_spec
+from tests import shipped
 
-SPECS = all_spec_paths()
+SPECS = shipped.spec_paths()
 MODELINE = f"# yaml-language-server: $schema=./{SPEC_SCHEMA.name}"
 
 

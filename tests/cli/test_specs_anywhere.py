@@ -1,33 +1,28 @@
 """Specs anywhere (issue 25): a spec outside the checkout gets its outputs next to it, never in the checkout.
 
-Driven through ``python -m clusterkit`` in a subprocess whose working directory is a temporary one (the
-code comes from this checkout through PYTHONPATH, as the editable install of a worktree may point at
-another checkout); every test compares the checkout's generated and committed files byte for byte
-before and after.
+Driven through the CLI's entry point in this interpreter (tests/in_process.py) with a temporary working
+directory, so the code is this checkout's, whichever checkout an editable install points at; every test
+compares the checkout's generated and committed files byte for byte before and after.
 """
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from clusterkit.paths import CONFIG_DIR, ROOT, SPEC_REFERENCE
-from tests import shipped
+from tests import in_process, shipped
 
 DEMO = CONFIG_DIR / "demo.yaml"
 DEMO_LOCK = CONFIG_DIR / "demo.images.lock"
 
 
 def ck(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
-    return subprocess.run([sys.executable, "-m", "clusterkit", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
+    return in_process.clusterkit(*args, cwd=cwd, env={"NO_COLOR": "1"})
 
 
 def _checkout_bytes() -> dict[str, str]:

@@ -11,8 +11,8 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 # Order: cheapest first. What each needs:
 TIERS = {
-    "unit": "Python only: the spec reader and rules, effective spec, render, advice, cost, diff structure, lint, "
-            "types, doc links, the lock over loopback HTTP",
+    "unit": "Python only, in one interpreter (imports, never spawns): the spec reader and rules, effective spec, "
+            "render, advice, cost, diff structure, doc links, the lock over loopback HTTP, the CLI in-process",
     "moto": "moto's stand-ins for AWS APIs (EC2 catalog snapshot, ECR, S3, CloudFormation, SSM)",
     "node": "the node package and bootstrap scripts as processes: the zipapp under python3 and a real 3.9, bash "
             "in a recording sandbox, shellcheck",

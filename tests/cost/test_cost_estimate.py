@@ -227,7 +227,8 @@ def test_make_synth_of_a_platform_and_of_a_cluster_on_it(tmp_path):
         f"  templates: {tmp_path}/",
         "  cost estimate: $0.7369/h (30 days: $530.58; list prices; shared by 2 cluster specs; python -m clusterkit "
         "cost research-east)"]
-    assert summarize(tmp_path, "train-b")[-1].startswith("  cost estimate: ")
-    assert "; with 1/2 of platform research-east; " in summarize(tmp_path, "train-b")[-1]
+    train_b = summarize(tmp_path, str(world / "train-b.yaml"))
+    assert train_b[-1].startswith("  cost estimate: ")
+    assert "; with 1/2 of platform research-east; " in train_b[-1]
     assert ("  on platform research-east: network and storage in Research-East-Network and Research-East-Storage "
-            "(`make synth PLATFORM=research-east` builds them)") in summarize(tmp_path, "train-b")
+            "(`make synth PLATFORM=research-east` builds them)") in train_b

@@ -19,7 +19,6 @@ from clusterkit.cost import estimate as cost
 from clusterkit.cost import price_build
 from clusterkit.cost import price_list as price_list_module
 from clusterkit.effective.expand import expand
-from clusterkit.pipeline import loader
 from clusterkit.pipeline.loader import load, lock_or_none
 from tests import shipped
 
@@ -43,15 +42,6 @@ def _stub(stubber: Stubber, query: price_build.Query, pages: list[dict]) -> None
         expected = query.params() | ({"NextToken": token} if token else {})
         stubber.add_response("get_products", page, expected)
         token = page.get("NextToken")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def shipped_specs_only():
-    """The builder reads the checkout's specs; here those are the shipped examples, whatever else a user keeps in
-    cluster_configs/ (the committed price file is the build of the recorded answers for these)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(loader, "all_spec_paths", shipped.spec_paths)
-        yield
 
 
 @pytest.fixture(scope="module")

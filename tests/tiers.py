@@ -61,6 +61,7 @@ TIER_OF_FILE = {
     "contracts/test_tiers.py": "process",           # pytest on a scratch suite, make -n
     "contracts/test_fresh_imports.py": "process",   # what a fresh interpreter imports
     "cli/test_make_help.py": "process",             # make help
+    "cli/test_user_specs_beside.py": "process",     # pytest in a copy of the checkout with a user's specs
     "spec/test_schema_ecma.py": "process",          # node's RegExp on the schema's patterns
     "node_package/test_imds_lock_netns.py": "system",  # root: iptables in a network namespace
 }

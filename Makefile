@@ -144,8 +144,9 @@ test:
 	@$(MAKE) --no-print-directory -j4 test-deps
 	$(VENV)/bin/python -m pytest -n $(TEST_JOBS) --dist loadscope --no-loadscope-reorder
 
-# The Python-only tier alone (tests/tiers.py gives every test file its tier: unit, moto, node, synth, pcluster,
-# system), from its own folders so nothing else is even imported; `make test` runs every tier and is what CI runs.
+# The Python-only tier alone (tests/tiers.py gives every test file its tier: unit, moto, node, process, synth,
+# pcluster, system), from its own folders so nothing else is even imported; it imports, never spawns (the CLI runs in
+# the interpreter: tests/in_process.py); `make test` runs every tier and is what CI runs.
 UNIT_FOLDERS = $(shell $(PYTHON) -c 'import runpy; print(" ".join("tests/" + f for f in runpy.run_path("tests/tiers.py")["folders"]("unit")))')
 test-fast: $(VENV)/.stamp-dev
 	$(VENV)/bin/python -m pytest -n $(TEST_JOBS) -m unit $(UNIT_FOLDERS)

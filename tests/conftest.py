@@ -37,7 +37,7 @@ _tiers = _load("tiers")
 # order): the slow tiers first, so their long modules start at once and the many short ones fill the end of the run
 # instead of one long module holding it up while the other worker idles; the clusters (multi-node first) lead the
 # system tier. Otherwise the collection order.
-SCHEDULE = ("system", "synth", "pcluster", "node", "moto", "unit")
+SCHEDULE = ("system", "synth", "pcluster", "node", "process", "moto", "unit")
 LEADING_FOLDERS = ("multinode", "real_runtime")
 
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from clusterkit.pipeline.loader import all_spec_paths
+from tests import shipped
 
-SPECS = [p.stem for p in all_spec_paths()]
+SPECS = sorted(shipped.SPECS)
 
 
 @pytest.fixture(scope="session")

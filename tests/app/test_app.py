@@ -12,10 +12,11 @@ import yaml
 from aws_cdk.assertions import Match, Template
 
 from clusterkit.artifacts.bundle import node_artifacts
-from clusterkit.pipeline.loader import all_spec_paths, load
+from clusterkit.pipeline.loader import load
 from clusterkit.render.rendered_files import rendered_path
+from tests import shipped
 
-SPECS = [p.stem for p in all_spec_paths()]
+SPECS = sorted(shipped.SPECS)
 
 REPO = Path(__file__).resolve().parents[2]
 

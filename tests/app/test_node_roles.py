@@ -21,7 +21,8 @@ import aws_cdk as cdk
 import pytest
 import yaml
 
-from clusterkit.pipeline.loader import CONFIG_DIR, all_spec_paths, load
+from clusterkit.pipeline.loader import CONFIG_DIR, load
+from tests import shipped
 from tests.app.node_roles import (
     cluster_configuration,
     compute_role,
@@ -32,7 +33,7 @@ from tests.app.node_roles import (
 )
 from tests.iam_eval import Decision, Request, Statement, decide, glob, parse, reachable_outside
 
-SPECS = [p.stem for p in all_spec_paths()]
+SPECS = sorted(shipped.SPECS)
 ACCOUNT = "123456789012"
 PRIVATE_ECR = f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/team/app@sha256:{'a' * 64}"
 SSM_READS = ("ssm:GetParameter", "ssm:GetParameters", "ssm:GetParametersByPath", "ssm:GetParameterHistory")

@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Template
 
-from clusterkit.pipeline.loader import all_spec_paths, load
+from clusterkit.pipeline.loader import load
+from tests import shipped
 
 ACCOUNT = "123456789012"
 PARTITION = "aws"
@@ -33,7 +34,7 @@ PROVIDER_ATTACHABLE = [
         "EC2InstanceProfileForImageBuilder", "service-role/AWSLambdaBasicExecutionRole")),
 ]
 REPO = Path(__file__).resolve().parents[2]
-SPECS = [p.stem for p in all_spec_paths()]
+SPECS = sorted(shipped.SPECS)
 
 
 def arn_like(pattern: str, arn: str) -> bool:

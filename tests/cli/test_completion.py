@@ -16,6 +16,7 @@ from clusterkit.cli.completion_command import bash_script
 from clusterkit.cli.main import build_parser, main
 from clusterkit.diff.gate import FAIL_ON
 from clusterkit.paths import ROOT
+from tests import shipped
 
 SHELLCHECK = Path(sys.executable).parent / "shellcheck"
 
@@ -57,9 +58,13 @@ def test_commands_options_and_choices_complete(script: Path) -> None:
     assert complete(script, "completion", "") == ["bash", "zsh"]
 
 
-def test_names_complete_to_the_specs_of_the_checkout(script: Path) -> None:
-    names = sorted(p.stem for p in (ROOT / "cluster_configs").glob("*.yaml"))
-    assert complete(script, "validate", "") == names
-    assert complete(script, "cost", names[0][:2]) == [n for n in names if n.startswith(names[0][:2])]
+def test_names_complete_to_the_specs_of_the_checkout(script: Path, tmp_path: Path) -> None:
+    """The names are the spec folder's when completing (the checkout's by default: the CLI's script is the
+    default one, test_the_cli_prints_the_generated_script); here a folder of the shipped examples only."""
+    names = sorted(shipped.SPECS)
+    specs = bash_script(build_parser(), config_dir=shipped.copy_examples(tmp_path / "specs"))
+    (tmp_path / "ck.bash").write_text(specs)
+    assert complete(tmp_path / "ck.bash", "validate", "") == names
+    assert complete(tmp_path / "ck.bash", "cost", "p") == [n for n in names if n.startswith("p")]
     assert sorted(complete(script, "validate", "cluster_configs/dem")) == ["cluster_configs/demo.images.lock",
                                                                             "cluster_configs/demo.yaml"]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from clusterkit.paths import ROOT
-from clusterkit.pipeline.loader import all_spec_paths
+from tests import shipped
 
 BIN = Path(sys.executable).parent
 CONSOLE_SCRIPT = BIN / "clusterkit"
@@ -61,10 +61,10 @@ def test_help_from_any_directory(tmp_path: Path) -> None:
 
 def test_validate_from_any_directory(tmp_path: Path) -> None:
     """The specs come from the checkout (clusterkit.paths), not from the empty working directory."""
-    done = run(str(CONSOLE_SCRIPT), "validate", cwd=tmp_path)
+    done = run(str(CONSOLE_SCRIPT), "validate", *shipped.SPECS, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    for spec in all_spec_paths():  # "ok (demo)" or "ok (demo; 1 acknowledged warning: ...)"
+    for spec in shipped.spec_paths():  # "ok (demo)" or "ok (demo; 1 acknowledged warning: ...)"
         assert any(line.startswith(f"{spec}: ok ({spec.stem}") for line in lines), lines
 
 

@@ -1,10 +1,8 @@
 """``clusterkit init``: a commented starter spec from flags, loaded by validate's loader before it is written,
-never over an existing file; through ``python -m clusterkit`` from a scratch directory."""
+never over an existing file; through the CLI's entry point (tests/in_process.py) from a scratch directory."""
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,12 +10,11 @@ import pytest
 from clusterkit import paths
 from clusterkit.cli.main import main
 from clusterkit.pipeline.loader import load
+from tests import in_process
 
 
 def clusterkit(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(paths.ROOT)}  # this checkout's code, from any directory
-    return subprocess.run([sys.executable, "-m", "clusterkit", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120, check=False)
+    return in_process.clusterkit(*args, cwd=cwd)
 
 
 def test_init_writes_a_commented_spec_that_validates(tmp_path: Path) -> None:

@@ -1,32 +1,28 @@
 """Specs anywhere (issue 25): a spec outside the checkout gets its outputs next to it, never in the checkout.
 
-Driven through ``python -m clusterkit`` in a subprocess whose working directory is a temporary one (the
-code comes from this checkout through PYTHONPATH, as the editable install of a worktree may point at
-another checkout); every test compares the checkout's generated and committed files byte for byte
-before and after.
+Driven through the CLI's entry point in this interpreter (tests/in_process.py) with a temporary working
+directory, so the code is this checkout's, whichever checkout an editable install points at; every test
+compares the checkout's generated and committed files byte for byte before and after.
 """
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from clusterkit.paths import CONFIG_DIR, ROOT, SPEC_REFERENCE
+from tests import in_process, shipped
 
 DEMO = CONFIG_DIR / "demo.yaml"
 DEMO_LOCK = CONFIG_DIR / "demo.images.lock"
 
 
 def ck(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
-    return subprocess.run([sys.executable, "-m", "clusterkit", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
+    return in_process.clusterkit(*args, cwd=cwd, env={"NO_COLOR": "1"})
 
 
 def _checkout_bytes() -> dict[str, str]:
@@ -121,10 +117,11 @@ def test_render_never_overwrites_a_file_it_did_not_write(tmp_path: Path) -> None
 
 def test_a_directory_means_every_spec_in_it(tmp_path: Path) -> None:
     """Was: `validate cluster_configs` looked for cluster_configs/cluster_configs.yaml."""
-    done = ck("validate", "cluster_configs", cwd=ROOT)
+    shipped.copy_examples(tmp_path / "specs")
+    done = ck("validate", "specs", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert [line.split(":")[0] for line in done.stdout.splitlines()] == [
-        f"cluster_configs/{p.name}" for p in sorted(CONFIG_DIR.glob("*.yaml"))]
+        f"specs/{name}.yaml" for name in sorted(shipped.SPECS)]
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "notes.txt").write_text("not a spec\n")
@@ -144,12 +141,17 @@ def test_a_one_spec_command_given_a_directory_says_so_in_one_line(tmp_path: Path
 
 def test_render_check_says_each_file_is_up_to_date(tmp_path: Path) -> None:
     """Was: silence when everything is current."""
+    rendered = [f"cluster_configs/rendered/{name}.yaml: up to date" for name in sorted(shipped.SPECS)]
+    done = ck("render", "--check", *sorted(shipped.SPECS), cwd=ROOT)
+    assert (done.returncode, done.stdout.splitlines()) == (0, rendered), done.stderr
+    # No name: every spec of the folder (a user's own too, whatever its state), then the checkout's own files.
     done = ck("render", "--check", cwd=ROOT)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == [f"cluster_configs/rendered/{p.name}: up to date"
-                                        for p in sorted(CONFIG_DIR.glob("*.yaml"))] + [
-        "cluster_configs/clusterkit-spec.schema.json: up to date",
-        "cluster_configs/clusterkit-platform.schema.json: up to date", "docs/spec-reference.md: up to date"]
+    lines = done.stdout.splitlines()
+    assert [line for line in lines if line in rendered] == rendered
+    assert lines[-3:] == ["cluster_configs/clusterkit-spec.schema.json: up to date",
+                          "cluster_configs/clusterkit-platform.schema.json: up to date",
+                          "docs/spec-reference.md: up to date"]
+    assert done.returncode == (1 if done.stderr else 0)  # a stale one is said on stderr and exits 1
 
 
 def test_the_checkout_spec_keeps_its_make_hints(tmp_path: Path) -> None:

@@ -1,20 +1,20 @@
-"""Mistakes on the command line, through ``python -m clusterkit``: a mistyped option shows the usage of the
-subcommand it was given to and the closest real option; a mistyped command offers only listed commands."""
+"""Mistakes on the command line, through the CLI's entry point (tests/in_process.py): a mistyped option shows the
+usage of the subcommand it was given to and the closest real option; a mistyped command offers only listed
+commands."""
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pytest
 
 from clusterkit.cli.main import build_parser
 from clusterkit.cli.suggest import listed_choices
 from clusterkit.paths import ROOT
+from tests import in_process
 
 
 def clusterkit(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "clusterkit", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, check=False)
+    return in_process.clusterkit(*args, cwd=ROOT)
 
 
 @pytest.mark.parametrize("args, usage, error", [

@@ -12,16 +12,15 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from clusterkit.images.lock_file import lock_text, parse_lock_text
 from clusterkit_node.contract.lock import parse_lock
+from tests import shipped
 
-CONFIGS = Path(__file__).resolve().parents[2] / "cluster_configs"
-LOCKS = sorted(CONFIGS.glob("*.images.lock"))
+LOCKS = shipped.lock_paths()
 BASE = LOCKS[0].read_text(encoding="utf-8")
 DIGEST = "sha256:" + "d" * 64
 SOURCE = json.dumps(json.loads(BASE)["images"][0]["source"])  # a field any non-empty string suits

@@ -14,6 +14,7 @@ from clusterkit.cli.main import main
 from clusterkit.cost import estimate as cost
 from clusterkit.effective.expand import expand
 from clusterkit.pipeline.loader import load, lock_or_none
+from tests import shipped
 
 HOURS_PER_MONTH = 730
 DAYS_30 = 720
@@ -220,12 +221,14 @@ def test_make_synth_of_a_platform_and_of_a_cluster_on_it(tmp_path):
     from clusterkit.cli.summary_command import summarize, summarize_platform
 
     (tmp_path / "manifest.json").write_text(json.dumps({"artifacts": {}}))
-    assert summarize_platform(tmp_path, "research-east") == [
+    world = shipped.copy_examples(tmp_path / "specs")  # the members are the folder's: only the shipped ones here
+    assert summarize_platform(tmp_path, str(world / "platforms" / "research-east.yaml")) == [
         "platform research-east (us-east-1/us-east-1a); clusters naming it: train-a, train-b",
         f"  templates: {tmp_path}/",
         "  cost estimate: $0.7369/h (30 days: $530.58; list prices; shared by 2 cluster specs; python -m clusterkit "
         "cost research-east)"]
-    assert summarize(tmp_path, "train-b")[-1].startswith("  cost estimate: ")
-    assert "; with 1/2 of platform research-east; " in summarize(tmp_path, "train-b")[-1]
+    train_b = summarize(tmp_path, str(world / "train-b.yaml"))
+    assert train_b[-1].startswith("  cost estimate: ")
+    assert "; with 1/2 of platform research-east; " in train_b[-1]
     assert ("  on platform research-east: network and storage in Research-East-Network and Research-East-Storage "
-            "(`make synth PLATFORM=research-east` builds them)") in summarize(tmp_path, "train-b")
+            "(`make synth PLATFORM=research-east` builds them)") in train_b

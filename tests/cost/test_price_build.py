@@ -19,7 +19,8 @@ from clusterkit.cost import estimate as cost
 from clusterkit.cost import price_build
 from clusterkit.cost import price_list as price_list_module
 from clusterkit.effective.expand import expand
-from clusterkit.pipeline.loader import all_spec_paths, load, lock_or_none
+from clusterkit.pipeline.loader import load, lock_or_none
+from tests import shipped
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDED = REPO / "tests" / "cost" / "recorded"
@@ -459,7 +460,7 @@ def test_usage_errors_exit_2(argv, tmp_path):
 
 # -- every shipped spec gets a complete estimate ----------------------------------------------------------
 
-@pytest.mark.parametrize("path", all_spec_paths(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", shipped.spec_paths(), ids=lambda p: p.stem)
 def test_every_shipped_spec_has_a_complete_estimate(path):
     loaded = load(str(path))
     est = cost.estimate(expand(loaded), lock_or_none(loaded.source.path))

@@ -4,14 +4,13 @@ List API and which command does one, and never name the test fixtures (tests/cos
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from clusterkit.cost import estimate as cost
 from clusterkit.cost import price_build
 from clusterkit.paths import ROOT
+from tests import in_process
 
 RECORDED = ROOT / "tests" / "cost" / "recorded"
 
@@ -61,8 +60,8 @@ def test_a_live_build_says_just_the_api() -> None:
 
 
 def test_cost_prints_the_real_provenance() -> None:
-    done = subprocess.run([sys.executable, "-m", "clusterkit", "cost", "demo"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, check=True)
+    done = in_process.clusterkit("cost", "demo", cwd=ROOT)
+    assert done.returncode == 0, done.stderr
     assert "tests/cost/recorded" not in done.stdout and "replayed" not in done.stdout
     assert ("ec2_on_demand_linux: AWS Price List API (GetProducts AmazonEC2) prices reconstructed from public "
             "sources, not a live read: aws/karpenter-provider-aws") in done.stdout

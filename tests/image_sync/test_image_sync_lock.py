@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from tests import shipped
+
 REPO = Path(__file__).resolve().parents[2]
-COMMITTED = sorted((REPO / "cluster_configs").glob("*.images.lock"))
+COMMITTED = shipped.lock_paths()
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=[p.name for p in COMMITTED])

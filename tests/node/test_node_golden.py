@@ -28,12 +28,13 @@ from node_sandbox import BUNDLE_URI, PYXIS_SO, Result, Sandbox
 
 from clusterkit.effective.expand import expand
 from clusterkit.pipeline.loader import load
+from tests import shipped
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).resolve().parent / "golden"
 UPDATE = os.environ.get("CK_UPDATE_GOLDEN") == "1"
 REGEN = "CK_UPDATE_GOLDEN=1 pytest tests/node/test_node_golden.py"
-SPECS = sorted(p.stem for p in (REPO / "cluster_configs").glob("*.yaml"))
+SPECS = sorted(shipped.SPECS)
 SHARED = "opt/parallelcluster/shared"
 TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 ECR = "123456789012.dkr.ecr.eu-west-1.amazonaws.com 210987654321.dkr.ecr-fips.us-gov-west-1.amazonaws.com"

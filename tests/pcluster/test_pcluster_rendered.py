@@ -9,8 +9,9 @@ from __future__ import annotations
 import pytest
 
 from clusterkit.pcluster.runner import format_problems, pcluster_python, run_check
-from clusterkit.pipeline.loader import all_spec_paths, load
+from clusterkit.pipeline.loader import load
 from clusterkit.render.rendered_files import rendered_path
+from tests import shipped
 
 pytestmark = pytest.mark.skipif(not pcluster_python().exists(), reason="run `make pcluster-venv`")
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.skipif(not pcluster_python().exists(), reason="run `mak
 @pytest.fixture(scope="module")
 def configs():
     out = []
-    for path in all_spec_paths():
+    for path in shipped.spec_paths():
         loaded = load(path.stem)
         rendered = rendered_path(loaded)
         out.append((loaded.spec.name, f"cluster_configs/rendered/{rendered.name}", rendered.read_text(),

@@ -19,11 +19,12 @@ from clusterkit.artifacts.bundle import node_artifacts
 from clusterkit.catalog import lookup as catalog
 from clusterkit.effective.expand import expand_spec
 from clusterkit.pcluster.runner import pcluster_python, run_check
-from clusterkit.pipeline.loader import CONFIG_DIR, Loaded, all_spec_paths
+from clusterkit.pipeline.loader import CONFIG_DIR, Loaded
 from clusterkit.render.pcluster_config import placeholder_refs, render_config
 from clusterkit.render.rendered_files import NoAliasDumper
 from clusterkit.rules import aws_limits
 from clusterkit.spec.model import LoadedSpec, parse_spec
+from tests import shipped
 
 CHECKED = "2026-12-01"
 TAG = "  project: clusterkit-demo\n"
@@ -126,7 +127,7 @@ def test_within_limits(tmp_path, base, old, new):
     assert _problems(_spec_file(tmp_path, base, old, new)) == []
 
 
-@pytest.mark.parametrize("path", all_spec_paths(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", shipped.spec_paths(), ids=lambda p: p.stem)
 def test_shipped_specs_pass(path):
     assert _problems(path) == []
 

@@ -5,16 +5,13 @@ the pools as written, with ParallelCluster's defaults (count 1, gracetime 10 min
 """
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
 from clusterkit.effective.expand import expand
 from clusterkit.paths import ROOT
 from clusterkit.pipeline.loader import load
 from clusterkit.spec.errors import SpecError
+from tests import in_process
 from tests.spec_text import BASE_SPEC
 
 
@@ -83,11 +80,10 @@ def test_eleven_pools_are_refused(tmp_path):
 
 
 def test_validate_cli_says_one_line_and_exits_2(tmp_path):
-    """Through the real entry point: `python -m clusterkit validate`, no traceback."""
+    """Through the real entry point (tests/in_process.py): `clusterkit validate`, no traceback."""
     path = tmp_path / "t.yaml"
     path.write_text(_spec(POOL + "\n    gracetime_minutes: 2"))
-    r = subprocess.run([sys.executable, "-m", "clusterkit", "validate", str(path)], capture_output=True, text=True,
-                       cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    r = in_process.clusterkit("validate", str(path), cwd=ROOT)
     assert r.returncode == 2, r
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
     assert r.stderr.startswith(f"{path}:13:24: login_nodes[0].gracetime_minutes: 2 is outside 3 to 120 minutes")

@@ -4,8 +4,6 @@ The refused values themselves are cases of test_bad_specs.py."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import typing
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import pytest
 from clusterkit.pipeline.loader import load
 from clusterkit.render.spec_reference import spec_reference
 from clusterkit.spec.model import REFUSED_OS, OsName, parse_spec
+from tests import in_process
 from tests.spec_text import BASE_SPEC
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,11 +63,10 @@ def test_merged_values_keep_the_position_where_they_are_written():
 
 
 def test_merge_key_through_the_cli(tmp_path):
-    """The console entry point (python -m clusterkit) validates a spec with merge keys; it refused them before."""
+    """The CLI's entry point (tests/in_process.py) validates a spec with merge keys; it refused them before."""
     path = tmp_path / "t.yaml"
     path.write_text(MERGED)
-    done = subprocess.run([sys.executable, "-m", "clusterkit", "validate", str(path)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    done = in_process.clusterkit("validate", str(path), cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"{path}: ok (t; GPU nodes: nvidia-container-cli 1.18.2 (rpm, via the store))"
 

@@ -20,8 +20,9 @@ import checkov_scan as ck  # this folder's harness (pytest puts the folder on sy
 import pytest
 from aws_cdk import aws_s3 as s3
 
-from clusterkit.pipeline.loader import all_spec_paths, load
+from clusterkit.pipeline.loader import load
 from stacks import scanner_acks
+from tests import shipped
 
 CANARY_REASON = "canary: proves a skip in resource Metadata reaches Checkov with its reason"
 
@@ -32,14 +33,13 @@ def _templates(synths: Callable[[str], Any], variants: list[str], tmp: Path) -> 
     import app as cdk_app
 
     out: dict[str, dict[str, Any]] = {}
-    shipped = [path.stem for path in all_spec_paths()]
-    for name in shipped:
+    for name in sorted(shipped.SPECS):
         app = cdk.App(outdir=str(tmp / f"cdk-{name}"))
         stacks = cdk_app.build(app, load(name))
         assembly = app.synth()
         for stack in stacks.values():
             out[f"{name}/{stack.stack_name}.template.json"] = assembly.get_stack_artifact(stack.artifact_id).template
-    for name in (v for v in variants if v not in shipped):
+    for name in (v for v in variants if v not in shipped.SPECS):
         synth = synths(name)
         out[f"{name}/{synth.network.stack_name}.template.json"] = synth.templates["network"]
         out[f"{name}/{synth.storage.stack_name}.template.json"] = synth.templates["storage"]

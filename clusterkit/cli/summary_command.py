@@ -40,6 +40,7 @@ def summarize_platform(cdk_out: Path, name: str) -> list[str]:
     from clusterkit.cost import estimate as cost
     from clusterkit.cost import platform_cost
     from clusterkit.pipeline.platform import load_checked
+    from clusterkit.spec.files import cost_command
 
     loaded, _ = load_checked(name)
     manifest = _manifest(cdk_out, f"make synth PLATFORM={name}")
@@ -48,7 +49,8 @@ def summarize_platform(cdk_out: Path, name: str) -> list[str]:
     lines = [f"platform {p.name} ({p.region}/{p.availability_zone}); clusters naming it: {', '.join(users) or 'none'}"]
     lines += _stacks(cdk_out, manifest)
     lines.append(f"  templates: {cdk_out}/")
-    lines.append(f"  {cost.one_line(platform_cost.load_estimate(loaded.path, cost.load_prices()))}")
+    estimate = platform_cost.load_estimate(loaded.path, cost.load_prices())
+    lines.append(f"  {cost.one_line(estimate, whole=cost_command(loaded.path))}")
     return lines
 
 
@@ -71,6 +73,7 @@ def summarize(cdk_out: Path, name: str) -> list[str]:
     from clusterkit.effective.expand import expand
     from clusterkit.pipeline.loader import load, lock_or_none
     from clusterkit.render.rendered_files import render_state, rendered_path
+    from clusterkit.spec.files import cost_command
 
     loaded = load(name)
     manifest = _manifest(cdk_out, f"make synth CLUSTER={name}")
@@ -88,5 +91,6 @@ def summarize(cdk_out: Path, name: str) -> list[str]:
     lines.append(f"  templates: {cdk_out}/")
     book = cost.load_prices()
     share = platform_cost.share_of(loaded, book)
-    lines.append(f"  {cost.one_line(cost.estimate(expand(loaded), lock_or_none(loaded.source.path), book, share))}")
+    estimate = cost.estimate(expand(loaded), lock_or_none(loaded.source.path), book, share)
+    lines.append(f"  {cost.one_line(estimate, whole=cost_command(loaded.source.path))}")
     return lines

@@ -424,14 +424,14 @@ def instance_types_of(est: Estimate) -> list[str]:
     return sorted(set(found))
 
 
-def one_line(est: Estimate) -> str:
-    """The estimate in one line (``make synth``)."""
+def one_line(est: Estimate, *, whole: str) -> str:
+    """The estimate in one line (``make synth``); ``whole``: the command that prints all of it."""
     missing = f"; {incomplete(est)}" if not est.complete else ""
     if est.kind == "platform":
         n = len(est.clusters)
         return (f"cost estimate: {hourly(est.idle_hourly)} (30 days: {money(est.idle_30_days)}; list prices{missing}; "
-                f"shared by {n} cluster spec{'s' if n != 1 else ''}; python -m clusterkit cost {est.cluster})")
+                f"shared by {n} cluster spec{'s' if n != 1 else ''}; {whole})")
     share = f"; with 1/{len(est.share.members)} of platform {est.share.platform.cluster}" if est.share else ""
     return (f"cost estimate: {hourly(est.idle_hourly)} idle, {hourly(est.busy_hourly)} with all max nodes "
             f"(30 days: {money(est.idle_30_days)} .. {money(est.busy_30_days)}; list prices{share}{missing}; "
-            f"python -m clusterkit cost {est.cluster})")
+            f"{whole})")

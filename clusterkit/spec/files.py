@@ -118,6 +118,14 @@ def render_command(spec_path: Path) -> str:
     return "make render" if in_checkout(spec_path) else _cli("render", spec_path)
 
 
+def cost_command(path: Path) -> str:
+    """The command that prints a spec's (or a platform file's) whole estimate: by name in the checkout (the
+    console script may not be on PATH there: ``python -m`` in its venv), by path anywhere else."""
+    if in_checkout(path) or path.parent.resolve() == platforms_dir(CONFIG_DIR).resolve():
+        return f"python -m clusterkit cost {path.stem}"
+    return _cli("cost", path)
+
+
 def deploy_command(spec_path: Path) -> str:
     """The command that deploys the spec: the Makefile's, run in the checkout (app.py takes a path too)."""
     if in_checkout(spec_path):

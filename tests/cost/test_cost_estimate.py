@@ -7,12 +7,14 @@ the sources its README.md cites); nothing is fetched here (see test_cost_refresh
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
 from clusterkit.cli.main import main
 from clusterkit.cost import estimate as cost
 from clusterkit.effective.expand import expand
+from clusterkit.paths import CONFIG_DIR
 from clusterkit.pipeline.loader import load, lock_or_none
 from tests import shipped
 
@@ -170,7 +172,7 @@ def test_cli_report(capsys):
 
 
 def test_one_line_for_make_synth():
-    assert cost.one_line(_estimate("p4d-existing")) == (
+    assert cost.one_line(_estimate("p4d-existing"), whole="python -m clusterkit cost p4d-existing") == (
         "cost estimate: $44.2993/h idle, $351.7062/h with all max nodes (30 days: $31,895.48 .. $253,228.49; "
         "list prices; python -m clusterkit cost p4d-existing)")
 
@@ -179,7 +181,21 @@ def test_summary_ends_with_the_estimate(tmp_path):
     from clusterkit.cli.summary_command import summarize
 
     (tmp_path / "manifest.json").write_text(json.dumps({"artifacts": {}}))
-    assert summarize(tmp_path, "demo")[-1] == "  " + cost.one_line(_estimate("demo"))
+    assert summarize(tmp_path, "demo")[-1] == "  " + cost.one_line(_estimate("demo"),
+                                                                     whole="python -m clusterkit cost demo")
+
+
+def test_the_summary_of_a_spec_outside_the_checkout_names_its_cost_command_by_path(tmp_path):
+    """``python -m clusterkit cost NAME`` finds only the checkout's specs: a spec elsewhere is named by its path."""
+    from clusterkit.cli.summary_command import summarize
+
+    spec = tmp_path / "specs" / "demo.yaml"
+    spec.parent.mkdir()
+    shutil.copy(CONFIG_DIR / "demo.yaml", spec)
+    shutil.copy(CONFIG_DIR / "demo.images.lock", spec.parent)
+    (tmp_path / "manifest.json").write_text(json.dumps({"artifacts": {}}))
+    last = summarize(tmp_path, str(spec))[-1]
+    assert last.endswith(f"; clusterkit cost {spec})") and "python -m clusterkit cost demo" not in last
 
 
 # -- the price file ------------------------------------------------------------------------------------
@@ -225,8 +241,8 @@ def test_make_synth_of_a_platform_and_of_a_cluster_on_it(tmp_path):
     assert summarize_platform(tmp_path, str(world / "platforms" / "research-east.yaml")) == [
         "platform research-east (us-east-1/us-east-1a); clusters naming it: train-a, train-b",
         f"  templates: {tmp_path}/",
-        "  cost estimate: $0.7369/h (30 days: $530.58; list prices; shared by 2 cluster specs; python -m clusterkit "
-        "cost research-east)"]
+        "  cost estimate: $0.7369/h (30 days: $530.58; list prices; shared by 2 cluster specs; clusterkit cost "
+        f"{world / 'platforms' / 'research-east.yaml'})"]  # outside the checkout: by path
     train_b = summarize(tmp_path, str(world / "train-b.yaml"))
     assert train_b[-1].startswith("  cost estimate: ")
     assert "; with 1/2 of platform research-east; " in train_b[-1]

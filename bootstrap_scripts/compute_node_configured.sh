@@ -19,6 +19,10 @@
 #    records the node's software fingerprint next to the store (/fsx/containers ->
 #    /fsx/.containers.clusterkit/nodes/<hostname>.json, outside what FSx exports to S3) for
 #    `clusterkit_node.pyz drift` on the head node (clusterkit_node.pyz fingerprint);
+#  - the boot tier of the node health loop: the quick checks (the driver answers with the GPU count and model of the
+#    instance type, no uncorrected ECC errors or fatal Xid, the EFA devices, the store answers) per the bundle's
+#    health plan; a failure drains the node with a reason and fails the boot (clusterkit_node.pyz health check;
+#    docs/operations.md "Node health");
 #  - with CK_GPU_HEALTH=boot (the GPU queues whose deep check would outlast a job start: clusterkit/effective/
 #    gpu_check_place.py), DCGM's level-2 diagnostic within CK_GPU_HEALTH_BUDGET seconds; a failure drains the node
 #    with a reason (`sinfo -R`) and fails the boot (clusterkit_node.pyz gpu-health; docs/troubleshooting.md "GPU health checks and the job start").
@@ -126,6 +130,20 @@ record_fingerprint() {
     fi
 }
 
+# run_boot_health: the health loop's boot tier, after the self-test and before slurmd starts (fleet/health.py). A
+# failure has drained the node with its reason (`sinfo -R`) and fails the boot: ParallelCluster replaces the node.
+run_boot_health() {
+    local out line rc=0
+    out="$(python3 "${CK_SHARED_DIR}/clusterkit_node.pyz" health check --tier boot --source boot \
+        --store "${CK_ROOT}${CK_STORE}" 2>&1)" || rc=$?
+    while IFS= read -r line; do
+        [[ -n "${line}" ]] && ck_log INFO "${line}"
+    done <<<"${out}"
+    if ((rc != 0)); then
+        ck_die 1 "node health check failed at boot (exit ${rc}): $(grep -m 1 ' failed: ' <<<"${out}" || printf '%s' "${out//$'\n'/ | }")"
+    fi
+}
+
 # run_gpu_health: the deep GPU check, here where no job waits on it (slurmd starts after this script). DCGM's host
 # engine is started for it when it is not running, and stopped again after a pass (as PC's gpu_health_check.sh does).
 run_gpu_health() {
@@ -171,6 +189,7 @@ main() {
     run_selftest
     check_store
     record_fingerprint
+    run_boot_health
     run_gpu_health
     ck_log INFO "done: node ready for container jobs"
 }

@@ -24,6 +24,7 @@ readonly SYNC_UNIT="clusterkit-image-sync.service"
 readonly SYNC_TIMER="clusterkit-image-sync.timer"
 readonly SYNC_LOG="/var/log/clusterkit/image-sync.log"
 readonly HEARTBEAT_TIMER="clusterkit-store-heartbeat.timer"
+readonly HEALTH_TIMER="clusterkit-health-schedule.timer"
 readonly GC_UNIT="clusterkit-store-gc.service"
 readonly GC_TIMER="clusterkit-store-gc.timer"
 readonly SYNC_INPUTS_FILE="/var/lib/clusterkit/image-sync.inputs"
@@ -189,6 +190,7 @@ start_store_units() {
     ck_ensure_dir "${CK_ROOT}${SYNC_INPUTS_FILE%/*}" 0755
     ck_write_file "${CK_ROOT}${SYNC_INPUTS_FILE}" 0644 "${CK_SYNC_INPUTS}"
     systemctl enable --quiet --now "${HEARTBEAT_TIMER}"
+    systemctl enable --quiet --now "${HEALTH_TIMER}"
     if [[ "${CK_STORE_GC_TIMER}" == 1 ]]; then
         systemctl enable --quiet --now "${GC_TIMER}"
         ck_log INFO "image gc timer on: ${GC_TIMER} runs gc --apply daily (grace ${CK_STORE_GC_GRACE_HOURS} h, stale after ${CK_STORE_GC_STALE_DAYS} days)"

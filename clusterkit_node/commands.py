@@ -20,6 +20,8 @@ clusterkit_node COMMAND`` in a checkout):
   nccl-check  [--expect ofi|socket|any] [--format text|json] [LOGFILE...]   (stdin without LOGFILE)
   user-dirs   --prolog | --uid UID --gid GID   (root: a user's enroot dirs, theirs and 0700; the Slurm prolog)
   gpu-health  --node NAME --budget S [--level N] [--scontrol P]   (compute boot: dcgmi diag; a failure drains, exit 1)
+  health      check --tier quick|boot --source prolog|idle|boot | show [NODE...] | schedule | deep --queue Q
+              (the node health loop: a failed check drains the node with a reason and exits 1; fleet/health.py)
 
 Node setup (the node scripts' bash calls these, writes what they print and logs their LEVEL lines):
 
@@ -90,6 +92,7 @@ COMMAND_TABLE: Tuple[Tuple[str, Tuple[Tuple[str, str], ...]], ...] = (
     ("node.selftest", (("selftest", "cmd_selftest"),)),
     ("node.user_dirs", (("user-dirs", "cmd_user_dirs"),)),
     ("node.gpu_health", (("gpu-health", "cmd_gpu_health"),)),
+    ("fleet.health", (("health", "cmd_health"),)),
     # What the node scripts run while they set a node up: the renders print what they render; the *-files,
     # node-file, require-enroot, plugstack-loads and store-units commands act on the node and print what they did
     # (file_set.py) for the scripts to log, in order.

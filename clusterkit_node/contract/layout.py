@@ -21,6 +21,7 @@ LOCK_NAME = "sync.lock"
 RECORD_NAME = "published.json"  # the sync's own record of published files (published.py)
 PARTIAL_DIR, TMP_DIR, NODES_DIR = "partial", "tmp", "nodes"
 CLUSTERS_DIR = "clusters"  # one record per cluster syncing into the store (cluster_records.py)
+HEALTH_DIR = "health"  # each node's health check history, per cluster (fleet/health_record.py)
 INUSE_DIR = "inuse"  # leases of store files jobs on any node started from (pyxis_importer.py; gc.py reads them)
 GC_STATE_NAME = "gc.json"  # when gc first saw each unreferenced file (gc.py: the grace period)
 RECORD_TMP_RE = re.compile(r"^cluster\.[A-Za-z][A-Za-z0-9-]*\.json\.tmp-\d+$")
@@ -73,6 +74,10 @@ def tmp_dir(store: str) -> str:
 
 def nodes_dir(store: str) -> str:
     return os.path.join(staging_dir(store), NODES_DIR)
+
+
+def health_dir(store: str) -> str:
+    return os.path.join(staging_dir(store), HEALTH_DIR)
 
 
 def clusters_dir(store: str) -> str:

@@ -28,11 +28,12 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass
-from typing import Callable, List, Optional
+from typing import Callable, List
+
+from clusterkit_node.node.slurm_drain import clip, drain
 
 DCGMI_LEVEL = 2  # gpu_health_check.sh: DCGMI_LEVEL=2 ("Medium (Extended System Validation)")
 REASON_PREFIX = "clusterkit gpu-health"
-REASON_MAX = 200  # Slurm keeps longer reasons; sinfo -R's column and a log line should not have to
 # dcgmi's words when it cannot reach nv-hostengine (DCGM's "Unable to establish a connection to the specified host");
 # ParallelCluster's script skips the check when it cannot start nvidia-dcgm, and so does this one.
 NO_HOST_ENGINE = re.compile(r"unable to (establish a )?connect|host engine", re.IGNORECASE)
@@ -83,20 +84,7 @@ def diagnose(dcgmi: str, level: int, budget_s: float, clock: Callable[[], float]
 
 
 def reason(outcome: Outcome) -> str:
-    text = f"{REASON_PREFIX}: {outcome.detail}"
-    return text if len(text) <= REASON_MAX else text[:REASON_MAX - 3] + "..."
-
-
-def drain(scontrol: str, node: str, why: str) -> Optional[str]:
-    """None when Slurm took the drain, else why not (one line)."""
-    try:
-        proc = subprocess.run([scontrol, "update", f"NodeName={node}", "State=DRAIN", f"Reason={why}"],
-                              capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"{scontrol} update: {exc}"
-    if proc.returncode != 0:
-        return f"{scontrol} update exited {proc.returncode}: {_one_line(proc.stderr or proc.stdout)}"
-    return None
+    return clip(f"{REASON_PREFIX}: {outcome.detail}")
 
 
 def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

@@ -21,6 +21,8 @@ it whether to reload, and whether the sync's inputs changed).
 - ``clusterkit-store-gc.service`` + ``.timer``: the daily image gc (containers.store_gc.timer, CK_STORE_GC_TIMER=1):
   removes store files no live cluster record names, no process has open and no lease holds, after the grace
   period (store/gc.py). Turned off, both files go (head_node.sh disables the timer first).
+- ``clusterkit-health-schedule.service`` + ``.timer``: every 15 minutes, submit the deep node check as a Slurm job on
+  idle nodes that are due (fleet/health_deep.py; queues without a deep check get nothing).
 
 What a running sync was started with (its "inputs") is its unit and the image lock of the live bundle: OnNodeUpdated
 runs on every cluster update (a MaxCount change included), so head_node.sh restarts the sync only when they changed
@@ -51,6 +53,8 @@ GC_LOG = "/var/log/clusterkit/store-gc.log"
 SYNC_UNIT, SYNC_TIMER = "clusterkit-image-sync.service", "clusterkit-image-sync.timer"
 HEARTBEAT_UNIT, HEARTBEAT_TIMER = "clusterkit-store-heartbeat.service", "clusterkit-store-heartbeat.timer"
 GC_UNIT, GC_TIMER = "clusterkit-store-gc.service", "clusterkit-store-gc.timer"
+HEALTH_UNIT, HEALTH_TIMER = "clusterkit-health-schedule.service", "clusterkit-health-schedule.timer"
+HEALTH_LOG = "/var/log/clusterkit/health-schedule.log"
 MODE = "0644"
 HEADER = "# Managed by ClusterKit head_node.sh; re-run it (OnNodeUpdated) instead of editing this file."
 PATH = "/opt/slurm/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -173,9 +177,22 @@ def gc_timer() -> str:
     return _timer("ClusterKit image gc, daily", "OnCalendar=daily", "RandomizedDelaySec=1h", "Persistent=true")
 
 
+def health_unit(s: StoreSettings) -> str:
+    command = f"python3 {ZIPAPP} health schedule --store {s.store} 2>&1 | tee -a {HEALTH_LOG}"
+    return _text("[Unit]", "Description=ClusterKit node health: the deep check on idle nodes that are due",
+                 f"RequiresMountsFor={s.store} {SHARED}", "", "[Service]", "Type=oneshot",
+                 f'Environment="PATH={PATH}"', f"ExecStart=/bin/bash -o pipefail -c '{command}'")
+
+
+def health_timer() -> str:
+    return _timer("ClusterKit node health schedule, every 15 minutes", "OnBootSec=10min", "OnUnitInactiveSec=15min",
+                  "RandomizedDelaySec=60")
+
+
 def store_timers(s: StoreSettings) -> List[Unit]:
-    """The heartbeat always; the gc only while its timer is on."""
-    found = [Unit(HEARTBEAT_UNIT, heartbeat_unit(s)), Unit(HEARTBEAT_TIMER, heartbeat_timer())]
+    """The heartbeat and the health schedule always; the gc only while its timer is on."""
+    found = [Unit(HEARTBEAT_UNIT, heartbeat_unit(s)), Unit(HEARTBEAT_TIMER, heartbeat_timer()),
+             Unit(HEALTH_UNIT, health_unit(s)), Unit(HEALTH_TIMER, health_timer())]
     return found + ([Unit(GC_UNIT, gc_unit(s)), Unit(GC_TIMER, gc_timer())] if s.gc_timer else [])
 
 

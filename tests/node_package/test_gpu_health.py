@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit_node.node import gpu_health
+from clusterkit_node.node import gpu_health, slurm_drain
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -72,4 +72,4 @@ def test_a_drain_slurm_refuses_is_said() -> None:
 
 def test_a_long_reason_is_cut() -> None:
     why = gpu_health.reason(gpu_health.Outcome("fail", "x" * 400, 1.0))
-    assert len(why) == gpu_health.REASON_MAX and why.startswith("clusterkit gpu-health: ")
+    assert len(why) == slurm_drain.REASON_MAX and why.startswith("clusterkit gpu-health: ")

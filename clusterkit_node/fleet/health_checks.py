@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
 from clusterkit_node.contract.health_plan import Expect
-from clusterkit_node.contract.layout import manifest_path
 from clusterkit_node.node.facts import find_tool, host_path
 
 # The Xids the toolkit isolates, reboots or resets for (RESET includes 74, its NVLINK_DEFAULT); 154 by its text.
@@ -203,15 +202,17 @@ def check_efa(env: Dict[str, str], expect: Expect, budget: Budget) -> Result:
 
 
 def check_store(store: str, budget: Budget) -> Result:
-    """The image store answers: its manifest can be stat'ed within the budget (a hung Lustre mount blocks in the
-    kernel, so the stat runs in a thread the check stops waiting for)."""
+    """The image store answers: it can be listed within the budget (a hung Lustre mount blocks in the kernel, so the
+    listing runs in a thread the check stops waiting for). A store the head node has not made yet (its first sync
+    runs while compute nodes boot) passes while its parent is a mount point; on an unmounted /fsx it fails."""
     started = budget.clock()
     box: Dict[str, object] = {}
 
     def probe() -> None:
         try:
-            os.stat(manifest_path(store))
-            box["ok"] = True
+            box["entries"] = len(os.listdir(store))
+        except FileNotFoundError:
+            box["missing"] = os.path.ismount(os.path.dirname(store.rstrip("/")))
         except OSError as exc:
             box["error"] = exc
 
@@ -224,7 +225,13 @@ def check_store(store: str, budget: Budget) -> Result:
     if "error" in box:
         exc = box["error"]
         assert isinstance(exc, OSError)
-        return Result("store", False, f"{manifest_path(store)}: {exc.strerror or exc} (is FSx mounted?)", took)
+        return Result("store", False, f"{store}: {exc.strerror or exc} (is FSx mounted?)", took)
+    if "missing" in box:
+        if box["missing"]:
+            return Result("store", True, f"{store} not made yet (the head node's first sync); its file system answers",
+                          took)
+        return Result("store", False, f"{store} missing and {os.path.dirname(store)} is not a mount point "
+                      "(is FSx mounted?)", took)
     return Result("store", True, f"{store} answers", took)
 
 

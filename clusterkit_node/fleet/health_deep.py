@@ -101,7 +101,7 @@ def pair_test(nodes: Tuple[str, str], gpus: int, env: Dict[str, str], timeout: f
     srun = slurm_tool("srun", env)
     exe = find_tool("all_reduce_perf", env, *NCCL_PATHS) or "all_reduce_perf"
     cmd = [srun, f"--nodelist={nodes[0]},{nodes[1]}", "--nodes=2", f"--ntasks-per-node={max(1, gpus)}",
-           "--kill-on-bad-exit=1", exe, *NCCL_ARGS]
+           "--overcommit", "--kill-on-bad-exit=1", exe, *NCCL_ARGS]
     rc, out = _run(cmd, env, timeout)
     figure = busbw(out) if rc == 0 else None
     if figure is None:

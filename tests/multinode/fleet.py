@@ -18,11 +18,17 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import gpu_standin
 from fabric import Fabric
 from lifecycle import Boot, Lifecycle
 from node_root import GROUP, PC_PROLOG_EPILOG, SLURM_DAEMONS, USERS, NodeRoot
 
+from clusterkit_node.contract.health_plan import HealthPlan, custom_slurm_settings
+
 HEAD = "ckhead"
+# Slurm's HealthCheckInterval on the fleet (fleet_flow.spec_text sets the spec's scheduling.health_check_interval_s
+# to it, and test_multinode_health.py checks the rendered plan agrees): short, so the idle check is seen in a test.
+HEALTH_INTERVAL_S = 15
 
 
 QUEUE, RESOURCE = "gpu", "p5"
@@ -45,6 +51,8 @@ def slurm_conf(addresses: dict[str, str], cpus: int = 2) -> str:
         "SlurmctldPort=6817", "SlurmdPort=6818",
         *SLURM_DAEMONS,
         *PC_PROLOG_EPILOG,
+        *(f"{k}={v}" for setting in custom_slurm_settings(HealthPlan("ckfleet", HEALTH_INTERVAL_S))
+          for k, v in setting.items()),
         "SlurmdParameters=config_overrides",
         "SlurmdTimeout=10",  # a lost node is DOWN within seconds (the default 300 s would stall the fault test)
         *[f"NodeName={n} NodeHostname={n} NodeAddr={addresses[n]} CPUs={cpus} RealMemory=1000 State=UNKNOWN"
@@ -114,6 +122,8 @@ class Fleet:
         node.start()
         assert node.holder is not None
         self.fabric.attach(name, node.holder.pid, len(self.fabric.attached) + 1)
+        if name != HEAD:
+            gpu_standin.install(node)  # a p5's GPUs and EFA devices as the health checks see them
         return node
 
     def _join(self, node: NodeRoot) -> None:

@@ -22,7 +22,7 @@ from typing import Iterator
 
 import runtime_build
 from cluster_flow import SYNC_UNIT, put_file, wait_unit
-from fleet import Fleet
+from fleet import HEALTH_INTERVAL_S, Fleet
 from images_fakes import FakeRegistry
 from lifecycle import Boot, Lifecycle
 from registry import serve_on
@@ -43,12 +43,19 @@ REPOSITORY, TAG = "ck/train", "bookworm-torch1.13"
 STORE = "/fsx/containers"
 # zstd level 1: the same format as the default's level 3, at a speed a 2-core CI machine can squash ~1 GB in.
 SQUASH = "-comp zstd -Xcompression-level 1 -b 128K -no-fragments"
+NCCL_MIN_GBPS = 100  # the deep check's threshold on the fleet (healthy stand-in links: gpu_standin.LINK_GBPS)
 
 
 def spec_text(registry_host: str, os_name: str) -> str:
-    """The demo spec on the fleet's OS, with the training image as its one image."""
+    """The demo spec on the fleet's OS, with the training image as its one image; Slurm's idle health check every
+    HEALTH_INTERVAL_S (fleet.py's slurm.conf holds the same lines) and an NCCL threshold for the deep check (the
+    stand-in links run at gpu_standin.LINK_GBPS)."""
     demo = (REPO / "cluster_configs" / "demo.yaml").read_text()
     demo = re.sub(r"(?m)^os: .*$", f"os: {os_name}", demo, count=1)
+    demo = demo.replace("        efa: true\n", "        efa: true\n    health_checks:\n      deep:\n"
+                        f"        nccl_min_busbw_gbps: {NCCL_MIN_GBPS}\n", 1)
+    demo = demo.replace("\ncontainers:\n", f"\nscheduling:\n  health_check_interval_s: {HEALTH_INTERVAL_S}\n\n"
+                        "containers:\n", 1)
     head = demo[:demo.index("containers:\n")]
     tail = demo[demo.index("\nlifecycle:"):]
     return (head + "containers:\n  enroot:\n"

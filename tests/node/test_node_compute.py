@@ -154,7 +154,8 @@ def test_configured_checks_pass_and_verify_store(compute: Sandbox) -> None:
     assert r.calls("clusterkit_node.pyz") == [
         ["selftest", "--path", "extract", "--want-squashfuse", "1", "--single-threaded-in-place", "0",
          "--squash-options", "-comp zstd -Xcompression-level 3 -b 128K -no-fragments"],
-        ["verify", *store_args], ["fingerprint", *store_args, "--cluster", "demo"]]
+        ["verify", *store_args], ["fingerprint", *store_args, "--cluster", "demo"],
+        ["health", "check", "--tier", "boot", "--source", "boot", "--store", store_args[1]]]
     assert "srun" not in r.command_names
     assert "selftest: extract start works" in r.stdout
     assert "INFO 2026-01-01T00:00:00Z verify: store reachable; present: pytorch" in r.stdout

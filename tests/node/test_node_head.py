@@ -34,6 +34,7 @@ SYNC = "clusterkit-image-sync.service"
 TIMER = "clusterkit-image-sync.timer"
 HEARTBEAT, HEARTBEAT_TIMER = "clusterkit-store-heartbeat.service", "clusterkit-store-heartbeat.timer"
 GC, GC_TIMER = "clusterkit-store-gc.service", "clusterkit-store-gc.timer"
+HEALTH, HEALTH_TIMER = "clusterkit-health-schedule.service", "clusterkit-health-schedule.timer"
 
 
 def args_with(**overrides: str) -> list[str]:
@@ -60,6 +61,10 @@ def test_fresh_run_writes_exactly_the_expected_files(sandbox: Sandbox) -> None:
         f"etc/systemd/system/{TIMER}",
         f"etc/systemd/system/{HEARTBEAT}",
         f"etc/systemd/system/{HEARTBEAT_TIMER}",
+        f"etc/systemd/system/{HEALTH}",
+        f"etc/systemd/system/{HEALTH_TIMER}",
+        "opt/slurm/etc/scripts/prolog.d/50_clusterkit_node_health",
+        "opt/slurm/etc/scripts/clusterkit_health_check",
         PLUGSTACK,
         PYXIS_CONF,
         PROLOG,
@@ -70,7 +75,9 @@ def test_fresh_run_writes_exactly_the_expected_files(sandbox: Sandbox) -> None:
            "compute_node_configured.sh", "login_node.sh", "images.lock", "compute.args")),
     }
     modes = {p: after[p].mode for p in new_files if not p.startswith("opt/parallelcluster")}
-    assert modes == {p: (0o755 if "hooks.d" in p or p == PROLOG else 0o644) for p in modes}
+    executable = {PROLOG, "opt/slurm/etc/scripts/prolog.d/50_clusterkit_node_health",
+                  "opt/slurm/etc/scripts/clusterkit_health_check"}
+    assert modes == {p: (0o755 if "hooks.d" in p or p in executable else 0o644) for p in modes}
     bundle_modes = {p.rsplit("/", 1)[1]: after[p].mode for p in new_files if p.startswith("opt/parallelcluster")}
     # pyxis execs the zipapp (its importer) as the job's user: executable, and (like every bundle file) world-readable
     assert bundle_modes == {f: (0o755 if f == "clusterkit_node.pyz" else 0o644) for f in bundle_modes}
@@ -129,7 +136,8 @@ def test_fresh_run_commands(sandbox: Sandbox) -> None:
     assert r.calls("scontrol") == [["reconfigure"]]
     assert r.calls("systemctl") == [["daemon-reload"], ["enable", "--quiet", SYNC],
                                     ["enable", "--quiet", "--now", TIMER], ["restart", "--no-block", SYNC],
-                                    ["enable", "--quiet", "--now", HEARTBEAT_TIMER]]
+                                    ["enable", "--quiet", "--now", HEARTBEAT_TIMER],
+                                    ["enable", "--quiet", "--now", HEALTH_TIMER]]
     # the sync again 15 minutes after each run ends (never while one runs): re-checks the store, retries failures
     timer = sandbox.read(f"etc/systemd/system/{TIMER}").splitlines()
     assert "OnUnitInactiveSec=15min" in timer and "WantedBy=timers.target" in timer

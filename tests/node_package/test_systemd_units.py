@@ -102,22 +102,35 @@ def test_heartbeat_and_gc_units_and_timers() -> None:
     assert {"OnCalendar=daily", "Persistent=true"} <= set(timers["gc"].splitlines())
 
 
+HEALTH = ["clusterkit-health-schedule.service", "clusterkit-health-schedule.timer"]  # always (fleet/health_deep.py)
+
+
+def test_the_health_schedule_runs_every_15_minutes_after_the_last_run() -> None:
+    unit = systemd_units.health_unit(settings()).splitlines()
+    assert unit[-1] == ("ExecStart=/bin/bash -o pipefail -c 'python3 /opt/parallelcluster/shared/clusterkit/"
+                        "clusterkit_node.pyz health schedule --store /fsx/containers 2>&1 | tee -a "
+                        "/var/log/clusterkit/health-schedule.log'")
+    assert {"OnBootSec=10min", "OnUnitInactiveSec=15min"} <= set(systemd_units.health_timer().splitlines())
+
+
 def test_the_gc_units_exist_only_while_its_timer_is_on() -> None:
     def names(s: StoreSettings) -> list[str]:
         return [u.name for u in systemd_units.store_timers(s) + systemd_units.sync_units(s)]
 
     assert names(settings()) == ["clusterkit-store-heartbeat.service", "clusterkit-store-heartbeat.timer",
-                                 "clusterkit-image-sync.service", "clusterkit-image-sync.timer"]
+                                 *HEALTH, "clusterkit-image-sync.service", "clusterkit-image-sync.timer"]
     assert names(settings("CK_STORE_GC_TIMER=1")) == [
-        "clusterkit-store-heartbeat.service", "clusterkit-store-heartbeat.timer", "clusterkit-store-gc.service",
-        "clusterkit-store-gc.timer", "clusterkit-image-sync.service", "clusterkit-image-sync.timer"]
+        "clusterkit-store-heartbeat.service", "clusterkit-store-heartbeat.timer", *HEALTH,
+        "clusterkit-store-gc.service", "clusterkit-store-gc.timer", "clusterkit-image-sync.service",
+        "clusterkit-image-sync.timer"]
 
 
 def test_write_units_writes_what_differs_and_removes_the_gc_when_turned_off(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("CK_ROOT", str(tmp_path))
     on = Changes()
     assert systemd_units.write_units(settings("CK_STORE_GC_TIMER=1"), on)
-    written = ["clusterkit-store-heartbeat.service", "clusterkit-store-heartbeat.timer", "clusterkit-store-gc.service",
+    written = ["clusterkit-store-heartbeat.service", "clusterkit-store-heartbeat.timer", *HEALTH,
+               "clusterkit-store-gc.service",
                "clusterkit-store-gc.timer", "clusterkit-image-sync.service", "clusterkit-image-sync.timer"]
     assert on.lines == ["INFO created /etc/systemd/system (mode 0755)",
                         *(f"INFO wrote /etc/systemd/system/{n} (mode 0644)" for n in written)]
@@ -153,7 +166,7 @@ def test_store_units_reports_reload_and_a_sync_restart_until_the_inputs_are_reco
     inputs = (f"unit={hashlib.sha256(unit).hexdigest()} "
               f"lock={hashlib.sha256((tmp_path / LOCK).read_bytes()).hexdigest()}")
     assert lines[-3:] == ["@systemd-dirty", "@restart-sync", f"@sync-inputs {inputs}"]
-    assert lines[0] == "INFO created /etc/systemd/system (mode 0755)" and len(lines) == 5 + 3
+    assert lines[0] == "INFO created /etc/systemd/system (mode 0755)" and len(lines) == 7 + 3
     # head_node.sh records the inputs once it (re)started the sync: then nothing to do
     (tmp_path / INPUTS.lstrip("/")).parent.mkdir(parents=True)
     (tmp_path / INPUTS.lstrip("/")).write_text(inputs + "\n")

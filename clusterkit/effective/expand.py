@@ -431,7 +431,8 @@ def expand_spec(spec: ClusterSpec, *, deploy_time: datetime | None = None) -> Ef
                                     "containers.nvidia_container_cli": containers.nvidia_container_cli,
                                     "security.compute_imds": spec.security.compute_imds}, containers),
         platform=platform,
-        health=health.plan(spec, {q.name: {cr.name: cr.efa for cr in q.compute_resources} for q in queues}),
+        health=health.plan(spec, gpu={q.name: q.has_gpu for q in queues},
+                           efa={q.name: {cr.name: cr.efa for cr in q.compute_resources} for q in queues}),
         login_nodes=tuple(spec.login_nodes),
     )
 

@@ -62,11 +62,6 @@ def expect(instance_type: str, efa: bool) -> Expect:
                   efa=efa_devices(instance_type) if efa else 0)
 
 
-def _gpu_queue(queue: Queue) -> bool:
-    return any((f := catalog.instance_type(cr.instance_type)) is not None and f.gpus > 0
-               for cr in queue.compute_resources)
-
-
 def nccl_default(queue: Queue, efa: Mapping[str, bool]) -> float:
     """The type's figure (the lowest of the queue's types), 0 where any type has none, a compute resource has no
     EFA, or the queue's max nodes add up to less than 2 (the test runs between two of its nodes)."""
@@ -78,10 +73,9 @@ def nccl_default(queue: Queue, efa: Mapping[str, bool]) -> float:
     return float(min(figures))
 
 
-def queue_health(queue: Queue, efa: Mapping[str, bool]) -> QueueHealth:
-    """One queue's checks; ``efa``: the effective spec's resolved EFA per compute resource name."""
-    checks, gpu = queue.health_checks, _gpu_queue(queue)
-    deep = checks.deep
+def queue_health(queue: Queue, *, gpu: bool, efa: Mapping[str, bool]) -> QueueHealth:
+    """One queue's checks; ``gpu`` and ``efa``: the effective queue's (any GPU type; EFA per compute resource)."""
+    checks, deep = queue.health_checks, queue.health_checks.deep
     return QueueHealth(
         quick=checks.quick,
         quick_budget_s=checks.quick_budget_s,
@@ -94,8 +88,10 @@ def queue_health(queue: Queue, efa: Mapping[str, bool]) -> QueueHealth:
                                  else nccl_default(queue, efa))))
 
 
-def plan(spec: ClusterSpec, efa: Mapping[str, Mapping[str, bool]]) -> HealthPlan:
-    """The cluster's plan; ``efa``: resolved EFA per queue name, then compute resource name. Never raises (the
-    bundle's ``health_plan.dumps`` checks it against the nodes' ranges)."""
+def plan(spec: ClusterSpec, *, gpu: Mapping[str, bool], efa: Mapping[str, Mapping[str, bool]]) -> HealthPlan:
+    """The cluster's plan from the effective queues' resolved values, by queue name: ``gpu`` (``has_gpu``) and
+    ``efa`` (per compute resource name). Never raises (the bundle's ``health_plan.dumps`` checks it against the
+    nodes' ranges)."""
     return HealthPlan(cluster=spec.name, interval_s=spec.scheduling.health_check_interval_s,
-                      queues={q.name: queue_health(q, efa.get(q.name, {})) for q in spec.queues})
+                      queues={q.name: queue_health(q, gpu=gpu.get(q.name, False), efa=efa.get(q.name, {}))
+                              for q in spec.queues})

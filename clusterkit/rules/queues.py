@@ -151,7 +151,8 @@ def _in_range(m: Marks, path: str, spec_path: str, value: float | None, unit: st
     """A health number outside the nodes' own range (clusterkit_node/contract/health_plan.py LIMITS)."""
     low, high = HEALTH_LIMITS[spec_path]
     if value is not None and not low <= value <= high:
-        yield m.problem(path, f"{value:g}{unit} is outside {low}..{high}",
+        shown = f"{value:g}" if isinstance(value, float) else str(value)
+        yield m.problem(path, f"{shown}{unit} is outside {low}..{high}",
                         f"the range the nodes accept in the health plan: {low} to {high}")
 
 

@@ -23,6 +23,7 @@ from clusterkit.effective.expand import expand
 from clusterkit.images.lock_file import empty_lock, lock_text
 from clusterkit.paths import COMPAT_RULES, NODE_PACKAGE_DIR, NODE_PROFILES, SCRIPTS_DIR
 from clusterkit.pipeline.loader import Loaded
+from clusterkit_node.contract import health_plan
 
 SCRIPTS = SCRIPTS_DIR  # the name tests and callers use
 LAUNCHER = "head_node_launcher.sh"  # HeadNode OnNodeUpdated (may change); also in the bundle for stage 0
@@ -147,7 +148,10 @@ def node_artifacts(loaded: Loaded) -> NodeArtifacts:
     files.update({name: path.read_bytes() for name, path in BUNDLE_DATA.items()})
     lock = loaded.lock_path
     files["images.lock"] = lock.read_bytes() if lock.exists() else lock_text(empty_lock(loaded.spec.name)).encode()
-    settings = expand(loaded).node
+    effective = expand(loaded)
+    settings = effective.node
+    # the nodes' health plan: checked against the nodes' own ranges first (PlanError: a plan they would refuse)
+    files[health_plan.PLAN_NAME] = health_plan.dumps(effective.health).encode()
     files["node.args"] = ("\n".join(settings.head) + "\n").encode()
     # login nodes run the compute scripts, which refuse the head-only settings (the image gc's)
     files["compute.args"] = ("\n".join(settings.compute) + "\n").encode()

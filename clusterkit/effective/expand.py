@@ -4,7 +4,8 @@ A ``ClusterSpec`` is what a human wrote; an ``EffectiveSpec`` is what ClusterKit
 defaults filled in (the image store under the mount point, the FSx per-unit throughput, the new VPC when
 neither mode is given), choices made (EFA where the type supports it, placement groups, one job per GPU
 node, ParallelCluster's capacity names), catalog facts looked up (GPUs, local NVMe, architecture), and
-what the nodes, IAM and the TTL teardown need (node settings, ECR registries and repositories, the expiry).
+what the nodes, IAM and the TTL teardown need (node settings, the node health plan, ECR registries and
+repositories, the expiry).
 ``clusterkit expand NAME`` prints it, like Cluster Toolkit's expanded blueprint.
 
 Everything downstream reads it and re-derives nothing: render (the ParallelCluster config), the CDK
@@ -26,7 +27,7 @@ from pathlib import PurePosixPath
 from typing import Any, Protocol
 
 from clusterkit.catalog import lookup as catalog
-from clusterkit.effective import gpu_check_place, node_settings
+from clusterkit.effective import gpu_check_place, health, node_settings
 from clusterkit.effective.node_settings import NodeSettings
 from clusterkit.images.ref import ImageRefError, parse_image_ref
 from clusterkit.paths import NODE_PROFILES
@@ -53,6 +54,7 @@ from clusterkit.spec.model import (
 )
 from clusterkit.spec.naming import alerts_stack_name, artifact_prefix, bundle_parameter_name, stack_names
 from clusterkit_node.contract import profiles
+from clusterkit_node.contract.health_plan import HealthPlan
 
 DEFAULT_STORE_DIR = "containers"  # the image store's directory under mount_dir when image_store is unset
 # ParallelCluster's names for the spec's capacity types (SlurmQueues[].CapacityType).
@@ -227,6 +229,7 @@ class EffectiveSpec:
     names: Names
     node: NodeSettings
     platform: PlatformRef | None  # None: the cluster's own network and storage stacks
+    health: HealthPlan  # the nodes' health checks (effective/health.py), shipped in the bundle, never in Args
     # LoginNodes pools as written (no derived value: subnet, security group and role are the compute nodes')
     login_nodes: tuple[LoginPool, ...] = ()
 
@@ -399,6 +402,7 @@ def expand_spec(spec: ClusterSpec, *, deploy_time: datetime | None = None) -> Ef
         platform=image_platform(spec), ecr_registries=ecr_registries(spec.containers.images),
         ecr_repositories=ecr_repositories(spec.containers.images), store_gc=spec.containers.store_gc,
         nvidia_container_cli=nvidia_container_cli(spec))
+    queues = tuple(_queue(q) for q in spec.queues)
     return EffectiveSpec(
         name=spec.name,
         region=spec.region,
@@ -410,7 +414,7 @@ def expand_spec(spec: ClusterSpec, *, deploy_time: datetime | None = None) -> Ef
         head_node=EffectiveHeadNode(spec.head_node.instance_type, spec.head_node.root_volume_gib,
                                     _facts(spec.head_node.instance_type).nvme_gib > 0),
         storage=_storage(fsx),
-        queues=tuple(_queue(q) for q in spec.queues),
+        queues=queues,
         scheduling=spec.scheduling,
         containers=containers,
         monitoring=spec.monitoring,
@@ -427,6 +431,8 @@ def expand_spec(spec: ClusterSpec, *, deploy_time: datetime | None = None) -> Ef
                                     "containers.nvidia_container_cli": containers.nvidia_container_cli,
                                     "security.compute_imds": spec.security.compute_imds}, containers),
         platform=platform,
+        health=health.plan(spec, gpu={q.name: q.has_gpu for q in queues},
+                           efa={q.name: {cr.name: cr.efa for cr in q.compute_resources} for q in queues}),
         login_nodes=tuple(spec.login_nodes),
     )
 

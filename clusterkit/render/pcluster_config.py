@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from clusterkit.effective.expand import EffectiveComputeResource, EffectiveQueue, EffectiveSpec
+from clusterkit_node.contract import health_plan
 
 EPHEMERAL_MOUNT = "/scratch"  # bootstrap scripts put enroot's local dirs here when it is a mount point
 # Session Manager on the head node only (docs/security.md "Node roles"): this AWS managed policy also allows
@@ -113,6 +114,13 @@ def bundle_arg(eff: EffectiveSpec) -> str:
 CUSTOM_SLURM_SETTINGS: tuple[dict[str, str], ...] = ({"PrologFlags": "Alloc"},)
 
 
+def custom_slurm_settings(spec: EffectiveSpec) -> list[dict[str, str]]:
+    """ClusterKit's slurm.conf lines, then the node health check's (HealthCheckProgram on idle nodes every
+    scheduling.health_check_interval_s: clusterkit_node/contract/health_plan.py, which the head node's installer
+    shares; CustomSlurmSettings' update policy is SUPPORTED, so a new interval updates a running cluster)."""
+    return [dict(setting) for setting in (*CUSTOM_SLURM_SETTINGS, *health_plan.custom_slurm_settings(spec.health))]
+
+
 def render_config(spec: EffectiveSpec, refs: Refs, artifacts: NodeArtifactKeys) -> dict[str, Any]:
     """The ParallelCluster configuration as plain dicts and lists (YAML- and JSON-ready)."""
     config: dict[str, Any] = {
@@ -126,7 +134,7 @@ def render_config(spec: EffectiveSpec, refs: Refs, artifacts: NodeArtifactKeys) 
             "SlurmSettings": {
                 "QueueUpdateStrategy": spec.scheduling.queue_update_strategy,
                 "ScaledownIdletime": spec.scheduling.scaledown_idletime_minutes,
-                "CustomSlurmSettings": [dict(setting) for setting in CUSTOM_SLURM_SETTINGS],
+                "CustomSlurmSettings": custom_slurm_settings(spec),
             },
             "SlurmQueues": [_queue(spec, q, refs, artifacts) for q in spec.queues],
         },

@@ -77,6 +77,7 @@ def _rule_limits() -> dict[str, dict[str, Any]]:
         "lifecycle.notify_email": {"pattern": _pattern(limits.NOTIFY_EMAIL), "maxLength": limits.EMAIL_MAX},
         "acknowledge[].id": {"enum": warning_ids.acknowledgeable()},
         "acknowledge[].reason": {"pattern": limits.ACK_REASON.pattern},  # searched: some visible text
+        **{path: {"minimum": low, "maximum": high} for path, (low, high) in limits.HEALTH_LIMITS.items()},
     }
 
 

@@ -13,6 +13,7 @@ from clusterkit.rules.limits import (
     CLUSTER_NAME,
     EMAIL_LOCAL_MAX,
     EMAIL_MAX,
+    HEALTH_LIMITS,
     IDS,
     MAX_PC_VERSION,
     MIN_PC_VERSION,
@@ -55,6 +56,10 @@ def identity(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
 def settings(spec: ClusterSpec, m: Marks) -> Iterator[Problem]:
     if spec.scheduling.scaledown_idletime_minutes < 1:
         yield m.problem("scheduling.scaledown_idletime_minutes", "must be >= 1")
+    interval, (low, high) = spec.scheduling.health_check_interval_s, HEALTH_LIMITS["scheduling.health_check_interval_s"]
+    if not low <= interval <= high:
+        yield m.problem("scheduling.health_check_interval_s", f"{interval} s is outside {low}..{high}",
+                        "seconds between quick checks of an idle node (Slurm's HealthCheckInterval); default 300")
     if spec.monitoring.log_retention_days not in PC_LOG_RETENTION_DAYS:
         yield m.problem("monitoring.log_retention_days",
                         f"{spec.monitoring.log_retention_days} is not a retention ParallelCluster accepts",

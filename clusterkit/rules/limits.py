@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from clusterkit import DEFAULT_PC_VERSION
+from clusterkit_node.contract.health_plan import LIMITS as HEALTH_PLAN_LIMITS
 from clusterkit_node.image.versions import version_key
 from clusterkit_node.node.pyxis_conf import OPTION_SINCE
 
@@ -36,6 +37,14 @@ MIN_RESERVATION_INSTANCES = 1
 MAX_LOGIN_POOLS = 10
 MIN_LOGIN_COUNT = 0
 LOGIN_GRACETIME_MINUTES = (3, 120)
+# The node health plan's ranges are the nodes' own (clusterkit_node/contract/health_plan.py LIMITS, which the nodes
+# check the plan against): spec field -> (lowest, highest).
+HEALTH_LIMITS: dict[str, tuple[int, int]] = {
+    "scheduling.health_check_interval_s": HEALTH_PLAN_LIMITS["interval_s"],
+    "queues[].health_checks.quick_budget_s": HEALTH_PLAN_LIMITS["quick_budget_s"],
+    **{f"queues[].health_checks.deep.{key}": HEALTH_PLAN_LIMITS[key]
+       for key in ("every_hours", "budget_s", "dcgm_level", "nccl_min_busbw_gbps")},
+}
 MIN_HEAD_ROOT_GIB = 40  # the official AMIs' root snapshots are 35 GiB and up
 MAX_EBS_GIB = 16384  # ParallelCluster 3.16.1's root-volume limit (validators/ebs_validators.py; EBS allows more)
 # lifecycle.ttl_hours: the teardown is created first and counts from the deploy, and creating the cluster

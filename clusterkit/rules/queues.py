@@ -9,6 +9,7 @@ from clusterkit.catalog import lookup as catalog
 from clusterkit.effective import gpu_check_place
 from clusterkit.rules.common import duplicates
 from clusterkit.rules.limits import (
+    HEALTH_LIMITS,
     IDS,
     MAX_COMPUTE_RESOURCES,
     MAX_EBS_GIB,
@@ -73,6 +74,7 @@ def _queue(spec: ClusterSpec, m: Marks, qp: str, queue: Queue, arches: dict[str,
     yield from duplicates(m, [(f"{qp}.compute_resources[{j}].name", cr.name)
                                for j, cr in enumerate(queue.compute_resources)], "compute resource")
     yield from _gpu_check(m, qp, queue)
+    yield from _health(m, qp, queue)
     block = queue.capacity_type == "capacity_block"
     if block and queue.placement_group:
         yield m.problem(f"{qp}.placement_group", "capacity blocks cannot use a placement group",
@@ -143,3 +145,34 @@ def _gpu_check(m: Marks, qp: str, queue: Queue) -> Iterator[Problem]:
         yield m.problem(path, f"no deep GPU check on queue '{queue.name}': a node with a failing GPU takes jobs",
                         "use health_checks.gpu: boot, or acknowledge gpu-check-none with a reason",
                         level="warning", id="gpu-check-none")
+
+
+def _in_range(m: Marks, path: str, spec_path: str, value: float | None, unit: str) -> Iterator[Problem]:
+    """A health number outside the nodes' own range (clusterkit_node/contract/health_plan.py LIMITS)."""
+    low, high = HEALTH_LIMITS[spec_path]
+    if value is not None and not low <= value <= high:
+        shown = f"{value:g}" if isinstance(value, float) else str(value)
+        yield m.problem(path, f"{shown}{unit} is outside {low}..{high}",
+                        f"the range the nodes accept in the health plan: {low} to {high}")
+
+
+def _health(m: Marks, qp: str, queue: Queue) -> Iterator[Problem]:
+    """``health_checks`` quick and deep: the nodes' ranges; DCGM and NCCL only where they can run (GPUs; NCCL
+    between two nodes of the queue)."""
+    checks, hp = queue.health_checks, f"{qp}.health_checks"
+    yield from _in_range(m, f"{hp}.quick_budget_s", "queues[].health_checks.quick_budget_s", checks.quick_budget_s,
+                         " s")
+    deep = checks.deep
+    for key, unit in (("every_hours", " h"), ("budget_s", " s"), ("dcgm_level", ""), ("nccl_min_busbw_gbps", " GB/s")):
+        yield from _in_range(m, f"{hp}.deep.{key}", f"queues[].health_checks.deep.{key}", getattr(deep, key), unit)
+    facts = [catalog.instance_type(cr.instance_type) for cr in queue.compute_resources]
+    no_gpu = bool(facts) and all(f is not None and f.gpus == 0 for f in facts)
+    if no_gpu and deep.dcgm_level:
+        yield m.problem(f"{hp}.deep.dcgm_level", f"queue '{queue.name}' has no GPU instance type for DCGM to check",
+                        "remove dcgm_level (CPU queues default to 0)")
+    if no_gpu and deep.nccl_min_busbw_gbps:
+        yield m.problem(f"{hp}.deep.nccl_min_busbw_gbps", f"queue '{queue.name}' has no GPU instance type for "
+                        "the NCCL test", "remove nccl_min_busbw_gbps (CPU queues default to 0)")
+    elif deep.nccl_min_busbw_gbps and sum(cr.max for cr in queue.compute_resources) < 2:
+        yield m.problem(f"{hp}.deep.nccl_min_busbw_gbps", f"queue '{queue.name}' has fewer than 2 nodes: the NCCL "
+                        "test runs between two", "set 0, or raise a compute resource's max")

@@ -127,6 +127,21 @@ GpuCheck = Literal["boot", "prolog", "none"]
 
 
 @dataclass(frozen=True)
+class DeepHealth:
+    every_hours: int | None = doc(
+        "hours between deep checks of each idle node (0 = off, at most 8760); default: 24 on GPU queues, else 0", None)
+    budget_s: int = doc(
+        "the deep check job's Slurm time limit in seconds (30 to 7200), so a user job waits at most this long "
+        "behind it", 900)
+    dcgm_level: int | None = doc(
+        "dcgmi diag -r LEVEL on each node (0 = none, 1 to 4); default: 2 on GPU queues, else 0", None)
+    nccl_min_busbw_gbps: float | None = doc(
+        "the least all_reduce_perf bus bandwidth in GB/s between two nodes of the queue (0 = no NCCL test); default: "
+        "the instance type's cited figure in clusterkit/effective/health.py (none is listed yet, so 0: set your "
+        "measured baseline), and 0 where the queue has no EFA or its max nodes add up to less than 2", None)
+
+
+@dataclass(frozen=True)
 class HealthChecks:
     gpu: GpuCheck | None = doc(
         "where DCGM's deep GPU check (dcgmi diag -r 2) runs: boot (once per node, before slurmd starts; a failure "
@@ -134,6 +149,13 @@ class HealthChecks:
         "at every job start) or none (no deep check; YAML reads a bare off as false); default: boot where the "
         "check outlasts a job start (p4d, p4de, p5, p5e, p5en, p6, p3dn, any type with 4+ GPUs: "
         "docs/troubleshooting.md#gpu-health-checks-and-the-job-start), prolog on other GPU queues", None)
+    quick: bool = doc(
+        "the quick check, seconds: driver answers, GPU count and model as the instance type says, no new fatal Xid "
+        "or uncorrected ECC errors, EFA devices, the image store mounted; runs before every job (prolog) and on "
+        "idle nodes every scheduling.health_check_interval_s; a failure drains the node with a reason and "
+        "ParallelCluster replaces it", True)
+    quick_budget_s: int = doc("seconds the quick check may take before it counts as failed (1 to 120)", 10)
+    deep: DeepHealth = doc("the deep check on idle nodes, run as Slurm jobs the head node submits", DeepHealth())
 
 
 @dataclass(frozen=True)
@@ -147,7 +169,7 @@ class Queue:
     root_volume_gib: int | None = doc(
         "compute root volume in GiB; default: the AMI's size. Without instance-store NVMe, containers "
         "unpack onto it (validate warns when the largest image would not fit)", None)
-    health_checks: HealthChecks = doc("node health checks of this queue's GPU nodes", HealthChecks())
+    health_checks: HealthChecks = doc("node health checks of this queue's nodes", HealthChecks())
 
 
 @dataclass(frozen=True)
@@ -169,6 +191,8 @@ class LoginPool:
 class Scheduling:
     scaledown_idletime_minutes: int = doc("idle minutes before a dynamic node is stopped", 10)
     queue_update_strategy: Literal["DRAIN", "TERMINATE"] = doc("how running nodes take a queue update", "DRAIN")
+    health_check_interval_s: int = doc(
+        "seconds between quick checks of each idle node (Slurm's HealthCheckInterval; 10 to 86400)", 300)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 PLAN_NAME = "health_plan.json"
 SCHEMA = 1
@@ -33,7 +33,7 @@ DEEP_JOB_NAME = "clusterkit-health-deep"  # the deep check's Slurm jobs (squeue 
 
 NAME = re.compile(r"[a-z][a-z0-9-]{0,39}")  # PC's queue and compute resource names
 MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,31}")  # catalog GPU models: H100, A10G, L40S, B200, ...
-LIMITS: Dict[str, tuple] = {  # field: (lowest, highest) accepted
+LIMITS: Dict[str, Tuple[int, int]] = {  # field: (lowest, highest) accepted
     "interval_s": (10, 86400),
     "quick_budget_s": (1, 120),
     "gpus": (0, 64),
@@ -86,7 +86,7 @@ class HealthPlan:
         return self.queues.get(name)
 
 
-def custom_slurm_settings(plan: HealthPlan) -> tuple:
+def custom_slurm_settings(plan: HealthPlan) -> Tuple[Dict[str, str], ...]:
     """The slurm.conf lines that run the quick check on idle nodes (ParallelCluster's CustomSlurmSettings: not on
     its deny list, pcluster/validators/slurm_settings_validator.py)."""
     return ({"HealthCheckProgram": HEALTH_PROGRAM}, {"HealthCheckInterval": str(plan.interval_s)},
@@ -118,7 +118,7 @@ def _number(where: str, key: str, value: Any) -> float:
     return float(value)
 
 
-def _obj(where: str, value: Any, keys: tuple) -> Dict[str, Any]:
+def _obj(where: str, value: Any, keys: Tuple[str, ...]) -> Dict[str, Any]:
     if not isinstance(value, dict):
         raise PlanError(f"{where}: not an object")
     extra = sorted(set(value) - set(keys))

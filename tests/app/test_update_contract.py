@@ -111,7 +111,10 @@ def test_instance_type_change_stops_the_fleet(demo, tmp_path) -> None:
     loaded, _, base = demo
     other = _render(_spec_variant(tmp_path, "        instance_type: p5.48xlarge\n",
                                   "        instance_type: p5en.48xlarge\n"))
-    (impact,) = _impacts(base, other).values()
+    # the node health plan in the bundle follows the type (p5en: H200s, 16 EFA devices): the head node gets it live
+    impacts = _impacts(base, other)
+    assert impacts.pop("HeadNode.CustomActions.OnNodeUpdated.Args") == (LIVE, "live", "SUPPORTED")
+    (impact,) = impacts.values()
     assert impact == (FLEET, "stop the compute fleet", "COMPUTE_FLEET_STOP")
 
 

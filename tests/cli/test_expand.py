@@ -17,7 +17,7 @@ GOLDEN = Path(__file__).parent / "golden" / "demo.expanded.yaml"
 REGENERATE = f".venv/bin/python -m clusterkit expand demo > {GOLDEN.relative_to(Path(__file__).parents[2])}"
 TOP_LEVEL = ["name", "region", "availability_zone", "account", "parallelcluster_version", "os", "network", "head_node",
              "storage", "queues", "scheduling", "containers", "monitoring", "lifecycle", "tags", "names", "node",
-             "platform", "login_nodes"]
+             "platform", "health", "login_nodes"]
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:

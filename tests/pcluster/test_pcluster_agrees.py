@@ -18,7 +18,16 @@ from typing import Any
 
 import pytest
 
-from clusterkit.artifacts.bundle import node_artifacts
+from clusterkit.artifacts.bundle import (
+    COMPUTE_CONFIGURED,
+    COMPUTE_START,
+    LAUNCHER,
+    LOGIN_STAGE0,
+    SCRIPTS,
+    STAGE0,
+    Artifact,
+    NodeArtifacts,
+)
 from clusterkit.effective.expand import expand_spec
 from clusterkit.pcluster.runner import pcluster_python, run_check
 from clusterkit.pipeline.loader import CONFIG_DIR, Loaded, load
@@ -79,6 +88,19 @@ MUTATIONS = [
 ]
 
 
+def _artifacts(loaded: Loaded) -> NodeArtifacts:
+    """The node scripts and a stand-in bundle: node_artifacts refuses to build the bundle of a spec whose health plan
+    the nodes would refuse (a cluster or queue name the rules refuse makes one), and ParallelCluster's checks read
+    only the objects' keys."""
+    def script(name: str) -> Artifact:
+        return Artifact(name, (SCRIPTS / name).read_bytes())
+
+    return NodeArtifacts(stage0=script(STAGE0), launcher=script(LAUNCHER), compute_start=script(COMPUTE_START),
+                         compute_configured=script(COMPUTE_CONFIGURED),
+                         bundle=Artifact(f"{loaded.spec.name}-bundle.zip", b"stand-in"),
+                         login_stage0=script(LOGIN_STAGE0) if loaded.spec.login_nodes else None)
+
+
 def _render_unchecked(text: str, tmp_path) -> tuple[str, str]:
     import yaml
 
@@ -88,7 +110,7 @@ def _render_unchecked(text: str, tmp_path) -> tuple[str, str]:
     assert spec is not None and not problems
     loaded = Loaded(spec=spec, source=LoadedSpec(spec=spec, path=CONFIG_DIR / "demo.yaml", marks=marks))
     effective = expand_spec(spec)  # total on specs the rules refuse
-    config = render_config(effective, placeholder_refs(effective), node_artifacts(loaded))
+    config = render_config(effective, placeholder_refs(effective), _artifacts(loaded))
     return spec.name, yaml.dump(config, Dumper=NoAliasDumper, sort_keys=False)
 
 

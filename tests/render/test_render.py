@@ -138,7 +138,8 @@ def test_bundle_contents():
     assert [a for a in args if a.startswith("CK_STORE_GC_")] and not [a for a in compute if a.startswith("CK_STORE_GC")]
     assert names == ["clusterkit_node.pyz", "compat_rules.json", "compute.args", "compute_node_configured.sh",
                      "compute_node_start.sh",
-                     "enroot.sh", "head_node.sh", "head_node_launcher.sh", "image_sync.py", "images.lock",
+                     "enroot.sh", "head_node.sh", "head_node_launcher.sh", "health_plan.json", "image_sync.py",
+                     "images.lock",
                      "login_node.sh", "node.args", "node_profiles.json", "pyxis_importer.py"]
     assert ("CK_CLUSTER=demo" in args
             and "ENROOT_SQUASH_OPTIONS=-comp zstd -Xcompression-level 3 -b 128K -no-fragments" in args)

@@ -19,7 +19,7 @@ readonly BUNDLE_LINK="${SHARED_BASE}/clusterkit"
 # What the bundle must hold besides head_node.sh and the launcher: the node tools (one zipapp), the files they
 # read next to it, and what compute nodes source or run from the shared directory.
 readonly BUNDLE_FILES=(enroot.sh clusterkit_node.pyz compat_rules.json node_profiles.json images.lock compute.args
-    compute_node_start.sh compute_node_configured.sh login_node.sh)
+    compute_node_start.sh compute_node_configured.sh login_node.sh health_plan.json)
 readonly SYNC_UNIT="clusterkit-image-sync.service"
 readonly SYNC_TIMER="clusterkit-image-sync.timer"
 readonly SYNC_LOG="/var/log/clusterkit/image-sync.log"

@@ -246,6 +246,14 @@ def _demo_compute_args() -> bytes:
     return ("\n".join(expand(load("demo", check_lock=False)).node.compute) + "\n").encode()
 
 
+def _demo_health_plan() -> bytes:
+    from clusterkit.effective.expand import expand
+    from clusterkit.pipeline.loader import load
+    from clusterkit_node.contract.health_plan import dumps
+
+    return dumps(expand(load("demo", check_lock=False)).health).encode()
+
+
 def bundle_zip(dest: Path, *, drop: tuple[str, ...] = (), zipapp: str | bytes = ZIPAPP_STANDIN,
                lock: dict | None = None) -> Path:
     """The bundle zip as the contract describes it (files at its root), with the stand-in zipapp (or the
@@ -257,6 +265,7 @@ def bundle_zip(dest: Path, *, drop: tuple[str, ...] = (), zipapp: str | bytes = 
     files[ZIPAPP] = zipapp.encode() if isinstance(zipapp, str) else zipapp
     files["images.lock"] = (json.dumps(lock or IMAGES_LOCK, indent=2, sort_keys=True) + "\n").encode()
     files["compute.args"] = _demo_compute_args()  # what login_node.sh reads
+    files["health_plan.json"] = _demo_health_plan()  # what the health checks read
     with zipfile.ZipFile(dest, "w") as zf:
         for name in sorted(files):
             if name not in drop:

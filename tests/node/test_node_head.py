@@ -72,7 +72,7 @@ def test_fresh_run_writes_exactly_the_expected_files(sandbox: Sandbox) -> None:
         "var/lib/clusterkit/image-sync.inputs",
         *(f"opt/parallelcluster/shared/{bundle_dir}/{f}" for f in
           ("enroot.sh", "clusterkit_node.pyz", "compat_rules.json", "node_profiles.json", "compute_node_start.sh",
-           "compute_node_configured.sh", "login_node.sh", "images.lock", "compute.args")),
+           "compute_node_configured.sh", "login_node.sh", "images.lock", "compute.args", "health_plan.json")),
     }
     modes = {p: after[p].mode for p in new_files if not p.startswith("opt/parallelcluster")}
     executable = {PROLOG, "opt/slurm/etc/scripts/prolog.d/50_clusterkit_node_health",
@@ -330,11 +330,12 @@ def test_head_checks_for_every_file_the_bundle_ships() -> None:
     less head_node.sh and node.args (the launcher checks and uses those) and the launcher (stage 0 checks
     and runs it), so nothing the nodes run or read can be missing on them."""
     from clusterkit.artifacts.bundle import BUNDLE_DATA, BUNDLE_FILES, LAUNCHER, SCRIPTS, ZIPAPP
+    from clusterkit_node.contract.health_plan import PLAN_NAME
 
     m = re.search(r"^readonly BUNDLE_FILES=\(([^)]*)\)", (SCRIPTS / "head_node.sh").read_text(), re.M)
     assert m, "readonly BUNDLE_FILES=(...) not found in head_node.sh"
     assert sorted(m.group(1).split()) == sorted(
-        {*BUNDLE_FILES, ZIPAPP, *BUNDLE_DATA, "images.lock", "compute.args"} - {"head_node.sh", LAUNCHER})
+        {*BUNDLE_FILES, ZIPAPP, *BUNDLE_DATA, "images.lock", "compute.args", PLAN_NAME} - {"head_node.sh", LAUNCHER})
 
 
 def test_download_failure_names_the_bundle(sandbox: Sandbox) -> None:

@@ -27,7 +27,7 @@ from pathlib import PurePosixPath
 from typing import Any, Protocol
 
 from clusterkit.catalog import lookup as catalog
-from clusterkit.effective import gpu_check_place, health, node_settings
+from clusterkit.effective import gpu_check_place, node_health, node_settings
 from clusterkit.effective.node_settings import NodeSettings
 from clusterkit.images.ref import ImageRefError, parse_image_ref
 from clusterkit.paths import NODE_PROFILES
@@ -229,7 +229,7 @@ class EffectiveSpec:
     names: Names
     node: NodeSettings
     platform: PlatformRef | None  # None: the cluster's own network and storage stacks
-    health: HealthPlan  # the nodes' health checks (effective/health.py), shipped in the bundle, never in Args
+    health: HealthPlan  # the nodes' health checks (effective/node_health.py), shipped in the bundle, never in Args
     # LoginNodes pools as written (no derived value: subnet, security group and role are the compute nodes')
     login_nodes: tuple[LoginPool, ...] = ()
 
@@ -431,7 +431,7 @@ def expand_spec(spec: ClusterSpec, *, deploy_time: datetime | None = None) -> Ef
                                     "containers.nvidia_container_cli": containers.nvidia_container_cli,
                                     "security.compute_imds": spec.security.compute_imds}, containers),
         platform=platform,
-        health=health.plan(spec, gpu={q.name: q.has_gpu for q in queues},
+        health=node_health.plan(spec, gpu={q.name: q.has_gpu for q in queues},
                            efa={q.name: {cr.name: cr.efa for cr in q.compute_resources} for q in queues}),
         login_nodes=tuple(spec.login_nodes),
     )

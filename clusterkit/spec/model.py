@@ -137,7 +137,7 @@ class DeepHealth:
         "dcgmi diag -r LEVEL on each node (0 = none, 1 to 4); default: 2 on GPU queues, else 0", None)
     nccl_min_busbw_gbps: float | None = doc(
         "the least all_reduce_perf bus bandwidth in GB/s between two nodes of the queue (0 = no NCCL test); default: "
-        "the instance type's cited figure in clusterkit/effective/health.py (none is listed yet, so 0: set your "
+        "the instance type's cited figure in clusterkit/effective/node_health.py (none is listed yet, so 0: set your "
         "measured baseline), and 0 where the queue has no EFA or its max nodes add up to less than 2", None)
 
 

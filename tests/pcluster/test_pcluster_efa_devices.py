@@ -1,4 +1,4 @@
-"""The EFA devices the health plan expects per node (clusterkit/effective/health.py ``efa_devices``) are the EFA
+"""The EFA devices the health plan expects per node (clusterkit/effective/node_health.py ``efa_devices``) are the EFA
 interfaces ParallelCluster 3.16.1's compute launch template gives the node: its own ``add_network_interfaces``
 (pcluster/templates/queues_stack.py) run on every EFA type of the catalog, so the day an upgrade changes how many
 EFA interfaces a node gets, this fails instead of the quick check draining every node of the queue.
@@ -14,7 +14,7 @@ import pytest
 from pcluster_helpers import needs_pcluster_venv
 
 from clusterkit.catalog import lookup as catalog
-from clusterkit.effective.health import efa_devices
+from clusterkit.effective.node_health import efa_devices
 from clusterkit.pcluster.runner import pcluster_python
 
 pytestmark = needs_pcluster_venv

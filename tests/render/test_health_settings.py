@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from clusterkit.artifacts.bundle import node_artifacts
-from clusterkit.effective import health
+from clusterkit.effective import node_health as health
 from clusterkit.effective.expand import expand
 from clusterkit.pipeline.loader import load
 from clusterkit.render.pcluster_config import placeholder_refs, render_config
@@ -98,7 +98,7 @@ def test_the_spec_overrides_every_default(tmp_path):
 
 
 def test_the_nccl_default_needs_a_cited_figure_efa_and_two_nodes(tmp_path, monkeypatch):
-    """The table is empty (no cited drain threshold: effective/health.py); with a figure in it, the default is that
+    """The table is empty (no cited drain threshold: effective/node_health.py); with a figure in it, the default is that
     figure where the queue has EFA and two nodes, else 0."""
     assert expand(_load(tmp_path)).health.queues["gpu"].deep.nccl_min_busbw_gbps == 0.0
     monkeypatch.setitem(health.NCCL_MIN_BUSBW_GBPS, "p5.48xlarge", (123.0, "test"))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import time
 from typing import Dict, List
 
@@ -29,10 +30,11 @@ from clusterkit_node.contract.console import EXIT_FAILED, EXIT_OK, UsageError, l
 from clusterkit_node.contract.health_plan import PLAN_NAME
 from clusterkit_node.fleet import health_record as record
 from clusterkit_node.fleet.health_checks import Budget, quick
-from clusterkit_node.fleet.health_node import load_plan, node_env, queue_of, settle, this_node
+from clusterkit_node.fleet.health_node import load_plan, node_env, queue_of, settle, slurm_tool, this_node
 from clusterkit_node.node.facts import host_path
 from clusterkit_node.node.pyxis_importer import NODE_ENV, Refused, node_settings
 
+SHOW_SCHEMA = "clusterkit.node-health/v1"  # health show --format json (clusterkit status --nodes reads it)
 TIERS = ("quick", "boot")
 SOURCES = ("prolog", "idle", "boot")
 
@@ -84,6 +86,23 @@ def summary(entries: List[dict]) -> Dict[str, object]:
     return {"last": last, "last_by_tier": by_tier, "failed": failed, "last_drain": drains[-1] if drains else None}
 
 
+def slurm_states(env: Dict[str, str]) -> Dict[str, Dict[str, str]]:
+    """Each node's state and reason as slurmctld has them (``sinfo -N``), {} where Slurm does not answer (a compute
+    node without slurmctld's ear, a test root): the history stands on its own."""
+    try:
+        proc = subprocess.run([slurm_tool("sinfo", env), "-h", "-N", "-o", "%N|%T|%E"], capture_output=True,
+                              text=True, timeout=30, env=env)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    states: Dict[str, Dict[str, str]] = {}
+    for line in proc.stdout.splitlines() if proc.returncode == 0 else []:
+        name, _, rest = line.partition("|")
+        state, _, why = rest.partition("|")
+        if name and state:
+            states[name] = {"state": state, "reason": "" if why == "none" else why}
+    return states
+
+
 def cmd_show(a: argparse.Namespace) -> int:
     plan, why = load_plan(a.plan)
     cluster = a.cluster or (plan.cluster if plan else None)
@@ -93,17 +112,20 @@ def cmd_show(a: argparse.Namespace) -> int:
         store = a.store or node_settings(NODE_ENV)["CK_STORE"]
     except (OSError, Refused) as exc:
         raise UsageError([f"health show: the node's settings: {exc} (give --store DIR)"]) from None
-    names = a.nodes or record.nodes(store, cluster)
+    slurm = slurm_states(node_env())
+    names = a.nodes or sorted(set(record.nodes(store, cluster)) | set(slurm))
     report = {n: record.history(store, cluster, n, a.last) for n in names}
     if a.format == "json":
-        print(json.dumps({"cluster": cluster, "nodes": report}, indent=2, sort_keys=True))
+        print(json.dumps({"schema": SHOW_SCHEMA, "cluster": cluster, "nodes": report,
+                          "slurm": {n: slurm[n] for n in names if n in slurm}}, indent=2, sort_keys=True))
         return EXIT_OK
     rows = []
     for n in names:
+        state = slurm.get(n, {}).get("state", "-")
         s = summary(report[n])
         last = s["last"]
         if not last:
-            rows.append([n, "-", "-", "never checked", ""])
+            rows.append([n, state, "-", "-", "never checked", ""])
             continue
         failed = s["failed"]
         assert isinstance(last, dict) and isinstance(failed, list)
@@ -111,8 +133,8 @@ def cmd_show(a: argparse.Namespace) -> int:
         drain_entry = s["last_drain"]
         drained = f"drained {drain_entry['at']} (boot {drain_entry['boot_id'][:8]})" if isinstance(drain_entry,
                                                                                                    dict) else ""
-        rows.append([n, str(last.get("at")), f"{last.get('tier')}/{last.get('source')}", result, drained])
-    print_table(["NODE", "LAST CHECK", "TIER", "RESULT", "LAST DRAIN"], rows)
+        rows.append([n, state, str(last.get("at")), f"{last.get('tier')}/{last.get('source')}", result, drained])
+    print_table(["NODE", "SLURM", "LAST CHECK", "TIER", "RESULT", "LAST DRAIN"], rows)
     return EXIT_OK
 
 

@@ -38,7 +38,8 @@ FI_INFO = r"""#!/bin/bash
 [[ "$*" == "-p efa -t FI_EP_RDM" ]] || { echo "fi_info: stand-in answers -p efa -t FI_EP_RDM only" >&2; exit 1; }
 count="$(cat /etc/ck-test/efa)"
 for ((i = 0; i < count; i++)); do
-    printf 'provider: efa\n    fabric: efa\n    domain: rdmap%ss0-rdm\n    version: 122.0\n    type: FI_EP_RDM\n    protocol: FI_PROTO_EFA\n' "${i}"
+    printf 'provider: efa\n    fabric: efa\n    domain: rdmap%ss0-rdm\n    version: 122.0\n' "${i}"
+    printf '    type: FI_EP_RDM\n    protocol: FI_PROTO_EFA\n'
 done
 """
 
@@ -47,7 +48,9 @@ ALL_REDUCE_PERF = r"""#!/bin/bash
 slowest=""
 for node in $(scontrol show hostnames "${SLURM_STEP_NODELIST:-$(hostname -s)}"); do
     link="$(cat "LINKS/${node}" 2>/dev/null || echo LINK)"
-    if [[ -z "${slowest}" ]] || awk -v a="${link}" -v b="${slowest}" 'BEGIN { exit !(a < b) }'; then slowest="${link}"; fi
+    if [[ -z "${slowest}" ]] || awk -v a="${link}" -v b="${slowest}" 'BEGIN { exit !(a < b) }'; then
+        slowest="${link}"
+    fi
 done
 echo "# nThread 1 nGpus 1 minBytes 1073741824 maxBytes 1073741824 step: 2(factor) warmup iters: 5 iters: 20"
 echo "#       size         count      type   redop    root     time   algbw   busbw #wrong"

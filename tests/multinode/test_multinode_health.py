@@ -91,9 +91,12 @@ def test_slurm_runs_the_quick_check_on_idle_nodes_and_never_inside_a_users_job(u
 def test_a_node_whose_quick_check_fails_before_a_job_is_drained_with_its_reason_and_gets_no_job(up) -> None:
     head, bad = up.fleet.head, up.fleet.computes[1]
     # a user's job holds the node (so Slurm's idle check leaves it alone); its GPU falls off the bus
+    head.run(["rm", "-f", "/home/ckuser1/holder.started"])
     holder = head.run(["sbatch", "--parsable", "-w", bad.slurm_node, "--chdir=/home/ckuser1", "--output=/dev/null",
-                       "--wrap", "sleep 40"], user="ckuser1").stdout.strip()
-    head.wait(lambda: head.job_state(holder) == "RUNNING", f"job {holder} running", 60)
+                       "--wrap", "touch /home/ckuser1/holder.started; sleep 40"], user="ckuser1").stdout.strip()
+    # past its own prolog (which checked a healthy node): the batch script runs only after the prolog
+    head.wait(lambda: head.run(["test", "-e", "/home/ckuser1/holder.started"], check=False).returncode == 0,
+              f"job {holder} past its prolog", 60)
     gpu_standin.gpus(bad, [(gpu_standin.H100, 0)] * 7)
     try:
         # the next job asks for that node: its prolog's quick check fails, drains it, and Slurm requeues the job
@@ -107,7 +110,7 @@ def test_a_node_whose_quick_check_fails_before_a_job_is_drained_with_its_reason_
         head.wait(lambda: "Restarts=1" in head.run(["scontrol", "show", "job", job]).stdout, "the job requeued", 60)
         assert head.job_state(job) == "PENDING", "requeued, not held (nohold_on_prolog_fail) and not run"
         assert head.job_state(holder) == "RUNNING", "the running job is left to finish (the node is draining)"
-        assert not up.fleet.head.run(["test", "-s", "/home/ckuser2/health-prolog.out"], check=False).returncode == 0
+        assert head.run(["test", "-s", "/home/ckuser2/health-prolog.out"], check=False).returncode != 0
         # a job that may go anywhere runs on a healthy node
         state, out = head.sbatch("#!/bin/bash\nhostname\n", user="ckuser1", args=("-N", "1"), timeout=60)
         assert state == "COMPLETED" and out.strip() != bad.slurm_node, out
@@ -137,7 +140,7 @@ def test_a_deep_check_on_idle_nodes_drains_only_the_node_with_the_slow_link(up) 
     head.write(f"{gpu_standin.LINKS}/{slow.slurm_node}", "40\n")
     try:
         out = head.run(["python3", ZIPAPP, "health", "schedule", "--store", STORE]).stdout
-        assert f"deep check job" in out, out
+        assert "deep check job" in out, out
         job = head.run(["squeue", "-h", "-n", DEEP_JOB_NAME, "-o", "%i"]).stdout.split()[0]
         shown = head.run(["scontrol", "show", "job", job]).stdout
         assert "OverSubscribe=NO" in shown and "TimeLimit=00:15:00" in shown, shown

@@ -79,9 +79,10 @@ class World:
                               cwd=REPO, capture_output=True, text=True, timeout=60, env=env)
 
     def show(self, fmt: str = "json") -> subprocess.CompletedProcess:
+        env = {**os.environ, "PATH": f"{self.bin}:/usr/bin:/bin"}
         return subprocess.run([sys.executable, "-m", "clusterkit_node", "health", "show", "--store", str(self.store),
                                "--plan", str(self.plan), "--format", fmt], cwd=REPO, capture_output=True, text=True,
-                              timeout=60)
+                              timeout=60, env=env)
 
     def drains(self) -> list[str]:
         calls = self.tmp / "scontrol.calls"
@@ -162,6 +163,22 @@ def test_a_replaced_node_keeps_the_drained_instances_history(world: World) -> No
     assert (second["boot_id"], second["ok"], second["tier"]) == ("replacement", True, "boot")
     table = world.show("table").stdout
     assert NODE in table and "boot/prolog" in table and "drained " in table and "(boot boot-1)" in table
+
+
+def test_show_puts_slurms_state_beside_each_nodes_history(world: World) -> None:
+    world.gpus([(H100, 0)] * 7)
+    assert world.check().returncode == 1
+    # what sinfo -h -N -o '%N|%T|%E' prints on the head node (one line per node and partition)
+    _script(world.bin / "sinfo", f'printf "{NODE}|drained|clusterkit health quick: gpus\\ngpu-st-p5-2|idle|none\\n'
+                                 f'gpu-st-p5-2|idle|none\\n"\n')
+    doc = json.loads(world.show().stdout)
+    assert doc["schema"] == "clusterkit.node-health/v1"
+    assert doc["slurm"] == {NODE: {"state": "drained", "reason": "clusterkit health quick: gpus"},
+                            "gpu-st-p5-2": {"state": "idle", "reason": ""}}
+    assert doc["nodes"]["gpu-st-p5-2"] == [], "a node Slurm knows and no check has recorded yet"
+    table = world.show("table").stdout.splitlines()
+    assert table[0].split() == ["NODE", "SLURM", "LAST", "CHECK", "TIER", "RESULT", "LAST", "DRAIN"]
+    assert table[1].split()[:2] == [NODE, "drained"] and "never checked" in table[2]
 
 
 @pytest.mark.parametrize("case", ["no plan", "not a PC node name", "quick off", "queue not in the plan"])

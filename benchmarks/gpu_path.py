@@ -256,6 +256,35 @@ def _version(code: int, kind: str) -> str:
     return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"  # NCCL >= 2.9: 22105 -> 2.21.5
 
 
+def _health(d: Path) -> dict:
+    """The node health loop's quick check on the real GPU (fleet/health_checks.py): the real nvidia-smi query, ECC
+    counters and /dev/kmsg, with a plan that expects what this machine has (it must pass, in its budget) and one that
+    expects a GPU more (it must fail, naming the count). No drain (no Slurm here)."""
+    import re
+
+    from clusterkit_node.contract.health_plan import Deep, Expect, HealthPlan, QueueHealth, dumps
+
+    names = sh(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], check=False).stdout.split("\n")
+    names = [n.strip() for n in names if n.strip()]
+    model = next((w for w in (names[0].split() if names else []) if re.fullmatch(r"[A-Z]+[0-9]+[A-Z]*", w)), "")
+    store = Path("/var/tmp/gpu-path-store")
+    store.mkdir(mode=0o755, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(d / "node")}
+    found: dict = {"gpus": len(names), "model": model}
+    for label, count in (("expects_this_machine", len(names)), ("expects_one_more", len(names) + 1)):
+        plan = store / f"health-{label}.json"
+        plan.write_text(dumps(HealthPlan("gpucheck", 300, {"gpu": QueueHealth(True, 10, {
+            "gpu": Expect(count, model, 0)}, Deep())})))
+        t = time.monotonic()
+        r = sh([sys.executable, "-m", "clusterkit_node", "health", "check", "--tier", "quick", "--source", "boot",
+                "--node", "gpu-st-gpu-1", "--store", str(store), "--plan", str(plan), "--no-drain", "--cursor",
+                str(store / "health-cursor.json")], check=False, env=env)
+        found[label] = {"exit": r.returncode, "s": round(time.monotonic() - t, 2),
+                        "said": [ln for ln in (r.stdout + r.stderr).splitlines() if "health" in ln][-3:]}
+    found["ok"] = found["expects_this_machine"]["exit"] == 0 and found["expects_one_more"]["exit"] == 1
+    return found
+
+
 def run(d: Path) -> int:
     if os.geteuid() != 0:
         raise Failed("run as root (it installs the CLI and enroot, and starts containers as a user)")
@@ -286,12 +315,14 @@ def run(d: Path) -> int:
         r["matches_inspect"] = all(image.get(k) == v for k, v in seen.items())
         rows.append(r)
     gpu = sh(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], check=False).stdout.strip()
+    health = _health(d)
     result = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "machine": machine(),
               "gpu": gpu or info.get("Model", "?"), "driver": info.get("NVRM version", "?"),
               "cli_install": installed, "debs_unpacked": unpacked, "inspect_versions": image, "runs": rows,
               "start_path": "enroot create + enroot start (no Slurm on this machine)",
-              "manifest": json.loads((d / "manifest.json").read_text()), "run_s": round(time.monotonic() - t0, 1)}
-    ok = all(r.get("ok") and r["matches_inspect"] for r in rows)
+              "manifest": json.loads((d / "manifest.json").read_text()), "health_quick_check": health,
+              "run_s": round(time.monotonic() - t0, 1)}
+    ok = all(r.get("ok") and r["matches_inspect"] for r in rows) and health["ok"]
     result["ok"] = ok
     out = Path(os.environ["OUT"]) if os.environ.get("OUT") else d / "results"
     out.mkdir(parents=True, exist_ok=True)
@@ -306,6 +337,9 @@ def run(d: Path) -> int:
         lines.append(f"| {r['user']} | {r.get('devices', '?')} | {v['cuda']} | {v['nccl']} | {r['matches_inspect']} "
                      f"| {r.get('nccl_init_s', '?')} | {r.get('allreduce_ok', r.get('error'))} | {r['create_s']} "
                      f"| {r['start_and_run_s']} |")
+    lines.append(f"health quick check: {health['gpus']} x {health['model'] or '?'}: passes in "
+                 f"{health['expects_this_machine']['s']} s (exit {health['expects_this_machine']['exit']}), one GPU "
+                 f"more expected: exit {health['expects_one_more']['exit']}")
     (out / "gpu_path.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0 if ok else 1

@@ -12,6 +12,7 @@ nodes healthy and resumed).
 """
 from __future__ import annotations
 
+import calendar
 import json
 import time
 
@@ -45,10 +46,21 @@ def reason(up, node: str) -> str:
     return up.fleet.head.run(["sinfo", "-h", "-N", "-n", node, "-o", "%T|%E"]).stdout.strip()
 
 
+def at_epoch(entry: dict) -> float:
+    return calendar.timegm(time.strptime(entry["at"], "%Y-%m-%dT%H:%M:%SZ"))
+
+
 def resume(up, node) -> None:
+    """What ParallelCluster's replacement would give: a healthy node, back in Slurm, and Slurm's next idle check of it
+    passed (a check that began before the repair must not drain it again behind the next test's back)."""
     gpu_standin.healthy(node)
     up.fleet.head.run(["rm", "-f", f"{gpu_standin.LINKS}/{node.slurm_node}"], check=False)
+    time.sleep(2)  # a check already running finishes with what it saw
+    resumed = time.time()
     up.fleet.head.run(["scontrol", "update", f"NodeName={node.slurm_node}", "State=RESUME"], check=False)
+    up.fleet.head.wait(lambda: any(e["source"] == "idle" and e["ok"] and at_epoch(e) > resumed + 1
+                                   for e in history(up, node.slurm_node)), "an idle check passed after the repair",
+                       HEALTH_INTERVAL_S * 3)
     up.fleet.wait_idle(timeout=90)
 
 
@@ -79,8 +91,7 @@ def test_slurm_runs_the_quick_check_on_idle_nodes_and_never_inside_a_users_job(u
     head.wait(lambda: head.job_state(job) == "COMPLETED", f"job {job} done", HEALTH_INTERVAL_S * 3)
 
     def idle_at(node) -> list[float]:
-        return [time.mktime(time.strptime(e["at"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
-                for e in history(up, node.slurm_node) if e["source"] == "idle"]
+        return [at_epoch(e) for e in history(up, node.slurm_node) if e["source"] == "idle"]
 
     others = [n for n in up.fleet.computes if n is not busy]
     assert all(any(t >= started for t in idle_at(n)) for n in others), "the idle nodes were checked"
@@ -138,12 +149,18 @@ def test_a_deep_check_on_idle_nodes_drains_only_the_node_with_the_slow_link(up) 
     head = up.fleet.head
     slow = up.fleet.computes[1]
     head.write(f"{gpu_standin.LINKS}/{slow.slurm_node}", "40\n")
+    up.fleet.wait_idle()
     try:
         out = head.run(["python3", ZIPAPP, "health", "schedule", "--store", STORE]).stdout
-        assert "deep check job" in out, out
+        states = head.run(["sinfo", "-h", "-N", "-o", "%N %T %E"]).stdout
+        assert "deep check job" in out, out + states
         job = head.run(["squeue", "-h", "-n", DEEP_JOB_NAME, "-o", "%i"]).stdout.split()[0]
         shown = head.run(["scontrol", "show", "job", job]).stdout
-        assert "OverSubscribe=NO" in shown and "TimeLimit=00:15:00" in shown, shown
+        # every idle node of the queue, one job, the budget as its time limit, removed unless it starts within a
+        # minute (exclusivity is the partition's and --exclusive's: the fleet's partition forces sharing, PC's
+        # JobExclusiveAllocation queues do not, so it is not visible here)
+        assert "ReqNodeList=gpu-st-p5-[1-3]" in shown and "TimeLimit=00:15:00" in shown, shown + states
+        assert "Deadline=20" in shown, shown
         head.wait(lambda: head.job_state(job) not in ("PENDING", "RUNNING", "CONFIGURING", ""), f"deep job {job}",
                   300)
         state, why = reason(up, slow.slurm_node).split("|", 1)

@@ -112,6 +112,9 @@ def cmd_show(a: argparse.Namespace) -> int:
         store = a.store or node_settings(NODE_ENV)["CK_STORE"]
     except (OSError, Refused) as exc:
         raise UsageError([f"health show: the node's settings: {exc} (give --store DIR)"]) from None
+    bad = [n for n in a.nodes if not record.NODE_RE.fullmatch(n)]
+    if bad or not record.CLUSTER_RE.fullmatch(cluster):
+        raise UsageError([f"health show: {(bad or [cluster])[0]!r} is not a node or cluster name"])
     slurm = slurm_states(node_env())
     names = a.nodes or sorted(set(record.nodes(store, cluster)) | set(slurm))
     report = {n: record.history(store, cluster, n, a.last) for n in names}

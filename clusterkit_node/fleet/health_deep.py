@@ -154,12 +154,16 @@ def cmd_deep(a: argparse.Namespace) -> int:
                 warn("health deep: the budget is spent; the remaining pairs are not tested")
                 break
             pairs.append(pair_test(pair, gpus, env, left))
-    slow, suspects = judge(nodes, pairs, deep.nccl_min_busbw_gbps) if pairs else ([], [])
+    threshold = deep.nccl_min_busbw_gbps
+    slow, suspects = judge(nodes, pairs, threshold) if pairs else ([], [])
     seconds = time.monotonic() - started
     for node in nodes:
         mine = [p for p in pairs if node in p.nodes]
-        results = [Result("nccl", p.ok(deep.nccl_min_busbw_gbps), p.detail + (
-            "" if p.ok(deep.nccl_min_busbw_gbps) else f" (below {deep.nccl_min_busbw_gbps:g} GB/s)")) for p in mine]
+        # a pair below the threshold fails this node's entry only where the judgement says the node is the slow one
+        results = [Result("nccl", p.ok(threshold) or node not in slow, p.detail + (
+            "" if p.ok(threshold) else f" (below {threshold:g} GB/s" + (")" if node in slow else
+                                                                       "; not this node's: see its other pairs)")))
+                   for p in mine]
         if node in suspects:
             results.append(Result("nccl", True, "a suspect, not drained: its failing pairs do not single it out"))
         drained = problem = ""

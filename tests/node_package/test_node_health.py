@@ -198,6 +198,13 @@ def test_a_check_that_cannot_judge_drains_nothing(world: World, case: str) -> No
     assert world.drains() == []
 
 
+def test_show_refuses_a_name_that_is_not_a_nodes_name_in_one_line(world: World) -> None:
+    proc = subprocess.run([sys.executable, "-m", "clusterkit_node", "health", "show", "../../etc", "--store",
+                           str(world.store), "--plan", str(world.plan)], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "health: health show: '../../etc' is not a node or cluster name"
+
+
 def test_a_plan_the_nodes_refuse_is_one_line(world: World) -> None:
     world.plan.write_text(world.plan.read_text().replace('"gpus": 8', '"gpus": "eight"'))
     proc = world.check()

@@ -20,7 +20,7 @@ from typing import Any, Callable
 from clusterkit_node.contract.bundle_files import LIVE_ZIPAPP
 
 SHOW_SCHEMA = "clusterkit.node-health/v1"  # clusterkit_node/fleet/health.py SHOW_SCHEMA
-COMMAND = f"python3 -I {LIVE_ZIPAPP} health show --last 20 --format json"
+COMMAND = f"python3 -I {LIVE_ZIPAPP} health show --summary --format json"
 INSTANCE_ID = re.compile(r"i-[0-9a-f]{8,17}")
 DONE = {"Success", "Failed", "Cancelled", "TimedOut", "Cancelling"}
 OUTPUT_LIMIT = 24000  # SSM returns at most 24,000 characters of standard output inline

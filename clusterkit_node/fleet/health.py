@@ -86,6 +86,17 @@ def summary(entries: List[dict]) -> Dict[str, object]:
     return {"last": last, "last_by_tier": by_tier, "failed": failed, "last_drain": drains[-1] if drains else None}
 
 
+def brief(entries: List[dict]) -> List[dict]:
+    """The last drain and the last check, with their failures only: what ``clusterkit status --nodes`` shows, small
+    enough for SSM's inline output (24,000 characters) on clusters of tens of nodes."""
+    keep = ("at", "tier", "source", "ok", "boot_id", "drained")
+    drains = [e for e in entries if e.get("drained")]
+    chosen = ([drains[-1]] if drains and drains[-1] is not entries[-1] else []) + entries[-1:]
+    return [{**{k: e.get(k) for k in keep},
+             "results": [r for r in e.get("results", []) if isinstance(r, dict) and not r.get("ok")]}
+            for e in chosen]
+
+
 def slurm_states(env: Dict[str, str]) -> Dict[str, Dict[str, str]]:
     """Each node's state and reason as slurmctld has them (``sinfo -N``), {} where Slurm does not answer (a compute
     node without slurmctld's ear, a test root): the history stands on its own."""
@@ -118,6 +129,8 @@ def cmd_show(a: argparse.Namespace) -> int:
     slurm = slurm_states(node_env())
     names = a.nodes or sorted(set(record.nodes(store, cluster)) | set(slurm))
     report = {n: record.history(store, cluster, n, a.last) for n in names}
+    if a.summary:
+        report = {n: brief(entries) for n, entries in report.items()}
     if a.format == "json":
         print(json.dumps({"schema": SHOW_SCHEMA, "cluster": cluster, "nodes": report,
                           "slurm": {n: slurm[n] for n in names if n in slurm}}, indent=2, sort_keys=True))
@@ -160,6 +173,7 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     s.add_argument("--cluster")
     s.add_argument("--last", type=int, default=20, help="entries per node (default 20)")
     s.add_argument("--format", choices=("table", "json"), default="table")
+    s.add_argument("--summary", action="store_true", help="per node only the last drain and the last check")
     from clusterkit_node.fleet import health_deep  # noqa: PLC0415 (the deep tier's subcommands)
     health_deep.add_parsers(hs)
 

@@ -163,6 +163,15 @@ def test_a_replaced_node_keeps_the_drained_instances_history(world: World) -> No
     assert (second["boot_id"], second["ok"], second["tier"]) == ("replacement", True, "boot")
     table = world.show("table").stdout
     assert NODE in table and "boot/prolog" in table and "drained " in table and "(boot boot-1)" in table
+    assert world.check().returncode == 0  # one more pass: the summary keeps the last drain and the last check
+    summary = subprocess.run([sys.executable, "-m", "clusterkit_node", "health", "show", "--store", str(world.store),
+                              "--plan", str(world.plan), "--summary", "--format", "json"], cwd=REPO,
+                             capture_output=True, text=True, timeout=60)
+    drained, last = json.loads(summary.stdout)["nodes"][NODE]
+    assert (drained["boot_id"], drained["results"]) == ("boot-1", [{"check": "gpus", "ok": False,
+                                                                      "detail": "7 GPUs, expected 8",
+                                                                      "seconds": drained["results"][0]["seconds"]}])
+    assert (last["ok"], last["source"], last["results"]) == (True, "prolog", [])
 
 
 def test_show_puts_slurms_state_beside_each_nodes_history(world: World) -> None:

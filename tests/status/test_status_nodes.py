@@ -46,7 +46,8 @@ def head_node_answer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
                                                       0.1, "99"))
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert node_main(["health", "show", "--store", str(store), "--cluster", "demo", "--format", "json"]) == 0
+        assert node_main(["health", "show", "--store", str(store), "--cluster", "demo", "--summary",
+                          "--format", "json"]) == 0
     return out.getvalue()
 
 

@@ -57,18 +57,21 @@ def parse(output: str) -> NodeChecks:
         return NodeChecks(unread="the head node's answer is not JSON (a bundle from before the health loop?)")
     if not isinstance(doc, dict) or doc.get("schema") != SHOW_SCHEMA or not isinstance(doc.get("nodes"), dict):
         return NodeChecks(unread=f"the head node's answer is not {SHOW_SCHEMA}")
-    slurm = doc.get("slurm") if isinstance(doc.get("slurm"), dict) else {}
+    raw_slurm = doc.get("slurm")
+    slurm: dict[str, Any] = raw_slurm if isinstance(raw_slurm, dict) else {}
     rows = []
-    for name, entries in sorted(doc["nodes"].items()):
-        if not isinstance(name, str) or not isinstance(entries, list):
+    for name, raw in sorted(doc["nodes"].items()):
+        if not isinstance(name, str) or not isinstance(raw, list):
             return NodeChecks(unread=f"the head node's answer has a malformed node entry: {str(name)[:40]!r}")
-        entries = [e for e in entries if isinstance(e, dict)]
-        last = entries[-1] if entries else {}
-        results = last.get("results") if isinstance(last.get("results"), list) else []
+        entries: list[dict[str, Any]] = [e for e in raw if isinstance(e, dict)]
+        last: dict[str, Any] = entries[-1] if entries else {}
+        raw_results = last.get("results")
+        results: list[Any] = raw_results if isinstance(raw_results, list) else []
         failed = tuple(f"{_text(r.get('check'))}: {_text(r.get('detail'))}" for r in results
                        if isinstance(r, dict) and r.get("ok") is False)
         drains = [e for e in entries if e.get("drained")]
-        state = slurm.get(name) if isinstance(slurm.get(name), dict) else {}
+        raw_state = slurm.get(name)
+        state: dict[str, Any] = raw_state if isinstance(raw_state, dict) else {}
         rows.append(NodeCheck(
             node=_text(name), slurm_state=_text(state.get("state")), slurm_reason=_text(state.get("reason")),
             last_at=_text(last.get("at")), last_tier=f"{_text(last.get('tier'))}/{_text(last.get('source'))}"

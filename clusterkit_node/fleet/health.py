@@ -24,7 +24,7 @@ import argparse
 import json
 import subprocess
 import time
-from typing import Dict, List
+from typing import Any, Dict, List
 
 from clusterkit_node.contract.console import EXIT_FAILED, EXIT_OK, UsageError, log, print_table, warn
 from clusterkit_node.contract.health_plan import PLAN_NAME
@@ -76,7 +76,7 @@ def cmd_check(a: argparse.Namespace) -> int:
     return EXIT_OK if ok else EXIT_FAILED
 
 
-def summary(entries: List[dict]) -> Dict[str, object]:
+def summary(entries: List[Dict[str, Any]]) -> Dict[str, object]:
     last = entries[-1] if entries else {}
     by_tier = {}
     for e in entries:
@@ -86,7 +86,7 @@ def summary(entries: List[dict]) -> Dict[str, object]:
     return {"last": last, "last_by_tier": by_tier, "failed": failed, "last_drain": drains[-1] if drains else None}
 
 
-def brief(entries: List[dict]) -> List[dict]:
+def brief(entries: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """The last drain and the last check, with their failures only: what ``clusterkit status --nodes`` shows, small
     enough for SSM's inline output (24,000 characters) on clusters of tens of nodes."""
     keep = ("at", "tier", "source", "ok", "boot_id", "drained")

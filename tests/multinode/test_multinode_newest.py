@@ -130,7 +130,9 @@ def test_a_node_lost_mid_job_fails_the_job_leaves_the_store_and_the_rest_run(up)
     # changes it was not checked): the node is set DOWN and the batch job requeued, to wait for three nodes.
     head.wait(lambda: "Restarts=1" in head.run(["scontrol", "show", "job", job]).stdout, f"job {job} requeued", 90)
     head.wait(lambda: head.job_state(job) == "PENDING", f"job {job} pending again (after COMPLETING)", 60)
-    assert "DOWN" in head.run(["sinfo", "-h", "-n", lost.slurm_node, "-o", "%T"]).stdout.upper()
+    # not responding first (Slurm's idle health check RPC or its ping finds it gone: "*"), DOWN at SlurmdTimeout
+    head.wait(lambda: "DOWN" in head.run(["sinfo", "-h", "-n", lost.slurm_node, "-o", "%T"]).stdout.upper(),
+              f"{lost.slurm_node} down", 60)
     head.run(["scancel", job])
     assert (up.fleet.fsx / "containers" / "manifest.json").read_bytes() == manifest_before
     verify = head.run(["python3", f"{SHARED}/clusterkit_node.pyz", "verify", "--store", STORE, "--lock",

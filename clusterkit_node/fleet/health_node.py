@@ -62,10 +62,14 @@ def settle(plan: HealthPlan, store: str, tier: str, source: str, node: str, resu
         problem = drain(slurm_tool("scontrol", env), node, why) or ""
         drained = "" if problem else why
     entry = record.Entry.of(node, tier, source, results, seconds, boot, drained, problem)
-    try:
-        record.append(store, plan.cluster, entry)
-    except (OSError, UsageError) as exc:
-        warn(f"health: could not record the check on the store: {getattr(exc, 'strerror', None) or exc}")
+    if any(r.check == "store" and not r.ok for r in results):
+        # a hung Lustre mount blocks every write in the kernel: the prolog must not hang on the record
+        warn("health: the check is not recorded on the store: the store did not answer")
+    else:
+        try:
+            record.append(store, plan.cluster, entry)
+        except (OSError, UsageError) as exc:
+            warn(f"health: could not record the check on the store: {getattr(exc, 'strerror', None) or exc}")
     for r in failed:
         warn(f"health: {node}: {tier} check {r.check} failed: {r.detail}")
     if failed:

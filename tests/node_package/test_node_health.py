@@ -125,7 +125,8 @@ def test_a_failing_quick_check_drains_the_node_with_what_failed(world: World, br
     assert drain.startswith(f"Reason=clusterkit health quick: {reason}"), drain
     assert drain.endswith(f"history: clusterkit_node.pyz health show {NODE}") and len(drain) <= len("Reason=") + 200
     if not world.store.exists():  # the drain stands; the history has nowhere to go, and says so
-        assert "could not record the check on the store" in proc.stderr and "Traceback" not in proc.stderr
+        assert "the check is not recorded on the store: the store did not answer" in proc.stderr
+        assert "Traceback" not in proc.stderr
         return
     (entry,) = world.history()
     assert not entry["ok"] and entry["drained"] == drain.removeprefix("Reason=")
@@ -236,3 +237,23 @@ def test_the_deep_judgement_drains_only_the_node_every_pair_points_at() -> None:
     assert judge(["a", "b"], _pairs(["a", "b"], {"a"}), 100) == ([], ["a", "b"])
     assert judge(nodes, _pairs(nodes, set(), bw=50.0), 100) == ([], ["a", "b", "c", "d"])
     assert judge(nodes, [Pair(("a", "b"), None, "timed out")] + _pairs(nodes, set())[1:], 100) == ([], ["a", "b"])
+
+
+def test_a_store_that_hangs_fails_at_the_budget_and_is_not_written_to(world: World, monkeypatch) -> None:
+    """A hung Lustre mount blocks listdir in the kernel: the check stops waiting at the budget, and nothing writes
+    to the store after (the prolog must not hang on its own record)."""
+    from clusterkit_node.fleet import health_checks, health_node
+
+    real_listdir = os.listdir
+    monkeypatch.setattr(health_checks.os, "listdir",
+                        lambda p: time.sleep(5) or real_listdir(p) if str(p) == str(world.store) else real_listdir(p))
+    started = time.monotonic()
+    result = health_checks.check_store(str(world.store), health_checks.Budget(0.5))
+    assert time.monotonic() - started < 2 and not result.ok
+    assert result.detail == f"{world.store} did not answer within 0.5 s (FSx hung?)"
+    written = []
+    monkeypatch.setattr(health_node.record, "append", lambda *a: written.append(a))
+    plan = HealthPlan("demo", 300, {})
+    assert not health_node.settle(plan, str(world.store), "quick", "prolog", NODE, [result], 0.5, "b",
+                                  {"PATH": str(world.bin)}, do_drain=True)
+    assert written == [] and world.drains()[0].startswith("Reason=clusterkit health quick: store: ")

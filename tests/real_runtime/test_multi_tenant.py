@@ -81,6 +81,15 @@ def node_state(node: NodeRoot) -> str:
     return node.run(["sinfo", "-h", "-N", "-o", "%T", "-n", node.slurm_node]).stdout.strip()
 
 
+def fresh_for_b(node: NodeRoot) -> None:
+    """B has run nothing here yet: its dirs go, once every earlier job's epilog is done (srun returns when its
+    step ends; pyxis' job epilog runs `enroot list` as B after that, and fails, draining the node, if B's dirs
+    went first: a race of the test's own making, not the node's)."""
+    node.wait(lambda: node_state(node) == "idle", "every earlier job's epilog done (the node idle)", 60)
+    for parent in enroot_parents(node).values():
+        node.run(["rm", "-rf", f"{parent}/user-{B_UID}"])
+
+
 def plant_rootfs(node: NodeRoot, path: str, owner: str) -> None:
     """A root file system of A's at path (what A would copy in), owned by owner."""
     node.sh(f"mkdir -p {path}/etc {path}/bin && cp /bin/busybox {path}/bin/busybox && "
@@ -120,8 +129,7 @@ def test_a_cannot_swap_bs_named_container_between_steps(cluster: Cluster) -> Non
     """(1): between two steps of B's job, A tries to move B's named container aside and put its own in."""
     node = cluster.node
     data = enroot_parents(node)["DATA"]
-    for parent in enroot_parents(node).values():  # a fresh node: B has run nothing here yet
-        node.run(["rm", "-rf", f"{parent}/user-{B_UID}"])
+    fresh_for_b(node)
     proc = as_user(node, A, f"mkdir -m 0777 {data}/user-{B_UID}")  # A used to make B's dir first
     assert proc.returncode != 0 and "Permission denied" in proc.stderr, proc
     job, out = submit(node, B, f"""#!/bin/bash
@@ -146,8 +154,7 @@ def test_a_cannot_preplant_bs_next_container(cluster: Cluster) -> None:
     dirs at all yet on this node (root removed them: a fresh node), the case where A used to make them first."""
     node = cluster.node
     data = enroot_parents(node)["DATA"]
-    for parent in enroot_parents(node).values():
-        node.run(["rm", "-rf", f"{parent}/user-{B_UID}"])
+    fresh_for_b(node)
     job = next_job_id(node, A)
     plant_rootfs(node, f"/home/{A}/evil", A)
     proc = as_user(node, A, f"mkdir -p {data}/user-{B_UID} && "
@@ -165,8 +172,7 @@ def test_dirs_left_by_an_older_layout_are_quarantined_not_used(cluster: Cluster)
     job, and a symlink for B's cache: the prolog moves them aside, makes B's own, and says so."""
     node = cluster.node
     parents = enroot_parents(node)
-    for parent in parents.values():
-        node.run(["rm", "-rf", f"{parent}/user-{B_UID}"])
+    fresh_for_b(node)
     job = next_job_id(node, A)
     node.run(["install", "-d", "-m", "0700", "-o", A, "-g", "ckteam", f"{parents['DATA']}/user-{B_UID}"])
     plant_rootfs(node, f"{parents['DATA']}/user-{B_UID}/pyxis_{job}_keep", A)

@@ -30,9 +30,9 @@ from clusterkit_node.contract.console import EXIT_FAILED, EXIT_OK, UsageError, l
 from clusterkit_node.contract.health_plan import PLAN_NAME
 from clusterkit_node.fleet import health_record as record
 from clusterkit_node.fleet.health_checks import Budget, quick
-from clusterkit_node.fleet.health_node import load_plan, node_env, queue_of, settle, slurm_tool, this_node
+from clusterkit_node.fleet.health_node import load_plan, node_env, node_store, queue_of, settle, slurm_tool, this_node
 from clusterkit_node.node.facts import host_path
-from clusterkit_node.node.pyxis_importer import NODE_ENV, Refused, node_settings
+from clusterkit_node.node.pyxis_importer import Refused
 
 SHOW_SCHEMA = "clusterkit.node-health/v1"  # health show --format json (clusterkit status --nodes reads it)
 TIERS = ("quick", "boot")
@@ -52,7 +52,7 @@ def cmd_check(a: argparse.Namespace) -> int:
     if a.tier == "quick" and not qh.quick:
         return EXIT_OK
     try:
-        store = a.store or node_settings(NODE_ENV)["CK_STORE"]
+        store = node_store(a.store)
     except (OSError, Refused) as exc:
         warn(f"health: not judged: the node's settings: {exc}")
         return EXIT_OK
@@ -78,12 +78,9 @@ def cmd_check(a: argparse.Namespace) -> int:
 
 def summary(entries: List[Dict[str, Any]]) -> Dict[str, object]:
     last = entries[-1] if entries else {}
-    by_tier = {}
-    for e in entries:
-        by_tier[e.get("tier")] = e
     failed = [r for r in last.get("results", []) if not r.get("ok")]
     drains = [e for e in entries if e.get("drained")]
-    return {"last": last, "last_by_tier": by_tier, "failed": failed, "last_drain": drains[-1] if drains else None}
+    return {"last": last, "failed": failed, "last_drain": drains[-1] if drains else None}
 
 
 def brief(entries: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
@@ -120,7 +117,7 @@ def cmd_show(a: argparse.Namespace) -> int:
     if cluster is None:
         raise UsageError([f"health show: which cluster? ({why}; give --cluster NAME)"])
     try:
-        store = a.store or node_settings(NODE_ENV)["CK_STORE"]
+        store = node_store(a.store)
     except (OSError, Refused) as exc:
         raise UsageError([f"health show: the node's settings: {exc} (give --store DIR)"]) from None
     bad = [n for n in a.nodes if not record.NODE_RE.fullmatch(n)]

@@ -65,8 +65,9 @@ class Budget:
         return max(0.0, self.deadline - self.clock())
 
 
-def _run(cmd: List[str], env: Dict[str, str], timeout: float) -> Tuple[Optional[int], str]:
-    """(exit code, output); None when it did not finish in ``timeout`` (killed with its process group)."""
+def run_bounded(cmd: List[str], env: Dict[str, str], timeout: float) -> Tuple[Optional[int], str]:
+    """(exit code, output); None when it did not finish in ``timeout`` (killed with its process group: every
+    health tier's tools run through this)."""
     if timeout <= 0:
         return None, ""
     try:
@@ -97,7 +98,7 @@ def check_gpus(env: Dict[str, str], expect: Expect, budget: Budget) -> List[Resu
     exe = find_tool("nvidia-smi", env, "/usr/bin/nvidia-smi")
     if exe is None:
         return [Result("driver", False, f"no nvidia-smi on a node that should have {expect.gpus} GPUs")]
-    rc, out = _run([exe, GPU_QUERY, "--format=csv,noheader,nounits"], env, budget.left())
+    rc, out = run_bounded([exe, GPU_QUERY, "--format=csv,noheader,nounits"], env, budget.left())
     took = budget.clock() - started
     if rc is None:
         return [Result("driver", False, f"nvidia-smi did not answer within {budget.seconds:g} s (a GPU off the bus?)",
@@ -190,7 +191,7 @@ def check_efa(env: Dict[str, str], expect: Expect, budget: Budget) -> Result:
     exe = find_tool("fi_info", env, *EFA_TOOL_PATHS)
     if exe is None:
         return Result("efa", False, f"no fi_info (EFA installer) on a node that should have {expect.efa} EFA devices")
-    rc, out = _run([exe, "-p", "efa", "-t", "FI_EP_RDM"], env, budget.left())
+    rc, out = run_bounded([exe, "-p", "efa", "-t", "FI_EP_RDM"], env, budget.left())
     took = budget.clock() - started
     if rc is None:
         return Result("efa", False, f"fi_info did not answer within {budget.seconds:g} s", took)

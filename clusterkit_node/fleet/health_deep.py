@@ -35,12 +35,11 @@ from clusterkit_node.contract.bundle_files import LIVE_ZIPAPP
 from clusterkit_node.contract.console import EXIT_FAILED, EXIT_OK, log, warn
 from clusterkit_node.contract.health_plan import DEEP_JOB_NAME, NAME, HealthPlan
 from clusterkit_node.fleet import health_record as record
-from clusterkit_node.fleet.health_checks import Result, boot_id
-from clusterkit_node.fleet.health_node import load_plan, node_env, reason_for, slurm_tool, this_node
+from clusterkit_node.fleet.health_checks import Result, boot_id, run_bounded
+from clusterkit_node.fleet.health_node import load_plan, node_env, node_store, settle, slurm_tool, this_node
 from clusterkit_node.node.facts import find_tool
 from clusterkit_node.node.gpu_health import diagnose
-from clusterkit_node.node.pyxis_importer import NODE_ENV, Refused, node_settings
-from clusterkit_node.node.slurm_drain import drain
+from clusterkit_node.node.pyxis_importer import Refused
 
 NCCL_PATHS = ("/opt/nccl-tests/build/all_reduce_perf",)
 AVG_BUSBW = re.compile(r"#\s*Avg bus bandwidth\s*:\s*([0-9.]+)")
@@ -86,23 +85,12 @@ def busbw(output: str) -> Optional[float]:
     return float(m.group(1)) if m else None
 
 
-def _run(cmd: List[str], env: Dict[str, str], timeout: float) -> Tuple[Optional[int], str]:
-    try:
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True,
-                              errors="replace", timeout=max(1.0, timeout))
-    except subprocess.TimeoutExpired:
-        return None, f"did not finish within {timeout:.0f} s"
-    except OSError as exc:
-        return 127, exc.strerror or str(exc)
-    return proc.returncode, proc.stdout
-
-
 def pair_test(nodes: Tuple[str, str], gpus: int, env: Dict[str, str], timeout: float) -> Pair:
     srun = slurm_tool("srun", env)
     exe = find_tool("all_reduce_perf", env, *NCCL_PATHS) or "all_reduce_perf"
     cmd = [srun, f"--nodelist={nodes[0]},{nodes[1]}", "--nodes=2", f"--ntasks-per-node={max(1, gpus)}",
            "--overcommit", "--kill-on-bad-exit=1", exe, *NCCL_ARGS]
-    rc, out = _run(cmd, env, timeout)
+    rc, out = run_bounded(cmd, env, timeout)
     figure = busbw(out) if rc == 0 else None
     if figure is None:
         last = [ln for ln in out.splitlines() if ln.strip()][-1:] or ["no output"]
@@ -112,12 +100,8 @@ def pair_test(nodes: Tuple[str, str], gpus: int, env: Dict[str, str], timeout: f
 
 
 def hostnames(nodelist: str, env: Dict[str, str]) -> List[str]:
-    rc, out = _run([slurm_tool("scontrol", env), "show", "hostnames", nodelist], env, 30)
+    rc, out = run_bounded([slurm_tool("scontrol", env), "show", "hostnames", nodelist], env, 30)
     return [ln.strip() for ln in out.splitlines() if ln.strip()] if rc == 0 else []
-
-
-def _store() -> str:
-    return node_settings(NODE_ENV)["CK_STORE"]
 
 
 def cmd_deep(a: argparse.Namespace) -> int:
@@ -133,7 +117,7 @@ def cmd_deep(a: argparse.Namespace) -> int:
     job = os.environ.get("SLURM_JOB_ID", "?")
     nodes = hostnames(os.environ.get("SLURM_JOB_NODELIST", ""), env)
     try:
-        store = a.store or _store()
+        store = a.store or node_store()
     except (OSError, Refused) as exc:
         warn(f"health deep: not judged: the node's settings: {exc}")
         return EXIT_OK
@@ -142,7 +126,7 @@ def cmd_deep(a: argparse.Namespace) -> int:
     if deep.dcgm_level:
         per_node = max(30.0, (deep.budget_s - (time.monotonic() - started)) / 2)
         zipapp = a.zipapp or LIVE_ZIPAPP
-        _run([slurm_tool("srun", env), f"--nodes={len(nodes)}", "--ntasks-per-node=1", "python3", "-I", zipapp,
+        run_bounded([slurm_tool("srun", env), f"--nodes={len(nodes)}", "--ntasks-per-node=1", "python3", "-I", zipapp,
               "health", "dcgm", "--level", str(deep.dcgm_level), "--budget", str(int(per_node)), "--job", job,
               "--store", store], env, per_node + 30)
     pairs: List[Pair] = []
@@ -166,19 +150,8 @@ def cmd_deep(a: argparse.Namespace) -> int:
                    for p in mine]
         if node in suspects:
             results.append(Result("nccl", True, "a suspect, not drained: its failing pairs do not single it out"))
-        drained = problem = ""
-        if node in slow:
-            failing = [r for r in results if not r.ok]
-            why = reason_for("deep", node, failing)
-            problem = drain(slurm_tool("scontrol", env), node, why) or ""
-            drained = "" if problem else why
-            warn(f"health deep: {node}: " + (f"drained: {why}" if drained else f"could not drain: {problem}"))
-        if results:
-            entry = record.Entry.of(node, "deep", f"deep job {job}", results, seconds, "", drained, problem)
-            try:
-                record.append(store, plan.cluster, entry)
-            except OSError as exc:
-                warn(f"health deep: could not record {node}'s check: {exc.strerror or exc}")
+        if results:  # a failing result exists only for a node judged slow: settle drains just those
+            settle(plan, store, "deep", f"deep job {job}", node, results, seconds, "", env, do_drain=True)
     for p in pairs:
         log(f"health deep: {p.detail}")
     if suspects:
@@ -201,17 +174,9 @@ def cmd_dcgm(a: argparse.Namespace) -> int:
         return EXIT_OK
     outcome = diagnose(dcgmi, a.level, a.budget)
     result = Result("dcgm", outcome.status != "fail", outcome.detail, outcome.seconds)
-    drained = problem = ""
-    if not result.ok:
-        why = reason_for("deep", node, [result])
-        problem = drain(slurm_tool("scontrol", env), node, why) or ""
-        drained = "" if problem else why
-    try:
-        record.append(a.store, plan.cluster, record.Entry.of(node, "deep", f"deep job {a.job}", [result],
-                                                             outcome.seconds, boot_id(env), drained, problem))
-    except OSError as exc:
-        warn(f"health dcgm: could not record: {exc.strerror or exc}")
-    return EXIT_OK if result.ok else EXIT_FAILED
+    ok = settle(plan, a.store, "deep", f"deep job {a.job}", node, [result], outcome.seconds, boot_id(env), env,
+                do_drain=True)
+    return EXIT_OK if ok else EXIT_FAILED
 
 
 def last_deep(store: str, cluster: str, node: str) -> Optional[float]:
@@ -232,13 +197,13 @@ def due_nodes(plan: HealthPlan, queue: str, idle: List[str], store: str, now: fl
 
 def idle_nodes(queue: str, env: Dict[str, str]) -> List[str]:
     """The queue's nodes Slurm shows idle and nothing else (not drained, not powered down, not reserved)."""
-    rc, out = _run([slurm_tool("sinfo", env), "-h", "-N", "-p", queue, "-o", "%N %T"], env, 30)
+    rc, out = run_bounded([slurm_tool("sinfo", env), "-h", "-N", "-p", queue, "-o", "%N %T"], env, 30)
     return sorted({ln.split()[0] for ln in out.splitlines() if len(ln.split()) == 2 and ln.split()[1] == "idle"}) \
         if rc == 0 else []
 
 
 def submitted(queue: str, env: Dict[str, str]) -> bool:
-    rc, out = _run([slurm_tool("squeue", env), "-h", "-n", DEEP_JOB_NAME, "-p", queue, "-o", "%i"], env, 30)
+    rc, out = run_bounded([slurm_tool("squeue", env), "-h", "-n", DEEP_JOB_NAME, "-p", queue, "-o", "%i"], env, 30)
     return rc != 0 or bool(out.strip())  # squeue failing: do not pile jobs up
 
 
@@ -253,7 +218,7 @@ def cmd_schedule(a: argparse.Namespace) -> int:
     if plan is None:
         warn(f"health schedule: nothing scheduled: {why}")
         return EXIT_OK
-    store = a.store or _store()
+    store = a.store or node_store()
     zipapp = a.zipapp or LIVE_ZIPAPP
     for queue, qh in sorted(plan.queues.items()):
         if not qh.deep.every_hours or not NAME.fullmatch(queue):

@@ -16,6 +16,7 @@ from clusterkit_node.contract.health_plan import PLAN_NAME, HealthPlan, PlanErro
 from clusterkit_node.fleet import health_record as record
 from clusterkit_node.fleet.health_checks import Result
 from clusterkit_node.node.facts import NODE_PATH, find_tool, node_identity
+from clusterkit_node.node.pyxis_importer import NODE_ENV, node_settings
 from clusterkit_node.node.slurm_drain import REASON_MAX, drain
 
 SLURM_PATHS = ("/opt/slurm/bin",)  # ParallelCluster's Slurm, not always on root's PATH
@@ -33,6 +34,11 @@ def slurm_tool(name: str, env: Dict[str, str]) -> str:
 
 def this_node() -> str:
     return socket.gethostname().split(".")[0]
+
+
+def node_store(given: Optional[str] = None) -> str:
+    """The store the command was given, else CK_STORE of the node's settings (OSError, Refused when unreadable)."""
+    return given or node_settings(NODE_ENV)["CK_STORE"]
 
 
 def load_plan(path: Optional[str]) -> Tuple[Optional[HealthPlan], str]:
